@@ -1,0 +1,244 @@
+// Package backend is the storage contract every kyu store implements: the
+// embedded Pebble store, Redis, PostgreSQL, MySQL and the remote (HTTP)
+// backend. The root package kyu builds Client and Worker on it; the
+// conformance suite in backend/backendtest proves that a store keeps every
+// promise written here.
+//
+// Every method takes the caller's time where it reads or sets one (the Now
+// fields): a backend never reads its own clock, so tests control time and
+// all processes sharing a store agree on one timeline up to their clock skew.
+package backend
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Backend is a job store. All methods are safe for concurrent use.
+type Backend interface {
+	// Enqueue writes new jobs atomically. A job whose unique key is held is
+	// not an error: its item reports Duplicate with the holder's id.
+	Enqueue(ctx context.Context, p EnqueueParams) (EnqueueResult, error)
+
+	// Claim leases up to Max claimable jobs from the given queues. Each
+	// claimed job is active, its Attempt incremented, and carries a fresh
+	// LeaseToken (greater than any the job had) valid until LeaseExpiresAt.
+	// A job whose deadline has passed is cancelled instead of handed out.
+	Claim(ctx context.Context, p ClaimParams) (ClaimResult, error)
+
+	// Heartbeat extends live leases; the result says, per lease, whether it
+	// was lost (nothing is changed for a lost lease).
+	Heartbeat(ctx context.Context, p HeartbeatParams) (HeartbeatResult, error)
+
+	// Complete finishes jobs successfully, storing their results. An item
+	// whose lease is not live fails with ErrLeaseLost and changes nothing.
+	Complete(ctx context.Context, p CompleteParams) (BatchResult, error)
+
+	// Fail ends attempts with an error: the job goes to retry at RetryAt
+	// (pending at once if RetryAt is not after Now), or to failed when Final
+	// is set or its attempts are used up.
+	Fail(ctx context.Context, p FailParams) (BatchResult, error)
+
+	// Release hands active jobs back to pending at once: the lease token
+	// dies, the attempt is recorded as interrupted and not counted against
+	// MaxAttempts. For graceful shutdown.
+	Release(ctx context.Context, p ReleaseParams) (BatchResult, error)
+
+	// Get returns a job by id, or ErrNotFound.
+	Get(ctx context.Context, p GetParams) (*Job, error)
+
+	// Delete removes a job that is not active (ErrJobActive otherwise). A
+	// unique key with a UniqueFor period keeps holding until that period ends.
+	Delete(ctx context.Context, p DeleteParams) error
+
+	// Promote moves scheduled and retry jobs whose run-at has come to
+	// pending, and cancels (reason "deadline") waiting jobs whose deadline
+	// has passed.
+	Promote(ctx context.Context, p MaintenanceParams) (MaintenanceResult, error)
+
+	// RecoverLeases ends expired leases: the attempt is recorded as
+	// lease_expired and the job goes back to pending, or to failed when its
+	// attempts are used up.
+	RecoverLeases(ctx context.Context, p MaintenanceParams) (MaintenanceResult, error)
+
+	// ApplyRetention deletes final jobs whose retention has run out, and
+	// forgets unique keys whose UniqueFor period has ended.
+	ApplyRetention(ctx context.Context, p MaintenanceParams) (MaintenanceResult, error)
+
+	// Subscribe returns a subscription that receives a signal, soon after,
+	// whenever a job may have become claimable in one of the queues. Signals
+	// coalesce; a receiver must still claim to learn what is there, and must
+	// not rely on signals alone (poll now and then).
+	Subscribe(ctx context.Context, p SubscribeParams) (*Subscription, error)
+
+	// Capabilities declares the optional abilities of this backend.
+	Capabilities() Capabilities
+
+	// Close releases the store. Calls after Close return ErrClosed.
+	Close() error
+}
+
+// Capabilities declares what a backend offers beyond the contract.
+type Capabilities struct {
+	// Notify: Subscribe delivers signals on enqueue (otherwise the
+	// subscription never fires and workers rely on polling).
+	Notify bool
+	// Tx: the backend can enqueue inside a caller's database transaction.
+	Tx bool
+}
+
+// ClaimMode chooses how Claim orders its queues.
+type ClaimMode string
+
+// Claim modes.
+const (
+	// ClaimStrict drains queues in the order given: a later queue is served
+	// only when every earlier one has nothing claimable.
+	ClaimStrict ClaimMode = "strict"
+	// ClaimWeighted picks the queue order for each claim at random, each
+	// queue weighted by Weights (default 1); a queue with nothing claimable
+	// is skipped.
+	ClaimWeighted ClaimMode = "weighted"
+)
+
+// ClaimParams asks for up to Max jobs.
+type ClaimParams struct {
+	Queues   []string
+	Mode     ClaimMode // default ClaimStrict
+	Weights  map[string]int
+	Max      int
+	Lease    time.Duration
+	WorkerID string
+	Now      time.Time
+}
+
+// ClaimResult holds the claimed jobs, highest priority first, FIFO within a
+// priority; each is active and carries its lease.
+type ClaimResult struct {
+	Jobs []*Job
+}
+
+// Lease names one claim on one job.
+type Lease struct {
+	JobID string
+	Token int64
+}
+
+// HeartbeatParams extends Leases to Now+Extend.
+type HeartbeatParams struct {
+	Leases []Lease
+	Extend time.Duration
+	Now    time.Time
+}
+
+// LeaseStatus is the heartbeat's answer for one lease.
+type LeaseStatus struct {
+	// Lost is true when the lease is no longer live; the worker must stop.
+	Lost bool
+	// CancelRequested is true when someone asked to cancel the job.
+	CancelRequested bool
+	// ExpiresAt is the extended expiry of a live lease.
+	ExpiresAt time.Time
+}
+
+// HeartbeatResult has one LeaseStatus per lease, in order.
+type HeartbeatResult struct {
+	Leases []LeaseStatus
+}
+
+// CompleteItem finishes one job.
+type CompleteItem struct {
+	Lease  Lease
+	Result []byte
+}
+
+// CompleteParams finishes many jobs; each item stands alone.
+type CompleteParams struct {
+	Items []CompleteItem
+	Now   time.Time
+}
+
+// FailItem ends one attempt with an error.
+type FailItem struct {
+	Lease   Lease
+	Message string
+	Stack   string
+	// RetryAt is when to try again. Ignored when Final.
+	RetryAt time.Time
+	// Final skips any remaining attempts: the job goes to failed.
+	Final bool
+}
+
+// FailParams fails many attempts; each item stands alone.
+type FailParams struct {
+	Items []FailItem
+	Now   time.Time
+}
+
+// ReleaseParams hands jobs back; each item stands alone.
+type ReleaseParams struct {
+	Leases []Lease
+	Now    time.Time
+}
+
+// BatchResult has one error per item, in order: nil, ErrLeaseLost or
+// ErrNotFound. An error returned beside it means no item was applied.
+type BatchResult struct {
+	Errors []error
+}
+
+// GetParams names a job.
+type GetParams struct {
+	ID string
+}
+
+// DeleteParams names a job to delete.
+type DeleteParams struct {
+	ID  string
+	Now time.Time
+}
+
+// MaintenanceParams drives one maintenance step at Now over at most Limit
+// jobs (0 means the backend's own bound); callers repeat while a step
+// reports Limit jobs.
+type MaintenanceParams struct {
+	Now   time.Time
+	Limit int
+}
+
+// MaintenanceResult counts what one step did.
+type MaintenanceResult struct {
+	// Moved counts jobs promoted, recovered or deleted.
+	Moved int
+	// Failed counts recovered jobs that went to failed, and Cancelled jobs
+	// discarded by their deadline.
+	Failed    int
+	Cancelled int
+}
+
+// SubscribeParams names the queues to hear about.
+type SubscribeParams struct {
+	Queues []string
+}
+
+// Subscription delivers wake-up signals on C until Close.
+type Subscription struct {
+	C     <-chan struct{}
+	once  sync.Once
+	close func()
+}
+
+// NewSubscription wraps a signal channel and the function that stops it.
+func NewSubscription(c <-chan struct{}, close func()) *Subscription {
+	return &Subscription{C: c, close: close}
+}
+
+// Close stops the subscription. It is safe to call more than once.
+func (s *Subscription) Close() {
+	s.once.Do(func() {
+		if s.close != nil {
+			s.close()
+		}
+	})
+}

@@ -1,0 +1,170 @@
+package backend
+
+import (
+	"regexp"
+	"time"
+)
+
+// Defaults and limits applied to every new job.
+const (
+	DefaultQueue       = "default"
+	DefaultMaxAttempts = 25
+	DefaultTimeout     = 30 * time.Minute
+	DefaultMaxPayload  = 10 << 20 // 10 MiB
+	MinPriority        = -100
+	MaxPriority        = 100
+)
+
+var queueName = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// ValidQueueName reports whether name is a legal queue name:
+// 1 to 128 characters of [A-Za-z0-9._:-].
+func ValidQueueName(name string) bool { return queueName.MatchString(name) }
+
+// NewJob is what a producer asks for. Zero fields take the defaults above.
+type NewJob struct {
+	Type     string
+	Queue    string
+	Payload  []byte
+	Title    string
+	Priority int
+	// RunAt is when the job may first run; zero or not after Now means at once.
+	RunAt       time.Time
+	MaxAttempts int
+	Timeout     time.Duration
+	// Deadline, if set, is when the job is discarded (cancelled with the
+	// reason "deadline") if it has not started by then.
+	Deadline time.Time
+	// UniqueKey, if set, refuses a second job with the same key in the same
+	// queue until this one is final, or, when UniqueFor is set, for exactly
+	// UniqueFor from enqueue whatever happens to the job.
+	UniqueKey string
+	UniqueFor time.Duration
+	Tags      []string
+	Metadata  map[string]string
+	Retention Retention
+}
+
+// EnqueueParams writes Jobs atomically: all of them or, on any error, none.
+type EnqueueParams struct {
+	Jobs []NewJob
+	// Now is the caller's clock: CreatedAt, and the base for RunAt and UniqueFor.
+	Now time.Time
+	// MaxPayload bounds each payload in bytes; 0 means DefaultMaxPayload.
+	MaxPayload int
+}
+
+// EnqueuedJob is the outcome for one NewJob, in the same position.
+type EnqueuedJob struct {
+	ID    string
+	State State
+	// Duplicate is true when the unique key was held: ID and State are then
+	// the holder's, and nothing was written for this item.
+	Duplicate bool
+}
+
+// EnqueueResult lists one EnqueuedJob per NewJob.
+type EnqueueResult struct {
+	Jobs []EnqueuedJob
+}
+
+// Prepare applies defaults to every job and validates it; backends call it
+// before writing anything. The error is a *ValidationError naming the item
+// and field.
+func (p *EnqueueParams) Prepare() error {
+	maxPayload := p.MaxPayload
+	if maxPayload <= 0 {
+		maxPayload = DefaultMaxPayload
+	}
+	if p.Now.IsZero() {
+		return invalid("now", "the caller's clock must be given")
+	}
+	for i := range p.Jobs {
+		if err := p.Jobs[i].prepare(maxPayload); err != nil {
+			err.Index = i
+			return err
+		}
+	}
+	return nil
+}
+
+func (j *NewJob) prepare(maxPayload int) *ValidationError {
+	if j.Queue == "" {
+		j.Queue = DefaultQueue
+	}
+	if j.MaxAttempts == 0 {
+		j.MaxAttempts = DefaultMaxAttempts
+	}
+	if j.Timeout == 0 {
+		j.Timeout = DefaultTimeout
+	}
+	switch {
+	case j.Type == "":
+		return invalid("type", "must not be empty")
+	case len(j.Type) > 256:
+		return invalid("type", "longer than 256 bytes")
+	case !ValidQueueName(j.Queue):
+		return invalid("queue", "%q is not 1-128 characters of [A-Za-z0-9._:-]", j.Queue)
+	case j.Priority < MinPriority || j.Priority > MaxPriority:
+		return invalid("priority", "%d is outside [%d, %d]", j.Priority, MinPriority, MaxPriority)
+	case len(j.Payload) > maxPayload:
+		return invalid("payload", "%d bytes is over the maximum of %d", len(j.Payload), maxPayload)
+	case j.MaxAttempts < 1:
+		return invalid("max_attempts", "%d is less than 1", j.MaxAttempts)
+	case j.Timeout < 0:
+		return invalid("timeout", "must not be negative")
+	case !j.Deadline.IsZero() && !j.RunAt.IsZero() && j.Deadline.Before(j.RunAt):
+		return invalid("deadline", "is before run_at")
+	case j.UniqueFor < 0:
+		return invalid("unique_for", "must not be negative")
+	case j.UniqueFor > 0 && j.UniqueKey == "":
+		return invalid("unique_for", "needs a unique_key")
+	case len(j.UniqueKey) > 1024:
+		return invalid("unique_key", "longer than 1024 bytes")
+	case !j.Retention.Valid():
+		return invalid("retention", "unknown value %d", int64(j.Retention))
+	}
+	return nil
+}
+
+// Record builds the stored Job for a prepared NewJob with the given id.
+// Backends use it so every store fills the fields the same way.
+func (j *NewJob) Record(id string, now time.Time) *Job {
+	runAt := j.RunAt
+	state := StatePending
+	if runAt.IsZero() || !runAt.After(now) {
+		runAt = now
+	} else {
+		state = StateScheduled
+	}
+	return &Job{
+		ID:          id,
+		Type:        j.Type,
+		Queue:       j.Queue,
+		Payload:     cloneBytes(j.Payload),
+		Title:       j.Title,
+		Priority:    j.Priority,
+		State:       state,
+		MaxAttempts: j.MaxAttempts,
+		RunAt:       runAt,
+		Timeout:     j.Timeout,
+		Deadline:    j.Deadline,
+		UniqueKey:   j.UniqueKey,
+		UniqueFor:   j.UniqueFor,
+		Tags:        append([]string(nil), j.Tags...),
+		Metadata:    cloneMap(j.Metadata),
+		Retention:   j.Retention,
+		CreatedAt:   now,
+	}
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}

@@ -1,0 +1,152 @@
+package backend
+
+import "time"
+
+// State is where a job is in its life.
+//
+//	scheduled ──(run-at reached)──▶ pending ──(claim)──▶ active
+//	active ──(complete)──▶ completed
+//	active ──(fail, attempts left)──▶ retry ──(retry time)──▶ pending
+//	active ──(fail, final or attempts used)──▶ failed
+//	active ──(lease expired)──▶ pending | failed
+//	active ──(release)──▶ pending
+//	scheduled | pending | retry ──(deadline passed)──▶ cancelled
+type State string
+
+// The states of a job.
+const (
+	StateScheduled State = "scheduled"
+	StatePending   State = "pending"
+	StateActive    State = "active"
+	StateRetry     State = "retry"
+	StateCompleted State = "completed"
+	StateFailed    State = "failed"
+	StateCancelled State = "cancelled"
+)
+
+// States lists every state in lifecycle order.
+var States = []State{StateScheduled, StatePending, StateActive, StateRetry, StateCompleted, StateFailed, StateCancelled}
+
+// Final reports whether a job in this state will never run again.
+func (s State) Final() bool {
+	return s == StateCompleted || s == StateFailed || s == StateCancelled
+}
+
+// Valid reports whether s is one of the known states.
+func (s State) Valid() bool {
+	for _, k := range States {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseState turns a state's name into a State, refusing unknown names.
+func ParseState(name string) (State, error) {
+	s := State(name)
+	if !s.Valid() {
+		return "", invalid("state", "unknown state %q", name)
+	}
+	return s, nil
+}
+
+// Reasons a job was cancelled, stored in Job.CancelReason.
+const (
+	CancelReasonDeadline  = "deadline"
+	CancelReasonRequested = "requested"
+)
+
+// Kinds of AttemptError.
+const (
+	// AttemptFailed is an attempt whose handler returned an error or panicked.
+	AttemptFailed = "failed"
+	// AttemptLeaseExpired is an attempt whose lease ran out before it finished.
+	AttemptLeaseExpired = "lease_expired"
+	// AttemptInterrupted is an attempt handed back by Release (shutdown); it
+	// does not count against MaxAttempts.
+	AttemptInterrupted = "interrupted"
+)
+
+// AttemptError records how one attempt of a job ended when it did not succeed.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Kind    string    `json:"kind"`
+	Message string    `json:"message"`
+	Stack   string    `json:"stack,omitempty"`
+}
+
+// Job is a job as stored: everything a backend keeps about it.
+type Job struct {
+	ID          string            `json:"id"`
+	Type        string            `json:"type"`
+	Queue       string            `json:"queue"`
+	Payload     []byte            `json:"payload"`
+	Title       string            `json:"title,omitempty"`
+	Priority    int               `json:"priority"`
+	State       State             `json:"state"`
+	Attempt     int               `json:"attempt"`
+	MaxAttempts int               `json:"max_attempts"`
+	RunAt       time.Time         `json:"run_at"`
+	Timeout     time.Duration     `json:"timeout"`
+	Deadline    time.Time         `json:"deadline,omitzero"`
+	UniqueKey   string            `json:"unique_key,omitempty"`
+	UniqueFor   time.Duration     `json:"unique_for,omitempty"`
+	Tags        []string          `json:"tags,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	Retention   Retention         `json:"retention"`
+
+	CreatedAt  time.Time `json:"created_at"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+
+	// WorkerID, LeaseToken and LeaseExpiresAt describe the current lease
+	// while the job is active. LeaseToken only grows for a job; a claim
+	// returns the new token, and every call on the lease must present it.
+	WorkerID       string    `json:"worker_id,omitempty"`
+	LeaseToken     int64     `json:"lease_token"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
+
+	Errors       []AttemptError `json:"errors,omitempty"`
+	Result       []byte         `json:"result,omitempty"`
+	CancelReason string         `json:"cancel_reason,omitempty"`
+}
+
+// Clone returns a deep copy of j, so a caller may keep or change it freely.
+func (j *Job) Clone() *Job {
+	if j == nil {
+		return nil
+	}
+	c := *j
+	c.Payload = cloneBytes(j.Payload)
+	c.Result = cloneBytes(j.Result)
+	if j.Tags != nil {
+		c.Tags = append([]string(nil), j.Tags...)
+	}
+	c.Metadata = cloneMap(j.Metadata)
+	if j.Errors != nil {
+		c.Errors = append([]AttemptError(nil), j.Errors...)
+	}
+	return &c
+}
+
+// DeleteAt is when retention will delete the job, given its state and the
+// store's defaults; ok is false while the job is not final or is kept forever.
+func (j *Job) DeleteAt() (at time.Time, ok bool) {
+	if !j.State.Final() {
+		return time.Time{}, false
+	}
+	keep, forever := j.Retention.Keep(j.State)
+	if forever {
+		return time.Time{}, false
+	}
+	return j.FinishedAt.Add(keep), true
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}

@@ -7,6 +7,41 @@
 // Every method takes the caller's time where it reads or sets one (the Now
 // fields): a backend never reads its own clock, so tests control time and
 // all processes sharing a store agree on one timeline up to their clock skew.
+//
+// # Settled semantics
+//
+// Every backend holds these; backendtest checks each.
+//
+//   - Order. Within a queue, claimable jobs are handed out by priority
+//     (higher first), then RunAt (earlier first), then id (UUIDv7, so
+//     enqueue order). A released or recovered job keeps its RunAt, so it
+//     goes back near the front of its priority.
+//   - Boundaries. A job is claimable when RunAt <= Now. A lease is live
+//     while Now < LeaseExpiresAt and dead from LeaseExpiresAt on. A job may
+//     start while Now < Deadline; from Deadline on it is cancelled with the
+//     reason "deadline" (by Claim or Promote), never handed out. A unique key
+//     with UniqueFor holds while Now < CreatedAt+UniqueFor. Retention deletes
+//     a final job when Now >= FinishedAt+keep.
+//   - Attempts. A claim increments Attempt. A lease that expires has used its
+//     attempt (recorded as lease_expired). Fail or RecoverLeases sends the
+//     job to failed when Attempt >= MaxAttempts. Release decrements Attempt
+//     again and records the attempt as interrupted.
+//   - Fencing. Each claim sets LeaseToken to one more than the job's previous
+//     token (the first claim gives 1). Heartbeat, Complete, Fail and Release
+//     act only when the job is active, its LeaseToken equals the token given
+//     and the lease is live at Now; otherwise they change nothing (Heartbeat
+//     reports Lost; the others report ErrLeaseLost, or ErrNotFound for an
+//     unknown id).
+//   - Unique keys. Scope is (queue, key). Without UniqueFor the key is held
+//     from enqueue until the job is final (or deleted). With UniqueFor it is
+//     held for exactly that period from enqueue, whatever the job does, even
+//     if it is deleted. A duplicate, including a second item with the same
+//     key in one batch, reports Duplicate with the holder's id and state.
+//   - Retention. RetainNone deletes the job in the step that makes it final
+//     (its unique key as above). Otherwise see Retention.Keep.
+//   - Wake-ups. Subscribe signals when a job becomes pending in a subscribed
+//     queue: enqueue, Promote, Release, RecoverLeases, and Fail with a retry
+//     time not after Now.
 package backend
 
 import (

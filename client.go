@@ -1,0 +1,121 @@
+package kyu
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// ClientConfig configures a Client. The zero value is ready to use.
+type ClientConfig struct {
+	// Clock defaults to the system clock.
+	Clock Clock
+	// MaxPayload bounds a payload in bytes; 0 means 10 MiB.
+	MaxPayload int
+}
+
+// Client enqueues and reads jobs. It is safe for concurrent use.
+type Client struct {
+	b   backend.Backend
+	cfg ClientConfig
+}
+
+// NewClient returns a Client over b.
+func NewClient(b backend.Backend, cfg ClientConfig) *Client {
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	return &Client{b: b, cfg: cfg}
+}
+
+// NewJob is one job for EnqueueMany.
+type NewJob struct {
+	Type    string
+	Payload []byte
+	EnqueueOptions
+}
+
+// EnqueueResult says what Enqueue did with one job.
+type EnqueueResult struct {
+	ID    string
+	State State
+	// Duplicate is true when the unique key was held by the job ID.
+	Duplicate bool
+}
+
+// Enqueue adds one job. When its unique key is held it returns the holder's
+// id in the result and an error matching ErrDuplicate.
+func (c *Client) Enqueue(ctx context.Context, jobType string, payload []byte, opts EnqueueOptions) (EnqueueResult, error) {
+	res, err := c.EnqueueMany(ctx, []NewJob{{Type: jobType, Payload: payload, EnqueueOptions: opts}})
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	if res[0].Duplicate {
+		return res[0], fmt.Errorf("%w: key %q in queue %q is held by job %s", ErrDuplicate, opts.UniqueKey, queueOrDefault(opts.Queue), res[0].ID)
+	}
+	return res[0], nil
+}
+
+// EnqueueJSON adds one job whose payload is v encoded as JSON.
+func (c *Client) EnqueueJSON(ctx context.Context, jobType string, v any, opts EnqueueOptions) (EnqueueResult, error) {
+	payload, err := marshalPayload(v)
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	return c.Enqueue(ctx, jobType, payload, opts)
+}
+
+// EnqueueMany adds jobs atomically: all are written, or none on error. A
+// unique-key duplicate is not an error here: its result has Duplicate set.
+func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]EnqueueResult, error) {
+	now := c.cfg.Clock.Now()
+	p := backend.EnqueueParams{Now: now, MaxPayload: c.cfg.MaxPayload, Jobs: make([]backend.NewJob, len(jobs))}
+	for i, j := range jobs {
+		runAt := j.RunAt
+		if runAt.IsZero() && j.Delay > 0 {
+			runAt = now.Add(j.Delay)
+		}
+		p.Jobs[i] = backend.NewJob{
+			Type: j.Type, Queue: j.Queue, Payload: j.Payload, Title: j.Title,
+			Priority: j.Priority, RunAt: runAt, MaxAttempts: j.MaxAttempts,
+			Timeout: j.Timeout, Deadline: j.Deadline, UniqueKey: j.UniqueKey,
+			UniqueFor: j.UniqueFor, Tags: j.Tags, Metadata: j.Metadata, Retention: j.Retention,
+		}
+	}
+	res, err := c.b.Enqueue(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("kyu: enqueue: %w", err)
+	}
+	out := make([]EnqueueResult, len(res.Jobs))
+	for i, r := range res.Jobs {
+		out[i] = EnqueueResult{ID: r.ID, State: r.State, Duplicate: r.Duplicate}
+	}
+	return out, nil
+}
+
+// Get returns the job with the given id, or an error matching ErrNotFound.
+func (c *Client) Get(ctx context.Context, id string) (*Job, error) {
+	r, err := c.b.Get(ctx, backend.GetParams{ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("kyu: get job %s: %w", id, err)
+	}
+	return jobFromRecord(r), nil
+}
+
+func queueOrDefault(q string) string {
+	if q == "" {
+		return backend.DefaultQueue
+	}
+	return q
+}
+
+// marshalPayload encodes v as a JSON payload.
+func marshalPayload(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("kyu: encode payload: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,71 @@
+package kyu
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// Errors a caller may test for with errors.Is.
+var (
+	ErrNotFound  = backend.ErrNotFound
+	ErrLeaseLost = backend.ErrLeaseLost
+	ErrJobActive = backend.ErrJobActive
+	// ErrDuplicate is returned by Enqueue when the unique key is held; the
+	// EnqueueResult still carries the holder's id.
+	ErrDuplicate = errors.New("kyu: duplicate unique key")
+)
+
+// ValidationError is bad input to Enqueue, naming the field; nothing was written.
+type ValidationError = backend.ValidationError
+
+// permanentError marks an error that must not be retried.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps err so the job fails at once, skipping remaining attempts.
+func Permanent(err error) error {
+	if err == nil {
+		err = errors.New("permanent failure")
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err was wrapped by Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// retryAfterError asks for the next attempt after a given delay.
+type retryAfterError struct {
+	delay time.Duration
+	err   error
+}
+
+func (e *retryAfterError) Error() string {
+	return fmt.Sprintf("retry after %s: %v", e.delay, e.err)
+}
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter fails this attempt and schedules the next one after d,
+// overriding the backoff. It still counts as an attempt.
+func RetryAfter(d time.Duration, err error) error {
+	if err == nil {
+		err = errors.New("retry requested")
+	}
+	return &retryAfterError{delay: d, err: err}
+}
+
+// retryDelay returns the delay requested by RetryAfter, if any.
+func retryDelay(err error) (time.Duration, bool) {
+	var r *retryAfterError
+	if errors.As(err, &r) {
+		return r.delay, true
+	}
+	return 0, false
+}

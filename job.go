@@ -1,0 +1,112 @@
+package kyu
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// State is where a job is in its life; see backend.State for the diagram.
+type State = backend.State
+
+// The states of a job.
+const (
+	StateScheduled = backend.StateScheduled
+	StatePending   = backend.StatePending
+	StateActive    = backend.StateActive
+	StateRetry     = backend.StateRetry
+	StateCompleted = backend.StateCompleted
+	StateFailed    = backend.StateFailed
+	StateCancelled = backend.StateCancelled
+)
+
+// AttemptError records how one unsuccessful attempt ended.
+type AttemptError = backend.AttemptError
+
+// Retention is how long a finished job is kept; see backend.Retention.
+type Retention = backend.Retention
+
+// Retention values beside a plain duration (RetainFor).
+const (
+	RetainDefault = backend.RetainDefault
+	RetainNone    = backend.RetainNone
+	RetainForever = backend.RetainForever
+)
+
+// RetainFor keeps a finished job for d.
+func RetainFor(d time.Duration) Retention { return backend.RetainFor(d) }
+
+// Job is a job as a handler or a Client.Get caller sees it.
+type Job struct {
+	ID          string
+	Type        string
+	Queue       string
+	Payload     []byte
+	Title       string
+	Priority    int
+	State       State
+	Attempt     int
+	MaxAttempts int
+	RunAt       time.Time
+	Timeout     time.Duration
+	Deadline    time.Time
+	UniqueKey   string
+	UniqueFor   time.Duration
+	Tags        []string
+	Metadata    map[string]string
+	Retention   Retention
+	CreatedAt   time.Time
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	WorkerID    string
+	// Errors holds the error of every unsuccessful attempt, oldest first.
+	Errors       []AttemptError
+	Result       []byte
+	CancelReason string
+
+	// run is set while a Worker runs the job; it carries the handler's
+	// result and lease back to the worker.
+	run *jobRun
+}
+
+// UnmarshalPayload decodes the JSON payload into v.
+func (j *Job) UnmarshalPayload(v any) error {
+	if err := json.Unmarshal(j.Payload, v); err != nil {
+		return fmt.Errorf("kyu: job %s payload: %w", j.ID, err)
+	}
+	return nil
+}
+
+// SetResult stores b as the job's result when the handler succeeds.
+// It has effect only inside a Worker's handler.
+func (j *Job) SetResult(b []byte) {
+	if j.run != nil {
+		j.run.setResult(b)
+	}
+}
+
+// SetResultJSON stores v, encoded as JSON, as the job's result.
+func (j *Job) SetResultJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("kyu: encode result: %w", err)
+	}
+	j.SetResult(b)
+	return nil
+}
+
+// jobFromRecord copies a stored job into the public type.
+func jobFromRecord(r *backend.Job) *Job {
+	r = r.Clone()
+	return &Job{
+		ID: r.ID, Type: r.Type, Queue: r.Queue, Payload: r.Payload, Title: r.Title,
+		Priority: r.Priority, State: r.State, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
+		RunAt: r.RunAt, Timeout: r.Timeout, Deadline: r.Deadline,
+		UniqueKey: r.UniqueKey, UniqueFor: r.UniqueFor, Tags: r.Tags, Metadata: r.Metadata,
+		Retention: r.Retention, CreatedAt: r.CreatedAt, StartedAt: r.StartedAt,
+		FinishedAt: r.FinishedAt, WorkerID: r.WorkerID, Errors: r.Errors,
+		Result: r.Result, CancelReason: r.CancelReason,
+	}
+}

@@ -1,0 +1,43 @@
+package kyu
+
+import "time"
+
+// EnqueueOptions are the per-job choices of a producer. The zero value
+// enqueues into the "default" queue, priority 0, to run at once, with 25
+// attempts, a 30-minute timeout and the default retention.
+type EnqueueOptions struct {
+	// Queue defaults to "default"; names are 1-128 of [A-Za-z0-9._:-].
+	Queue string
+	// Title is shown in lists.
+	Title string
+	// Priority in [-100, 100]; higher runs first.
+	Priority int
+	// Delay runs the job this long from now; RunAt, if set, wins.
+	Delay time.Duration
+	RunAt time.Time
+	// MaxAttempts defaults to 25.
+	MaxAttempts int
+	// Timeout bounds one attempt; the handler's context ends then. Default 30m.
+	Timeout time.Duration
+	// Deadline discards the job (cancelled, reason "deadline") if it has not
+	// started by then.
+	Deadline time.Time
+	// UniqueKey refuses a duplicate in the same queue until this job is
+	// final, or for exactly UniqueFor from enqueue when that is set.
+	UniqueKey string
+	UniqueFor time.Duration
+	Tags      []string
+	Metadata  map[string]string
+	// Retention: how long the finished job is kept. Zero is the default.
+	Retention Retention
+}
+
+// Clock tells the time. Client and Worker take every time they give the
+// backend from it, so tests can drive time.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }

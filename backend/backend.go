@@ -39,6 +39,15 @@
 //     key in one batch, reports Duplicate with the holder's id and state.
 //   - Retention. RetainNone deletes the job in the step that makes it final
 //     (its unique key as above). Otherwise see Retention.Keep.
+//   - Promotion. Claim hands out pending jobs only: a scheduled or retry job
+//     whose RunAt has come is claimable once Promote has moved it (workers
+//     run Promote every second). Promote's Moved counts promoted jobs;
+//     Cancelled counts jobs it discarded by deadline. RecoverLeases' Moved
+//     counts every recovered job, Failed those of them that went to failed.
+//   - Records. StartedAt is the time of the latest claim. An attempt's
+//     AttemptError carries the number the attempt ran as, also for an
+//     interrupted attempt. Get returns a copy the caller owns, and a store
+//     never keeps a caller's buffers.
 //   - Wake-ups. Subscribe signals when a job becomes pending in a subscribed
 //     queue: enqueue, Promote, Release, RecoverLeases, and Fail with a retry
 //     time not after Now.

@@ -1,0 +1,94 @@
+// Package backendtest is the conformance suite for kyu stores. Every
+// backend.Backend runs it from a short test of its own:
+//
+//	func TestConformance(t *testing.T) {
+//		backendtest.Run(t, func(t *testing.T) backend.Backend {
+//			b, err := pebble.Open(t.TempDir(), pebble.Options{})
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			t.Cleanup(func() { b.Close() })
+//			return b
+//		})
+//	}
+//
+// Each subtest proves one promise of the "Settled semantics" in the package
+// doc of backend, on a fresh store of its own, in parallel with the others.
+//
+// What the suite asks of a store beyond the contract:
+//
+//   - Time is only what the caller passes. The suite runs on a fixed
+//     timeline starting at 2030-01-01T00:00:00Z and moves it by arithmetic;
+//     it never sleeps and never reads the wall clock for semantics.
+//   - Times are kept to at least millisecond precision. The suite uses only
+//     whole milliseconds and compares times after truncating to the
+//     millisecond, so a store keeping ms or µs is fine; durations (Timeout,
+//     UniqueFor, Retention) are whole seconds.
+//   - Ids are non-empty, distinct strings; nothing else about them is
+//     assumed, except that an id made by backend.NewID and never enqueued
+//     names no job.
+//   - The factory returns a fresh, empty store per call and registers its own
+//     cleanup (which closes it; the suite may have closed it already, so
+//     Close must tolerate a second call). Stores must not share state
+//     between factory calls, since subtests run in parallel.
+//
+// Where the contract leaves a choice open, the suite holds these readings
+// (and tests nothing beyond them):
+//
+//   - A scheduled or retry job becomes claimable through Promote; the suite
+//     always runs Promote before claiming such a job, and never tests
+//     whether Claim alone would hand it out once its RunAt has come.
+//   - MaintenanceResult.Moved of RecoverLeases counts every recovered job,
+//     those sent to failed included (Failed is a subset of Moved); Promote's
+//     Moved does not count jobs it cancelled by deadline.
+//   - ApplyRetention's Moved counts deleted jobs, not forgotten unique keys.
+//   - An AttemptError records the attempt number the attempt ran as, also
+//     for an interrupted attempt whose Attempt Release then decrements.
+//   - A Subscription hears every event that happens after Subscribe returns.
+//
+// memstore_test.go keeps a plain in-memory reading of the contract that
+// passes the suite; it checks the suite, not a store anyone should use.
+package backendtest
+
+import (
+	"testing"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// Factory returns a fresh, empty store and registers its own cleanup.
+type Factory func(t *testing.T) backend.Backend
+
+// Run proves that the stores made by factory keep the contract.
+func Run(t *testing.T, factory Factory) {
+	t.Helper()
+	areas := []struct {
+		name string
+		run  func(t *testing.T, factory Factory)
+	}{
+		{"Enqueue", testEnqueue},
+		{"Validation", testValidation},
+		{"Order", testOrder},
+		{"Queues", testQueues},
+		{"Claim", testClaim},
+		{"Fencing", testFencing},
+		{"Heartbeat", testHeartbeat},
+		{"LeaseExpiry", testLeaseExpiry},
+		{"Retry", testRetry},
+		{"Release", testRelease},
+		{"Unique", testUnique},
+		{"Deadline", testDeadline},
+		{"Retention", testRetention},
+		{"Complete", testComplete},
+		{"Delete", testDelete},
+		{"Maintenance", testMaintenance},
+		{"Subscribe", testSubscribe},
+		{"Close", testClose},
+	}
+	for _, a := range areas {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			a.run(t, factory)
+		})
+	}
+}

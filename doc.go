@@ -16,4 +16,24 @@
 //	mux.HandleFunc("email.send", func(ctx context.Context, job *kyu.Job) error { ... })
 //	worker, _ := kyu.NewWorker(store, kyu.WorkerConfig{Handler: mux, Queues: map[string]int{"mail": 10}})
 //	worker.Run(ctx)
+//
+// # Workers
+//
+// A Worker serves each queue in WorkerConfig.Queues with its own
+// concurrency. It claims jobs in batches as slots free up, waking on the
+// backend's signals and polling as a fallback, and runs each job in its own
+// goroutine with a context that ends at the job's timeout, when its lease is
+// lost, or at a forced shutdown. One heartbeater extends all leases; one
+// completer records the outcomes of many jobs in one backend call.
+//
+// A handler's error fails the attempt and the job is retried after its
+// backoff (ExponentialBackoff by default, FixedBackoff, or any BackoffFunc,
+// per type if wanted). RetryAfter chooses the delay for one failure;
+// Permanent fails the job at once. A panic is recovered into a failure with
+// its stack. A Mux dispatches by job type; a type it does not know fails
+// with ErrNoHandler and is retried, so a rolling deploy loses nothing.
+//
+// Run (or Shutdown) stops gracefully: claiming stops at once, running jobs
+// get ShutdownGrace to finish, and the rest are cancelled and handed back to
+// their queue at once.
 package kyu

@@ -1,0 +1,142 @@
+package backendurl
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		raw     string
+		scheme  string
+		dir     string
+		wantErr string // substring; empty means success
+	}{
+		{raw: "", scheme: "pebble", dir: "kyu-data"},
+		{raw: "pebble:///var/lib/kyu", scheme: "pebble", dir: "/var/lib/kyu"},
+		{raw: "pebble://kyu-data", scheme: "pebble", dir: "kyu-data"},
+		{raw: "pebble://rel/path/x", scheme: "pebble", dir: "rel/path/x"},
+		{raw: "pebble://./data", scheme: "pebble", dir: "./data"},
+		{raw: "PEBBLE:///abs", scheme: "pebble", dir: "/abs"},
+		{raw: "pebble:///with%20space", scheme: "pebble", dir: "/with space"},
+		{raw: "/var/lib/kyu", scheme: "pebble", dir: "/var/lib/kyu"},
+		{raw: "./data", scheme: "pebble", dir: "./data"},
+		{raw: "data dir", scheme: "pebble", dir: "data dir"},
+		{raw: "weird:name", scheme: "pebble", dir: "weird:name"},
+		{raw: "redis://localhost:6379/0", scheme: "redis"},
+		{raw: "rediss://:secret@cache:6380", scheme: "rediss"},
+		{raw: "redis-sentinel://h1:26379,h2:26379/mymaster", scheme: "redis-sentinel"},
+		{raw: "redis-cluster://h1:7000", scheme: "redis-cluster"},
+		{raw: "postgres://u:p@db/kyu?sslmode=disable", scheme: "postgres"},
+		{raw: "postgresql:///kyu?host=/var/run/postgresql", scheme: "postgresql"},
+		{raw: "mysql://u:p@db:3306/kyu", scheme: "mysql"},
+		{raw: "http://kyu:7420", scheme: "http"},
+		{raw: "https://kyu.example.com", scheme: "https"},
+
+		{raw: "pebble://", wantErr: "missing directory"},
+		{raw: "pebble://u:secret@dir", wantErr: "user information"},
+		{raw: "pebble://host:99/dir", wantErr: "port is not allowed"},
+		{raw: "pebble:///dir?sync=0", wantErr: "unknown parameters"},
+		{raw: "pebble:///dir#frag", wantErr: "fragment"},
+		{raw: "ftp://host/x", wantErr: `unknown backend scheme "ftp"`},
+		{raw: "://nothing", wantErr: "malformed backend URL"},
+		{raw: "redis://h:notaport", wantErr: "malformed backend URL"},
+		{raw: "redis://[::1", wantErr: "malformed backend URL"},
+		{raw: "http://", wantErr: "missing host"},
+		{raw: "redis:localhost", wantErr: "want redis://"},
+		{raw: " pebble:///x", wantErr: "spaces"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.raw, func(t *testing.T) {
+			t.Parallel()
+			got, err := parse(tt.raw)
+			if tt.wantErr != "" {
+				if err == nil {
+					t.Fatalf("parse(%q) = %+v, want error containing %q", tt.raw, got, tt.wantErr)
+				}
+				if !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parse(%q) error = %q, want it to contain %q", tt.raw, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parse(%q): %v", tt.raw, err)
+			}
+			if got.scheme != tt.scheme || got.dir != tt.dir {
+				t.Fatalf("parse(%q) = scheme %q dir %q, want %q %q", tt.raw, got.scheme, got.dir, tt.scheme, tt.dir)
+			}
+		})
+	}
+}
+
+func TestErrorsHidePasswords(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"redis://:hunter2@h:notaport",
+		"redis:user:hunter2@host",
+		"http://u:hunter2@",
+		"pebble://u:hunter2@dir",
+		"ftp://u:hunter2@host",
+	} {
+		_, err := Open(t.Context(), raw, Options{})
+		if err == nil {
+			t.Fatalf("Open(%q) succeeded, want an error", raw)
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Open(%q) error repeats the password: %v", raw, err)
+		}
+	}
+}
+
+func TestOpenUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"redis://localhost:6379/0", "rediss://h", "redis-sentinel://h/m", "redis-cluster://h",
+		"postgres://db/kyu", "postgresql://db/kyu", "mysql://db/kyu", "http://h:7420", "https://h",
+	} {
+		b, err := Open(t.Context(), raw, Options{})
+		if err == nil {
+			b.Close()
+			t.Fatalf("Open(%q) succeeded, want not available", raw)
+		}
+		var ue *UnavailableError
+		if !errors.As(err, &ue) {
+			t.Fatalf("Open(%q) error = %v, want an *UnavailableError", raw, err)
+		}
+		scheme, _, _ := strings.Cut(raw, ":")
+		want := `backend "` + scheme + `" is not available in this build yet`
+		if ue.Scheme != scheme || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Open(%q) error = %q, want it to say %q", raw, err, want)
+		}
+	}
+}
+
+func TestOpenPebble(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i, raw := range []string{
+		"pebble://" + filepath.Join(dir, "a"),
+		filepath.Join(dir, "b"),
+	} {
+		b, err := Open(t.Context(), raw, Options{})
+		if err != nil {
+			t.Fatalf("Open(%q): %v", raw, err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatalf("case %d: Close: %v", i, err)
+		}
+	}
+}
+
+func TestOpenCancelled(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := Open(ctx, filepath.Join(t.TempDir(), "x"), Options{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Open with a cancelled context: %v, want context.Canceled", err)
+	}
+}

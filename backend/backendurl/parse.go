@@ -1,0 +1,122 @@
+package backendurl
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Schemes this package knows.
+const (
+	schemePebble        = "pebble"
+	schemeRedis         = "redis"
+	schemeRedisTLS      = "rediss"
+	schemeRedisSentinel = "redis-sentinel"
+	schemeRedisCluster  = "redis-cluster"
+	schemePostgres      = "postgres"
+	schemePostgresql    = "postgresql"
+	schemeMySQL         = "mysql"
+	schemeHTTP          = "http"
+	schemeHTTPS         = "https"
+)
+
+// knownSchemes lists every scheme in the order error messages name them.
+var knownSchemes = []string{
+	schemePebble,
+	schemeRedis, schemeRedisTLS, schemeRedisSentinel, schemeRedisCluster,
+	schemePostgres, schemePostgresql,
+	schemeMySQL,
+	schemeHTTP, schemeHTTPS,
+}
+
+func isKnownScheme(s string) bool {
+	for _, k := range knownSchemes {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// target is a parsed backend URL.
+type target struct {
+	scheme string
+	// dir is the embedded store's directory (scheme pebble only).
+	dir string
+	// url is the parsed URL for the other schemes.
+	url *url.URL
+}
+
+// parse reads a backend URL. A string without "://" whose prefix before
+// the first colon is not a known scheme is a bare path to an embedded store.
+func parse(raw string) (target, error) {
+	if raw == "" {
+		raw = DefaultURL
+	}
+	if strings.TrimSpace(raw) != raw {
+		return target{}, errors.New(`backendurl: the URL has leading or trailing spaces`)
+	}
+	if !strings.Contains(raw, "://") {
+		scheme, _, hasColon := strings.Cut(raw, ":")
+		if !hasColon || !isKnownScheme(strings.ToLower(scheme)) {
+			return target{scheme: schemePebble, dir: raw}, nil
+		}
+		return target{}, fmt.Errorf("backendurl: %q: want %s://…", redactOpaque(raw), strings.ToLower(scheme))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error repeats the whole URL, password included: keep only
+		// the reason.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return target{}, fmt.Errorf("backendurl: malformed backend URL: %w", err)
+	}
+	// url.Parse lowercases the scheme.
+	if u.Scheme == schemePebble {
+		dir, err := pebbleDir(u)
+		if err != nil {
+			return target{}, err
+		}
+		return target{scheme: schemePebble, dir: dir}, nil
+	}
+	if !isKnownScheme(u.Scheme) {
+		return target{}, fmt.Errorf("backendurl: unknown backend scheme %q (want one of %s)", u.Scheme, strings.Join(knownSchemes, ", "))
+	}
+	if (u.Scheme == schemeHTTP || u.Scheme == schemeHTTPS) && u.Host == "" {
+		return target{}, fmt.Errorf("backendurl: %s URL: missing host", u.Scheme)
+	}
+	return target{scheme: u.Scheme, url: u}, nil
+}
+
+// pebbleDir reads the directory from pebble:///abs/path or pebble://rel/path.
+func pebbleDir(u *url.URL) (string, error) {
+	switch {
+	case u.User != nil:
+		return "", errors.New("backendurl: pebble URL: user information is not allowed")
+	case u.Port() != "":
+		return "", fmt.Errorf("backendurl: pebble URL %q: a port is not allowed (pebble:///abs/path or pebble://rel/path)", u.String())
+	case u.RawQuery != "":
+		return "", fmt.Errorf("backendurl: pebble URL %q: unknown parameters %q", u.String(), u.RawQuery)
+	case u.Fragment != "":
+		return "", fmt.Errorf("backendurl: pebble URL %q: a fragment is not allowed", u.String())
+	}
+	// In pebble://rel/path the first element lands in Host.
+	dir := u.Host + u.Path
+	if dir == "" {
+		return "", errors.New("backendurl: pebble URL: missing directory (pebble:///abs/path or pebble://rel/path)")
+	}
+	return dir, nil
+}
+
+// redactOpaque hides a password in a string that did not parse as a URL
+// with an authority, such as "redis:user:secret@host".
+func redactOpaque(s string) string {
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		scheme, _, _ := strings.Cut(s, ":")
+		return scheme + ":…" + s[i:]
+	}
+	return s
+}

@@ -1,0 +1,219 @@
+package pebble
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// claimed is one job a Claim leased.
+type claimed struct {
+	id         jobID
+	job        *backend.Job
+	hasPayload bool
+}
+
+// Claim leases up to p.Max claimable jobs from p.Queues. It pops the
+// queues' ready heaps (no storage scan), first moving to pending the
+// queue's scheduled and retry jobs whose run-at has come, and cancels
+// instead of handing out a job whose deadline has passed. All claimed jobs
+// are written in one commit.
+func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+	switch {
+	case p.Now.IsZero():
+		return backend.ClaimResult{}, &backend.ValidationError{Index: -1, Field: "now", Reason: "the caller's clock must be given"}
+	case p.Lease <= 0:
+		return backend.ClaimResult{}, &backend.ValidationError{Index: -1, Field: "lease", Reason: "must be positive"}
+	case p.Mode != "" && p.Mode != backend.ClaimStrict && p.Mode != backend.ClaimWeighted:
+		return backend.ClaimResult{}, &backend.ValidationError{Index: -1, Field: "mode", Reason: "unknown claim mode " + string(p.Mode)}
+	}
+	if err := s.begin(ctx); err != nil {
+		return backend.ClaimResult{}, err
+	}
+	defer s.end()
+	if p.Max <= 0 || len(p.Queues) == 0 {
+		return backend.ClaimResult{}, nil
+	}
+	order := distinct(p.Queues)
+	if p.Mode == backend.ClaimWeighted {
+		order = weightedOrder(order, p.Weights)
+	}
+
+	if err := s.lockState(); err != nil {
+		return backend.ClaimResult{}, err
+	}
+	ver := s.ver
+	got, err := s.claimLocked(order, p.Max, p.Lease, p.WorkerID, p.Now)
+	var g *commitGroup
+	if s.ver != ver {
+		g = s.pending
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return backend.ClaimResult{}, err
+	}
+	if err := wait(g); err != nil {
+		return backend.ClaimResult{}, err
+	}
+
+	// Payloads are written once at enqueue and cannot go away while the
+	// job is active, so they are read outside the mutex.
+	res := backend.ClaimResult{Jobs: make([]*backend.Job, len(got))}
+	for i, c := range got {
+		if c.hasPayload {
+			pl, err := s.readPayload(s.db, c.id)
+			if err != nil {
+				return backend.ClaimResult{}, err
+			}
+			if pl == nil {
+				pl = []byte{}
+			}
+			c.job.Payload = pl
+		}
+		res.Jobs[i] = c.job
+	}
+	slices.SortStableFunc(res.Jobs, func(a, b *backend.Job) int {
+		switch {
+		case a.Priority != b.Priority:
+			return b.Priority - a.Priority
+		case !a.RunAt.Equal(b.RunAt):
+			return a.RunAt.Compare(b.RunAt)
+		}
+		return compareIDs(a.ID, b.ID)
+	})
+	return res, nil
+}
+
+// claimLocked pops and leases jobs; mu must be held.
+func (s *Store) claimLocked(order []string, max int, leaseFor time.Duration, worker string, now time.Time) ([]claimed, error) {
+	nowCode := timeCode(now)
+	var got []claimed
+	for _, q := range order {
+		if len(got) >= max {
+			break
+		}
+		qi := s.idx.queues[q]
+		if qi == nil {
+			continue
+		}
+		if _, _, err := s.promoteQueue(qi, now, s.opts.MaintenanceLimit); err != nil {
+			return nil, err
+		}
+		// Entries whose run-at is after now (a caller whose clock is behind
+		// the enqueuer's) are set aside and put back.
+		var later []readyEntry
+		for len(got) < max && qi.ready.len() > 0 {
+			e := qi.ready.pop()
+			if e.runAt > nowCode {
+				later = append(later, e)
+				continue
+			}
+			j, hasPayload, err := s.load(e.id)
+			if err != nil {
+				return nil, err
+			}
+			if j == nil || j.State != backend.StatePending || timeCode(j.RunAt) != e.runAt || int8(j.Priority) != e.prio {
+				continue // stale entry
+			}
+			if deadlinePassed(j, now) {
+				s.cancelForDeadline(e.id, j, hasPayload, now)
+				continue
+			}
+			j.State = backend.StateActive
+			j.Attempt++
+			j.LeaseToken++
+			j.WorkerID = worker
+			j.StartedAt = now
+			j.LeaseExpiresAt = now.Add(leaseFor)
+			s.put(e.id, j, hasPayload)
+			s.idx.index(e.id, j)
+			s.noteState(e.id, j)
+			got = append(got, claimed{id: e.id, job: j.Clone(), hasPayload: hasPayload})
+		}
+		for _, e := range later {
+			qi.ready.push(e)
+		}
+	}
+	return got, nil
+}
+
+// promoteQueue moves up to limit of a queue's scheduled and retry jobs
+// whose run-at has come to pending, cancelling those whose deadline has
+// passed; mu must be held.
+func (s *Store) promoteQueue(qi *queueIndex, now time.Time, limit int) (moved, cancelled int, err error) {
+	nowCode := timeCode(now)
+	for moved+cancelled < limit && qi.timers.len() > 0 && qi.timers.peek().at <= nowCode {
+		e := qi.timers.pop()
+		j, hasPayload, err := s.load(e.id)
+		if err != nil {
+			return moved, cancelled, err
+		}
+		if j == nil || (j.State != backend.StateScheduled && j.State != backend.StateRetry) || timeCode(j.RunAt) != e.at {
+			continue // stale entry
+		}
+		if deadlinePassed(j, now) {
+			s.cancelForDeadline(e.id, j, hasPayload, now)
+			cancelled++
+			continue
+		}
+		s.toPending(e.id, j, hasPayload)
+		moved++
+	}
+	return moved, cancelled, nil
+}
+
+// distinct returns the queues without repeats, in order.
+func distinct(queues []string) []string {
+	out := make([]string, 0, len(queues))
+	for _, q := range queues {
+		if !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// weightedOrder draws an order of the queues at random, each draw weighted
+// by the queue's weight (default, and minimum, 1).
+func weightedOrder(queues []string, weights map[string]int) []string {
+	weight := func(q string) int {
+		if w := weights[q]; w > 0 {
+			return w
+		}
+		return 1
+	}
+	rest := slices.Clone(queues)
+	out := make([]string, 0, len(queues))
+	for len(rest) > 0 {
+		total := 0
+		for _, q := range rest {
+			total += weight(q)
+		}
+		r := rand.IntN(total)
+		i := 0
+		for ; i < len(rest)-1; i++ {
+			r -= weight(rest[i])
+			if r < 0 {
+				break
+			}
+		}
+		out = append(out, rest[i])
+		rest = slices.Delete(rest, i, i+1)
+	}
+	return out
+}
+
+// compareIDs orders ids as their binary forms do (the canonical text form
+// sorts the same way).
+func compareIDs(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,66 @@
+package pebble
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// A scheduled job is claimable from its run-at on, even before a Promote
+// step has run: Claim moves its queues' due timers first.
+func TestClaimPromotesDueJobs(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir(), Options{})
+	low := enqueue(t, s, t0, backend.NewJob{Title: "low"})[0].ID
+	high := enqueue(t, s, t0, backend.NewJob{Title: "high", Priority: 9, RunAt: t0.Add(time.Minute)})[0].ID
+	if got := claim(t, s, t0.Add(time.Minute-time.Millisecond), 1); len(got) != 1 || got[0].ID != low {
+		t.Fatalf("claim before run-at = %v; want only the pending job", got)
+	}
+	got := claim(t, s, t0.Add(time.Minute), 1)
+	if len(got) != 1 || got[0].ID != high {
+		t.Fatalf("claim at run-at = %v; want the scheduled job", got)
+	}
+	res, err := s.Promote(context.Background(), backend.MaintenanceParams{Now: t0.Add(time.Hour)})
+	if err != nil || res != (backend.MaintenanceResult{}) {
+		t.Fatalf("Promote after the claim = %+v, %v; want nothing left to do", res, err)
+	}
+}
+
+// A claimer whose clock is behind the enqueuer's does not take a job whose
+// RunAt is still ahead of its Now, but takes the ones behind it.
+func TestClaimClockBehind(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir(), Options{})
+	ahead := enqueue(t, s, t0.Add(time.Second), backend.NewJob{Priority: 5})[0].ID
+	behind := enqueue(t, s, t0, backend.NewJob{})[0].ID
+	if got := claim(t, s, t0, 10); len(got) != 1 || got[0].ID != behind {
+		t.Fatalf("claim at t0 = %v; want only %s", got, behind)
+	}
+	if got := claim(t, s, t0.Add(time.Second), 10); len(got) != 1 || got[0].ID != ahead {
+		t.Fatalf("claim at t0+1s = %v; want %s", got, ahead)
+	}
+}
+
+// Deleted and deadline-cancelled pending jobs leave stale heap entries that
+// Claim skips.
+func TestClaimSkipsStaleEntries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore(t, t.TempDir(), Options{})
+	res := enqueue(t, s, t0,
+		backend.NewJob{Title: "deleted"},
+		backend.NewJob{Title: "expired", Deadline: t0.Add(time.Second)},
+		backend.NewJob{Title: "kept"},
+	)
+	if err := s.Delete(ctx, backend.DeleteParams{ID: res[0].ID, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Promote(ctx, backend.MaintenanceParams{Now: t0.Add(time.Second)}); err != nil || r.Cancelled != 1 {
+		t.Fatalf("Promote = %+v, %v; want Cancelled 1", r, err)
+	}
+	if got := claim(t, s, t0.Add(time.Second), 10); len(got) != 1 || got[0].Title != "kept" {
+		t.Fatalf("claim = %v; want only the kept job", got)
+	}
+}

@@ -1,0 +1,110 @@
+package pebble
+
+import (
+	"fmt"
+
+	cpebble "github.com/cockroachdb/pebble/v2"
+)
+
+// commitGroup is the writes of every operation queued since the committer
+// last took a group; they are committed as one Pebble batch with one sync.
+type commitGroup struct {
+	batch *cpebble.Batch
+	// dirty names the dirty entries this group wrote, to clear after commit.
+	dirty []dirtyRef
+	// wake names the queues to signal once the group is durable.
+	wake map[string]struct{}
+	done chan struct{}
+	err  error
+}
+
+type dirtyRef struct {
+	id  jobID
+	ver uint64
+}
+
+// group returns the group collecting writes now, starting one if needed;
+// mu must be held.
+func (s *Store) group() *commitGroup {
+	if s.pending == nil {
+		s.pending = &commitGroup{
+			batch: s.db.NewBatch(),
+			done:  make(chan struct{}),
+		}
+		s.commitCond.Signal()
+	}
+	return s.pending
+}
+
+// wake asks for a signal to the queue's subscribers once the current group
+// is durable; mu must be held.
+func (s *Store) wake(queue string) {
+	g := s.group()
+	if g.wake == nil {
+		g.wake = make(map[string]struct{})
+	}
+	g.wake[queue] = struct{}{}
+}
+
+// wait blocks until g is durable (g may be nil: nothing was written).
+func wait(g *commitGroup) error {
+	if g == nil {
+		return nil
+	}
+	<-g.done
+	return g.err
+}
+
+// commitLoop is the committer: it takes the pending group, commits it with
+// a sync, clears the dirty entries it wrote, and wakes its waiters and
+// subscribers. It returns, after committing everything queued, once Close
+// sets stopping.
+func (s *Store) commitLoop() {
+	defer close(s.committerDone)
+	s.mu.Lock()
+	for {
+		for s.pending == nil && !s.stopping {
+			s.commitCond.Wait()
+		}
+		g := s.pending
+		if g == nil {
+			s.mu.Unlock()
+			return
+		}
+		s.pending = nil
+		s.mu.Unlock()
+
+		err := s.commit(g.batch)
+
+		s.mu.Lock()
+		if err != nil {
+			err = s.breakStore(err)
+		}
+		for _, d := range g.dirty {
+			if e, ok := s.dirty[d.id]; ok && e.ver == d.ver {
+				delete(s.dirty, d.id)
+			}
+		}
+		g.err = err
+		close(g.done)
+		if err == nil {
+			for q := range g.wake {
+				s.signal(q)
+			}
+		}
+	}
+}
+
+// commit writes one batch durably.
+func (s *Store) commit(b *cpebble.Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("commit: %v", r)
+		}
+		_ = b.Close()
+	}()
+	if err := s.db.Apply(b, cpebble.Sync); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

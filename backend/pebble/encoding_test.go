@@ -1,0 +1,99 @@
+package pebble
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+func fullJob() *backend.Job {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+	return &backend.Job{
+		Type: "mail", Queue: "q", Title: "hello", Priority: -7, State: backend.StateFailed,
+		Attempt: 3, MaxAttempts: 5, RunAt: at, Timeout: time.Minute, Deadline: at.Add(time.Hour),
+		UniqueKey: "k", UniqueFor: time.Hour, Tags: []string{"a", ""}, Metadata: map[string]string{"x": "1", "y": ""},
+		Retention: backend.RetainForever, CreatedAt: at.Add(-time.Hour), StartedAt: time.Unix(0, 0).UTC(),
+		FinishedAt: at.Add(time.Second), WorkerID: "w1", LeaseToken: 9, LeaseExpiresAt: at.Add(-time.Second),
+		Errors: []backend.AttemptError{
+			{Attempt: 1, At: at, Kind: backend.AttemptFailed, Message: "boom", Stack: "stack"},
+			{Attempt: 2, At: at.Add(time.Minute), Kind: backend.AttemptLeaseExpired},
+		},
+		Result: []byte{}, CancelReason: "x",
+	}
+}
+
+func TestEncodingRoundTrip(t *testing.T) {
+	for name, j := range map[string]*backend.Job{
+		"full":    fullJob(),
+		"minimal": {Type: "t", Queue: "default", State: backend.StatePending},
+		"empties": {Type: "t", Queue: "q", State: backend.StateActive, Tags: []string{}, Metadata: map[string]string{}, Result: []byte("r")},
+	} {
+		for _, hasPayload := range []bool{false, true} {
+			b := encodeJob(nil, j, hasPayload)
+			got, hp, err := decodeJob(b)
+			if err != nil {
+				t.Fatalf("%s: decode: %v", name, err)
+			}
+			if hp != hasPayload {
+				t.Errorf("%s: hasPayload = %v; want %v", name, hp, hasPayload)
+			}
+			if !reflect.DeepEqual(got, j) {
+				t.Errorf("%s: round trip\n got %+v\nwant %+v", name, got, j)
+			}
+		}
+	}
+}
+
+func TestDecodeRefusesDamage(t *testing.T) {
+	b := encodeJob(nil, fullJob(), true)
+	for i := 0; i < len(b); i++ {
+		if _, _, err := decodeJob(b[:i]); err == nil {
+			t.Fatalf("a record truncated to %d of %d bytes decoded without error", i, len(b))
+		}
+	}
+	if _, _, err := decodeJob(append(append([]byte{}, b...), 0)); err == nil {
+		t.Fatal("a record with a trailing byte decoded without error")
+	}
+	bad := append([]byte{}, b...)
+	bad[0] = recordVersion + 1
+	if _, _, err := decodeJob(bad); err == nil {
+		t.Fatal("a record of an unknown version decoded without error")
+	}
+}
+
+func FuzzDecodeJob(f *testing.F) {
+	f.Add(encodeJob(nil, fullJob(), true))
+	f.Add(encodeJob(nil, &backend.Job{Type: "t", Queue: "q", State: backend.StatePending}, false))
+	f.Add([]byte{})
+	f.Add([]byte{recordVersion})
+	f.Add([]byte{recordVersion, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Add([]byte{recordVersion, 0, 1, 'a', 1, 'b', 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		j, hp, err := decodeJob(b)
+		if err != nil {
+			return
+		}
+		// What decodes must encode back to the same bytes, except that
+		// metadata keys are written sorted and varints minimally.
+		again, hp2, err := decodeJob(encodeJob(nil, j, hp))
+		if err != nil {
+			t.Fatalf("re-encoded record does not decode: %v", err)
+		}
+		if hp != hp2 || !reflect.DeepEqual(j, again) {
+			t.Fatalf("re-encoding changed the record:\n%+v\n%+v", j, again)
+		}
+	})
+}
+
+func TestUniqueValueRoundTrip(t *testing.T) {
+	u := uniqueValue{holder: jobID{1, 2, 3}, until: 12345, state: backend.StateRetry}
+	got, err := decodeUnique(encodeUnique(u))
+	if err != nil || got != u {
+		t.Fatalf("round trip = %+v, %v; want %+v", got, err, u)
+	}
+	if _, err := decodeUnique([]byte("garbage")); err == nil {
+		t.Fatal("garbage decoded")
+	}
+}

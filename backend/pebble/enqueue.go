@@ -1,0 +1,92 @@
+package pebble
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// Enqueue writes new jobs atomically, in one commit. An item whose unique
+// key is held reports Duplicate with the holder's id and state.
+func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
+	// Prepare fills defaults in place: work on our own copy of the items.
+	p.Jobs = slices.Clone(p.Jobs)
+	if err := p.Prepare(); err != nil {
+		return backend.EnqueueResult{}, err
+	}
+	if err := s.begin(ctx); err != nil {
+		return backend.EnqueueResult{}, err
+	}
+	defer s.end()
+
+	ids := make([]jobID, len(p.Jobs))
+	for i := range ids {
+		id, err := backend.NewID()
+		if err != nil {
+			return backend.EnqueueResult{}, fmt.Errorf("kyu/pebble: new id: %w", err)
+		}
+		ids[i], _ = parseID(id)
+	}
+	res := backend.EnqueueResult{Jobs: make([]backend.EnqueuedJob, len(p.Jobs))}
+	now := p.Now
+	nowCode := timeCode(now)
+
+	if err := s.lockState(); err != nil {
+		return backend.EnqueueResult{}, err
+	}
+	var g, holders *commitGroup
+	for i := range p.Jobs {
+		nj := &p.Jobs[i]
+		id := ids[i]
+		var name string
+		if nj.UniqueKey != "" {
+			name = uniqueName(nj.Queue, nj.UniqueKey)
+			if u, ok := s.idx.uniques[name]; ok && (u.until == 0 || nowCode < u.until) {
+				res.Jobs[i] = backend.EnqueuedJob{ID: u.holder.String(), State: u.state, Duplicate: true}
+				// Answer only once the holder is durable.
+				if e, ok := s.dirty[u.holder]; ok {
+					holders = e.group
+				}
+				continue
+			}
+		}
+		// The payload goes to its own key, written once; the record
+		// never carries it.
+		payload := nj.Payload
+		nj.Payload = nil
+		j := nj.Record(id.String(), now)
+		hasPayload := payload != nil
+		g = s.group()
+		if hasPayload {
+			var k [17]byte
+			k[0] = prefixPayload
+			copy(k[1:], id[:])
+			_ = g.batch.Set(k[:], payload, nil)
+		}
+		s.put(id, j, hasPayload)
+		s.idx.index(id, j)
+		s.idx.watchDeadline(id, j)
+		if name != "" {
+			u := uniqueValue{holder: id, state: j.State}
+			if nj.UniqueFor > 0 {
+				u.until = timeCode(now.Add(nj.UniqueFor))
+				s.idx.uniqueExpiry.push(uniqueExpiry{until: u.until, name: name})
+			}
+			s.putUnique(name, u)
+		}
+		if j.State == backend.StatePending {
+			s.wake(j.Queue)
+		}
+		res.Jobs[i] = backend.EnqueuedJob{ID: j.ID, State: j.State}
+	}
+	s.mu.Unlock()
+	if err := wait(holders); err != nil {
+		return backend.EnqueueResult{}, err
+	}
+	if err := wait(g); err != nil {
+		return backend.EnqueueResult{}, err
+	}
+	return res, nil
+}

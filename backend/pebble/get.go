@@ -1,0 +1,90 @@
+package pebble
+
+import (
+	"context"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// Get returns a job by id, or backend.ErrNotFound. It returns only durable
+// state: when the job has a write in flight, Get waits for it.
+func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
+	id, ok := parseID(p.ID)
+	if !ok {
+		return nil, backend.ErrNotFound
+	}
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	for {
+		if err := s.lockState(); err != nil {
+			return nil, err
+		}
+		if e, ok := s.dirty[id]; ok {
+			g := e.group
+			s.mu.Unlock()
+			if err := wait(g); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		snap := s.db.NewSnapshot()
+		s.mu.Unlock()
+		j, err := s.readJob(snap, id)
+		_ = snap.Close()
+		return j, err
+	}
+}
+
+// readJob reads a whole job, payload included, from r.
+func (s *Store) readJob(r reader, id jobID) (*backend.Job, error) {
+	j, hasPayload, err := s.read(r, id)
+	switch {
+	case err != nil:
+		return nil, err
+	case j == nil:
+		return nil, backend.ErrNotFound
+	}
+	if hasPayload {
+		if j.Payload, err = s.readPayload(r, id); err != nil {
+			return nil, err
+		}
+		if j.Payload == nil {
+			j.Payload = []byte{}
+		}
+	}
+	return j, nil
+}
+
+// Delete removes a job that is not active. A unique key held for a
+// UniqueFor period keeps holding until the period ends.
+func (s *Store) Delete(ctx context.Context, p backend.DeleteParams) error {
+	id, ok := parseID(p.ID)
+	if !ok {
+		return backend.ErrNotFound
+	}
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	defer s.end()
+	if err := s.lockState(); err != nil {
+		return err
+	}
+	j, hasPayload, err := s.load(id)
+	switch {
+	case err != nil:
+		s.mu.Unlock()
+		return err
+	case j == nil:
+		s.mu.Unlock()
+		return backend.ErrNotFound
+	case j.State == backend.StateActive:
+		s.mu.Unlock()
+		return backend.ErrJobActive
+	}
+	s.deleteJob(id, j, hasPayload)
+	g := s.pending
+	s.mu.Unlock()
+	return wait(g)
+}

@@ -1,0 +1,71 @@
+package pebble
+
+// ordered is an element of a minHeap: before reports whether the receiver
+// comes out of the heap first.
+type ordered[T any] interface {
+	before(T) bool
+}
+
+// minHeap is a binary heap of small values kept in one slice, so that a
+// million entries cost a million times the entry size and no pointers.
+type minHeap[T ordered[T]] struct {
+	items []T
+}
+
+func (h *minHeap[T]) len() int { return len(h.items) }
+
+// peek returns the first element; the heap must not be empty.
+func (h *minHeap[T]) peek() T { return h.items[0] }
+
+func (h *minHeap[T]) push(x T) {
+	h.items = append(h.items, x)
+	h.up(len(h.items) - 1)
+}
+
+// pop removes and returns the first element; the heap must not be empty.
+func (h *minHeap[T]) pop() T {
+	n := len(h.items) - 1
+	top := h.items[0]
+	h.items[0] = h.items[n]
+	var zero T
+	h.items[n] = zero
+	h.items = h.items[:n]
+	if n > 0 {
+		h.down(0)
+	}
+	// Give memory back after a large drain.
+	if c := cap(h.items); c > 1024 && n < c/4 {
+		h.items = append(make([]T, 0, c/2), h.items...)
+	}
+	return top
+}
+
+func (h *minHeap[T]) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.items[i].before(h.items[p]) {
+			return
+		}
+		h.items[i], h.items[p] = h.items[p], h.items[i]
+		i = p
+	}
+}
+
+func (h *minHeap[T]) down(i int) {
+	n := len(h.items)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && h.items[r].before(h.items[l]) {
+			m = r
+		}
+		if !h.items[m].before(h.items[i]) {
+			return
+		}
+		h.items[i], h.items[m] = h.items[m], h.items[i]
+		i = m
+	}
+}

@@ -1,0 +1,61 @@
+package pebble
+
+import (
+	"github.com/google/uuid"
+)
+
+// Key layout inside Pebble. Every key starts with a one-byte prefix naming
+// what it holds:
+//
+//	'j' + id[16]              the job's metadata record (encoding.go)
+//	'p' + id[16]              the job's payload, written once at enqueue
+//	'u' + queue + 0x00 + key  a held unique key (uniqueValue)
+const (
+	prefixJob     = 'j'
+	prefixPayload = 'p'
+	prefixUnique  = 'u'
+)
+
+// jobID is a job id in its compact binary form (a UUID).
+type jobID [16]byte
+
+// String gives the canonical textual form used in the contract.
+func (id jobID) String() string { return uuid.UUID(id).String() }
+
+// parseID reads a canonical UUID string; ok is false for anything else.
+func parseID(s string) (jobID, bool) {
+	if len(s) != 36 {
+		return jobID{}, false
+	}
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return jobID{}, false
+	}
+	return jobID(u), true
+}
+
+func jobKey(id jobID) []byte {
+	k := make([]byte, 17)
+	k[0] = prefixJob
+	copy(k[1:], id[:])
+	return k
+}
+
+func payloadKey(id jobID) []byte {
+	k := make([]byte, 17)
+	k[0] = prefixPayload
+	copy(k[1:], id[:])
+	return k
+}
+
+// uniqueName is the in-memory and on-disk name of a unique key: queue names
+// cannot hold a zero byte, so queue + 0x00 + key is unambiguous.
+func uniqueName(queue, key string) string {
+	return queue + "\x00" + key
+}
+
+func uniqueKey(name string) []byte {
+	k := make([]byte, 0, 1+len(name))
+	k = append(k, prefixUnique)
+	return append(k, name...)
+}

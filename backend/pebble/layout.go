@@ -1,0 +1,159 @@
+package pebble
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// formatVersion is the store format this code writes and reads: the key
+// layout (keys.go) and the record encodings (encoding.go). It is recorded
+// in the marker file; a store with a newer format is refused.
+const formatVersion = 1
+
+const markerHeader = "kyu store"
+
+// dirKind is what Open finds in a directory.
+type dirKind int
+
+const (
+	dirNew   dirKind = iota // absent, empty, or only our lock files
+	dirStore                // has a marker file
+)
+
+// inspectDir classifies dir without changing anything in it. A directory
+// that is not empty and holds no marker is refused with ErrNotStore.
+func inspectDir(fs vfs.FS, dir string) (dirKind, error) {
+	names, err := fs.List(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return dirNew, nil
+		}
+		return 0, fmt.Errorf("kyu/pebble: read directory %s: %w", dir, err)
+	}
+	var foreign []string
+	for _, n := range names {
+		switch n {
+		case markerFile:
+			return dirStore, nil
+		case lockFile, ownerFile, ".", "..":
+		default:
+			foreign = append(foreign, n)
+		}
+	}
+	if len(foreign) == 0 {
+		return dirNew, nil
+	}
+	slices.Sort(foreign)
+	if len(foreign) > 3 {
+		foreign = append(foreign[:3], "…")
+	}
+	return 0, fmt.Errorf("%w: %s is not empty and has no %s marker file (it holds %s); refusing to use it",
+		ErrNotStore, dir, markerFile, strings.Join(foreign, ", "))
+}
+
+// readMarker checks the marker file of an existing store and returns its
+// format version, refusing a newer format than this code knows.
+func readMarker(fs vfs.FS, dir string) (int, error) {
+	f, err := fs.Open(fs.PathJoin(dir, markerFile))
+	if err != nil {
+		return 0, fmt.Errorf("kyu/pebble: open marker: %w", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	_ = f.Close()
+	if err != nil {
+		return 0, fmt.Errorf("kyu/pebble: read marker: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	bad := fmt.Errorf("%w: %s: the %s marker file is damaged or foreign (%.40q)", ErrNotStore, dir, markerFile, b)
+	if len(lines) < 2 || strings.TrimSpace(lines[0]) != markerHeader {
+		return 0, bad
+	}
+	v, ok := strings.CutPrefix(strings.TrimSpace(lines[1]), "format ")
+	if !ok {
+		return 0, bad
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, bad
+	}
+	if n > formatVersion {
+		return 0, fmt.Errorf("%w: %s has store format %d, but this kyu reads format %d at most; upgrade kyu",
+			ErrNewerFormat, dir, n, formatVersion)
+	}
+	return n, nil
+}
+
+// writeMarker records dir as a kyu store of the current format, durably
+// (write a temporary file, sync, rename, sync the directory).
+func writeMarker(fs vfs.FS, dir string) error {
+	tmp := fs.PathJoin(dir, markerFile+".tmp")
+	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("kyu/pebble: create marker: %w", err)
+	}
+	_, err = fmt.Fprintf(f, "%s\nformat %d\n", markerHeader, formatVersion)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fs.Rename(tmp, fs.PathJoin(dir, markerFile))
+	}
+	if err == nil {
+		err = syncDir(fs, dir)
+	}
+	if err != nil {
+		return fmt.Errorf("kyu/pebble: write marker: %w", err)
+	}
+	return nil
+}
+
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// mkdirDurable creates dir and any missing parents, and syncs each parent
+// whose entries changed, so the new directories survive a power loss.
+func mkdirDurable(fs vfs.FS, dir string) error {
+	if _, err := fs.Stat(dir); err == nil {
+		return nil
+	}
+	var parents []string
+	for p := fs.PathDir(dir); ; p = fs.PathDir(p) {
+		parents = append(parents, p)
+		if fs.PathDir(p) == p {
+			break
+		}
+		if _, err := fs.Stat(p); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, p := range parents {
+		if err := syncDir(fs, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}

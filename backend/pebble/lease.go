@@ -1,0 +1,150 @@
+package pebble
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// checkLease finds the job a lease names and checks that the lease is live
+// at now: the job is active, the token is its current one and the lease
+// has not expired. It returns ErrNotFound for an unknown job and
+// ErrLeaseLost for a lease that is not live; mu must be held.
+func (s *Store) checkLease(l backend.Lease, now time.Time) (jobID, error) {
+	id, ok := parseID(l.JobID)
+	if !ok {
+		return id, backend.ErrNotFound
+	}
+	if le, ok := s.idx.leases[id]; ok && le.token == l.Token && timeCode(now) < le.expires {
+		return id, nil
+	}
+	j, _, err := s.load(id)
+	switch {
+	case err != nil:
+		return id, err
+	case j == nil:
+		return id, backend.ErrNotFound
+	}
+	return id, backend.ErrLeaseLost
+}
+
+// leaseOp runs fn for every lease in one commit. fn is called with mu held
+// for each live lease, with the job's current record; items whose lease is
+// not live get their error and change nothing.
+func (s *Store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Time, fn func(i int, id jobID, j *backend.Job, hasPayload bool)) ([]error, error) {
+	if now.IsZero() {
+		return nil, &backend.ValidationError{Index: -1, Field: "now", Reason: "the caller's clock must be given"}
+	}
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	if err := s.lockState(); err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(leases))
+	ver := s.ver
+	for i, l := range leases {
+		id, err := s.checkLease(l, now)
+		if err == nil {
+			var j *backend.Job
+			var hasPayload bool
+			j, hasPayload, err = s.load(id)
+			if err == nil {
+				fn(i, id, j, hasPayload)
+			}
+		}
+		if err != nil && err != backend.ErrNotFound && err != backend.ErrLeaseLost {
+			s.mu.Unlock()
+			return nil, err
+		}
+		errs[i] = err
+	}
+	var g *commitGroup
+	if s.ver != ver {
+		g = s.pending
+	}
+	s.mu.Unlock()
+	if err := wait(g); err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+// Heartbeat extends live leases to Now+Extend; the new expiry is durable
+// when it returns.
+func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
+	res := backend.HeartbeatResult{Leases: make([]backend.LeaseStatus, len(p.Leases))}
+	expires := p.Now.Add(p.Extend)
+	errs, err := s.leaseOp(ctx, p.Leases, p.Now, func(i int, id jobID, j *backend.Job, hasPayload bool) {
+		j.LeaseExpiresAt = expires
+		s.put(id, j, hasPayload)
+		le := lease{token: j.LeaseToken, expires: timeCode(expires)}
+		s.idx.leases[id] = le
+		s.idx.leaseExpiry.push(timeEntry{at: le.expires, id: id})
+		res.Leases[i].ExpiresAt = expires
+	})
+	if err != nil {
+		return backend.HeartbeatResult{}, err
+	}
+	for i, e := range errs {
+		res.Leases[i].Lost = e != nil
+	}
+	return res, nil
+}
+
+// Complete finishes jobs whose leases are live, storing their results.
+func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
+	leases := make([]backend.Lease, len(p.Items))
+	for i, it := range p.Items {
+		leases[i] = it.Lease
+	}
+	errs, err := s.leaseOp(ctx, leases, p.Now, func(i int, id jobID, j *backend.Job, hasPayload bool) {
+		if r := p.Items[i].Result; r != nil {
+			j.Result = slices.Clone(r)
+		}
+		s.toFinal(id, j, hasPayload, backend.StateCompleted, p.Now)
+	})
+	return backend.BatchResult{Errors: errs}, err
+}
+
+// Fail ends attempts with an error: retry at RetryAt (pending at once when
+// it is not after Now), or failed when Final or the attempts are used up.
+func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
+	leases := make([]backend.Lease, len(p.Items))
+	for i, it := range p.Items {
+		leases[i] = it.Lease
+	}
+	errs, err := s.leaseOp(ctx, leases, p.Now, func(i int, id jobID, j *backend.Job, hasPayload bool) {
+		it := &p.Items[i]
+		j.Errors = append(j.Errors, backend.AttemptError{
+			Attempt: j.Attempt, At: p.Now, Kind: backend.AttemptFailed, Message: it.Message, Stack: it.Stack,
+		})
+		if it.Final || j.Attempt >= j.MaxAttempts {
+			s.toFinal(id, j, hasPayload, backend.StateFailed, p.Now)
+			return
+		}
+		j.RunAt = it.RetryAt
+		if j.RunAt.IsZero() {
+			j.RunAt = p.Now
+		}
+		s.toWaiting(id, j, hasPayload, p.Now)
+	})
+	return backend.BatchResult{Errors: errs}, err
+}
+
+// Release hands active jobs back to pending at once, keeping their RunAt;
+// the attempt is recorded as interrupted and given back.
+func (s *Store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
+	errs, err := s.leaseOp(ctx, p.Leases, p.Now, func(i int, id jobID, j *backend.Job, hasPayload bool) {
+		j.Errors = append(j.Errors, backend.AttemptError{
+			Attempt: j.Attempt, At: p.Now, Kind: backend.AttemptInterrupted, Message: "released",
+		})
+		j.Attempt--
+		s.toPending(id, j, hasPayload)
+		s.idx.watchDeadline(id, j)
+	})
+	return backend.BatchResult{Errors: errs}, err
+}

@@ -1,0 +1,109 @@
+package pebble
+
+import (
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// The helpers below move a loaded record to its next state: they write it,
+// update the indexes and the unique keys, and ask for wake-ups. mu must be
+// held by every caller.
+
+// toPending makes j pending (keeping its RunAt) and indexes it.
+func (s *Store) toPending(id jobID, j *backend.Job, hasPayload bool) {
+	j.State = backend.StatePending
+	s.clearLease(id, j)
+	s.put(id, j, hasPayload)
+	s.idx.index(id, j)
+	s.noteState(id, j)
+	s.wake(j.Queue)
+}
+
+// toWaiting puts a job that left active back in line: pending when its
+// RunAt has come, retry otherwise. It watches the deadline again.
+func (s *Store) toWaiting(id jobID, j *backend.Job, hasPayload bool, now time.Time) {
+	if j.RunAt.After(now) {
+		j.State = backend.StateRetry
+		s.clearLease(id, j)
+		s.put(id, j, hasPayload)
+		s.idx.index(id, j)
+		s.noteState(id, j)
+	} else {
+		s.toPending(id, j, hasPayload)
+	}
+	s.idx.watchDeadline(id, j)
+}
+
+// toFinal moves j to the final state given at now: it is written, or
+// deleted at once under RetainNone, and its unique key released as the
+// contract says.
+func (s *Store) toFinal(id jobID, j *backend.Job, hasPayload bool, state backend.State, now time.Time) {
+	j.State = state
+	j.FinishedAt = now
+	s.clearLease(id, j)
+	if j.Retention == backend.RetainNone {
+		s.deleteJob(id, j, hasPayload)
+		return
+	}
+	s.put(id, j, hasPayload)
+	s.idx.index(id, j)
+	s.noteState(id, j)
+}
+
+// cancelForDeadline discards a waiting job whose deadline has passed.
+func (s *Store) cancelForDeadline(id jobID, j *backend.Job, hasPayload bool, now time.Time) {
+	j.CancelReason = backend.CancelReasonDeadline
+	s.toFinal(id, j, hasPayload, backend.StateCancelled, now)
+}
+
+// deleteJob removes a job and its payload. A unique key without UniqueFor
+// is released; one with UniqueFor keeps holding, remembering the state.
+func (s *Store) deleteJob(id jobID, j *backend.Job, hasPayload bool) {
+	s.remove(id, hasPayload)
+	if j.UniqueKey == "" {
+		return
+	}
+	name := uniqueName(j.Queue, j.UniqueKey)
+	u, ok := s.idx.uniques[name]
+	if !ok || u.holder != id {
+		return
+	}
+	if u.until == 0 {
+		s.dropUnique(name)
+		return
+	}
+	u.state = j.State
+	s.putUnique(name, u)
+}
+
+// noteState keeps the state of a unique key's holder current, and releases
+// a key held until its job is final.
+func (s *Store) noteState(id jobID, j *backend.Job) {
+	if j.UniqueKey == "" {
+		return
+	}
+	name := uniqueName(j.Queue, j.UniqueKey)
+	u, ok := s.idx.uniques[name]
+	if !ok || u.holder != id {
+		return
+	}
+	if u.until == 0 && j.State.Final() {
+		s.dropUnique(name)
+		return
+	}
+	u.state = j.State
+	s.idx.uniques[name] = u
+}
+
+// clearLease ends the lease fields of a job leaving active (the token stays:
+// it only grows) and drops it from the lease map.
+func (s *Store) clearLease(id jobID, j *backend.Job) {
+	j.LeaseExpiresAt = time.Time{}
+	delete(s.idx.leases, id)
+}
+
+// deadlinePassed reports whether a job may no longer start at now.
+func deadlinePassed(j *backend.Job, now time.Time) bool {
+	return !j.Deadline.IsZero() && !now.Before(j.Deadline)
+}

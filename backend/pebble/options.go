@@ -1,0 +1,54 @@
+package pebble
+
+import (
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options configure a Store. The zero value is ready to use.
+type Options struct {
+	// FS is the file system the store lives on. Nil means the real disk,
+	// where the directory is locked with flock(2). Tests pass a crashable
+	// in-memory FS (vfs.NewCrashableMem).
+	FS vfs.FS
+
+	// Logger receives the store's and Pebble's log lines. Nil discards them.
+	Logger *slog.Logger
+
+	// CacheSize is Pebble's block cache in bytes. Zero means 64 MiB. Claims
+	// and completions read the records of recent jobs, so a cache that
+	// holds them matters more than anything else for throughput.
+	CacheSize int64
+
+	// MemTableSize is the size of one Pebble memtable in bytes. Zero means
+	// 64 MiB. Pebble keeps up to two (one being written, one flushing).
+	MemTableSize uint64
+
+	// MaintenanceLimit bounds one Promote, RecoverLeases or ApplyRetention
+	// step called with Limit 0. Zero means 1000.
+	MaintenanceLimit int
+}
+
+// Defaults for Options.
+const (
+	DefaultCacheSize        = 64 << 20
+	DefaultMemTableSize     = 64 << 20
+	DefaultMaintenanceLimit = 1000
+)
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.CacheSize <= 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.MaintenanceLimit <= 0 {
+		o.MaintenanceLimit = DefaultMaintenanceLimit
+	}
+	return o
+}

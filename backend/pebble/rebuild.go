@@ -1,0 +1,90 @@
+package pebble
+
+import (
+	"fmt"
+
+	cpebble "github.com/cockroachdb/pebble/v2"
+	"github.com/kyuhq/kyu/backend"
+)
+
+// rebuild fills the in-memory indexes with one scan of the unique keys and
+// one of the job records. A record that does not decode fails the open with
+// ErrCorrupt; so does a panic from the engine on damaged files.
+func (s *Store) rebuild() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: reading the data files failed: %v", ErrCorrupt, s.dir, r)
+		}
+	}()
+	x := s.idx
+
+	err = s.scan(prefixUnique, func(k, v []byte) error {
+		u, err := decodeUnique(v)
+		if err != nil {
+			return err
+		}
+		name := string(k[1:])
+		x.uniques[name] = u
+		if u.until != 0 {
+			x.uniqueExpiry.push(uniqueExpiry{until: u.until, name: name})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	counts := make(map[backend.State]int)
+	err = s.scan(prefixJob, func(k, v []byte) error {
+		if len(k) != 17 {
+			return fmt.Errorf("%w: bad job key %x", errCorruptRecord, k)
+		}
+		id := jobID(k[1:])
+		j, _, err := decodeJob(v)
+		if err != nil {
+			return fmt.Errorf("job %s: %w", id, err)
+		}
+		counts[j.State]++
+		x.index(id, j)
+		x.watchDeadline(id, j)
+		if j.UniqueKey != "" {
+			name := uniqueName(j.Queue, j.UniqueKey)
+			if u, ok := x.uniques[name]; ok && u.holder == id {
+				u.state = j.State
+				x.uniques[name] = u
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	args := []any{"unique_keys", len(x.uniques)}
+	for _, st := range backend.States {
+		args = append(args, string(st), counts[st])
+	}
+	s.log.Info("store opened", args...)
+	return nil
+}
+
+// scan calls fn for every key with the given prefix, in key order.
+func (s *Store) scan(prefix byte, fn func(k, v []byte) error) error {
+	it, err := s.db.NewIter(&cpebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, s.dir, err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err == nil {
+			err = fn(it.Key(), v)
+		}
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("%w: %s: %w", ErrCorrupt, s.dir, err)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, s.dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,261 @@
+// Package pebble is kyu's embedded durable store, built on Pebble (an LSM
+// key-value engine). It implements backend.Backend for one process at a
+// time: the directory is locked while a Store has it open.
+//
+// Every enqueue and state change is fsynced before it is acknowledged.
+// Writers share fsyncs (group commit): an operation applies its change to
+// the in-memory indexes and queues its writes under the store's mutex, then
+// waits while one committer goroutine writes everything queued as one
+// Pebble batch with one sync.
+//
+// The indexes that Claim and the maintenance steps need (ready jobs per
+// queue, timers, leases, deadlines, retention, unique keys) are kept in
+// memory and rebuilt by one scan when the store opens; they hold ids and
+// times, never payloads or records, so a million pending jobs cost a few
+// tens of megabytes.
+package pebble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	cpebble "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/kyuhq/kyu/backend"
+)
+
+// Store is an embedded kyu store in one directory. It implements
+// backend.Backend; build it with Open.
+type Store struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+	db   *cpebble.DB
+	lock io.Closer
+
+	// closeMu is held shared by every operation for its whole run and
+	// exclusively by Close, so Close waits for operations in flight.
+	closeMu sync.RWMutex
+	closed  bool
+
+	// mu guards everything below, and the order of writes: an operation
+	// queues its writes while holding mu, so Pebble sees the writes to one
+	// key in the order the indexes saw them.
+	mu  sync.Mutex
+	idx *indexes
+	// dirty holds the records whose writes are queued or being committed;
+	// reads look here before Pebble.
+	dirty map[jobID]*dirtyEntry
+	ver   uint64
+	// pending collects the writes of operations since the committer last
+	// took a group; nil when there are none.
+	pending    *commitGroup
+	commitCond *sync.Cond
+	stopping   bool
+	// broken is set when a read or a commit failed; every later operation
+	// returns it, since memory and disk may disagree.
+	broken error
+	buf    []byte
+
+	committerDone chan struct{}
+
+	subsMu sync.Mutex
+	subs   map[string]map[*subscriber]struct{}
+}
+
+var _ backend.Backend = (*Store)(nil)
+
+// Open opens the store in dir, creating it if dir is absent or empty.
+//
+// It refuses, changing nothing, a directory that is not empty and not a kyu
+// store (ErrNotStore), a store written by a newer kyu (ErrNewerFormat) and a
+// store another Store holds (ErrLocked, naming the holder's pid and host).
+// Damaged data files give ErrCorrupt.
+func Open(dir string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	fs := opts.FS
+	onDisk := fs == nil
+	if onDisk {
+		fs = vfs.Default
+	}
+	if _, err := inspectDir(fs, dir); err != nil {
+		return nil, err
+	}
+	if err := mkdirDurable(fs, dir); err != nil {
+		return nil, fmt.Errorf("kyu/pebble: create %s: %w", dir, err)
+	}
+	var lock io.Closer
+	var err error
+	if onDisk {
+		lock, err = lockDiskDir(dir)
+	} else {
+		lock, err = lockMemDir(fs, dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(fs, dir, opts, lock)
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// open does the work of Open once the directory is locked.
+func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err error) {
+	kind, err := inspectDir(fs, dir)
+	if err != nil {
+		return nil, err
+	}
+	if kind == dirStore {
+		if _, err := readMarker(fs, dir); err != nil {
+			return nil, err
+		}
+	} else if err := writeMarker(fs, dir); err != nil {
+		return nil, err
+	}
+
+	db, err := openPebble(fs, fs.PathJoin(dir, dataDir), opts)
+	if err != nil {
+		return nil, err
+	}
+	s = &Store{
+		dir:           dir,
+		opts:          opts,
+		log:           opts.Logger.With("store", dir),
+		db:            db,
+		lock:          lock,
+		idx:           newIndexes(),
+		dirty:         make(map[jobID]*dirtyEntry),
+		committerDone: make(chan struct{}),
+		subs:          make(map[string]map[*subscriber]struct{}),
+	}
+	s.commitCond = sync.NewCond(&s.mu)
+	if err := s.rebuild(); err != nil {
+		_ = closePebble(db)
+		return nil, err
+	}
+	go s.commitLoop()
+	return s, nil
+}
+
+// openPebble opens the engine, turning a panic on damaged files into an
+// error.
+func openPebble(fs vfs.FS, dir string, opts Options) (db *cpebble.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("%w: %s: opening the data files failed: %v", ErrCorrupt, dir, r)
+		}
+	}()
+	cache := cpebble.NewCache(opts.CacheSize)
+	defer cache.Unref()
+	po := &cpebble.Options{
+		FS:                 fs,
+		Cache:              cache,
+		MemTableSize:       opts.MemTableSize,
+		FormatMajorVersion: cpebble.FormatNewest,
+		Logger:             pebbleLogger{opts.Logger},
+	}
+	//po.ApplyCompressionSettings(func() cpebble.DBCompressionSettings { return cpebble.DBCompressionNone })
+	db, err = cpebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: opening the data files failed: %w", ErrCorrupt, dir, err)
+	}
+	return db, nil
+}
+
+func closePebble(db *cpebble.DB) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("kyu/pebble: close: %v", r)
+		}
+	}()
+	return db.Close()
+}
+
+// Capabilities reports that Subscribe delivers signals.
+func (s *Store) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Notify: true}
+}
+
+// Close flushes queued writes, stops the committer, closes Pebble and
+// releases the directory. Later calls, and calls of any method after it,
+// return backend.ErrClosed.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return backend.ErrClosed
+	}
+	s.closed = true
+	s.mu.Lock()
+	s.stopping = true
+	s.commitCond.Signal()
+	s.mu.Unlock()
+	<-s.committerDone
+	err := closePebble(s.db)
+	if lerr := s.lock.Close(); err == nil {
+		err = lerr
+	}
+	if err != nil {
+		return fmt.Errorf("kyu/pebble: close %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// begin starts an operation: it holds closeMu shared until end is called.
+func (s *Store) begin(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return backend.ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) end() { s.closeMu.RUnlock() }
+
+// lockState takes mu and reports a broken store.
+func (s *Store) lockState() error {
+	s.mu.Lock()
+	if s.broken != nil {
+		err := s.broken
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// breakStore records a storage failure; mu must be held.
+func (s *Store) breakStore(err error) error {
+	if s.broken == nil {
+		s.broken = fmt.Errorf("kyu/pebble: store %s failed and must be reopened: %w", s.dir, err)
+		s.log.Error("store failed", "err", err)
+	}
+	return s.broken
+}
+
+// pebbleLogger sends Pebble's log lines to slog.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error(msg, "component", "pebble", "fatal", true)
+	panic(errors.New("pebble: " + msg))
+}

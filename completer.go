@@ -1,0 +1,212 @@
+package kyu
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/internal/lifecycle"
+)
+
+// completerMaxBatch bounds the outcomes recorded in one backend call.
+const completerMaxBatch = 1000
+
+// completerLinger is how long the completer waits for more outcomes while
+// other claimed jobs are still running, before it records what it has.
+const completerLinger = 200 * time.Microsecond
+
+// completerRetries is how many times a Complete or Fail call that failed as
+// a whole is tried again before its outcomes are given up (the jobs then
+// return when their leases expire).
+const completerRetries = 3
+
+// completer records the outcomes of finished jobs: it gathers every
+// outcome that is waiting and records them with one Complete and one Fail
+// call, then frees the jobs' slots.
+type completer struct {
+	w    *Worker
+	in   chan *jobRun
+	quit chan struct{} // closed when the completer has stopped for good
+	loop lifecycle.Loop
+
+	// Reused between flushes; only the completer goroutine touches them.
+	batch, done, failed []*jobRun
+	completes           []backend.CompleteItem
+	linger              *time.Timer
+	fails               []backend.FailItem
+}
+
+func newCompleter(w *Worker, capacity int) *completer {
+	return &completer{
+		w:    w,
+		in:   make(chan *jobRun, capacity),
+		quit: make(chan struct{}),
+	}
+}
+
+// send hands a finished run to the completer. If the completer has
+// stopped, the outcome is dropped: the job's lease has then been released
+// or will expire.
+func (c *completer) send(run *jobRun) {
+	select {
+	case c.in <- run:
+	case <-c.quit:
+		c.w.log.Debug("kyu: outcome after the worker stopped dropped", "job_id", run.lease.JobID, "type", run.jobType)
+	}
+}
+
+func (c *completer) run(ctx context.Context) {
+	defer close(c.quit)
+	for {
+		select {
+		case <-ctx.Done():
+			// Record what is already queued, with a context of its own.
+			c.gather(nil)
+			if len(c.batch) > 0 {
+				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+				c.flush(fctx)
+				cancel()
+			}
+			return
+		case run := <-c.in:
+			c.gather(run)
+			c.flush(ctx)
+		}
+	}
+}
+
+// gather collects first and every outcome already waiting into c.batch.
+// While other claimed jobs are still unrecorded it lingers up to
+// completerLinger for their outcomes: jobs claimed together tend to finish
+// together, and one call for all of them costs one sync.
+func (c *completer) gather(first *jobRun) {
+	c.batch = c.batch[:0]
+	if first != nil {
+		c.batch = append(c.batch, first)
+	}
+	for len(c.batch) < completerMaxBatch {
+		select {
+		case run := <-c.in:
+			c.batch = append(c.batch, run)
+			continue
+		default:
+		}
+		if first == nil || c.w.unrecorded.Load() <= int64(len(c.batch)) {
+			return
+		}
+		break
+	}
+	if c.linger == nil {
+		c.linger = time.NewTimer(completerLinger)
+	} else {
+		c.linger.Reset(completerLinger)
+	}
+	defer c.linger.Stop()
+	for len(c.batch) < completerMaxBatch && c.w.unrecorded.Load() > int64(len(c.batch)) {
+		select {
+		case run := <-c.in:
+			c.batch = append(c.batch, run)
+		case <-c.linger.C:
+			return
+		}
+	}
+}
+
+// flush records c.batch and frees its slots.
+func (c *completer) flush(ctx context.Context) {
+	c.done, c.failed = c.done[:0], c.failed[:0]
+	c.completes, c.fails = c.completes[:0], c.fails[:0]
+	for _, run := range c.batch {
+		if run.err == nil {
+			c.done = append(c.done, run)
+			c.completes = append(c.completes, backend.CompleteItem{Lease: run.lease, Result: run.takeResult()})
+		} else {
+			c.failed = append(c.failed, run)
+			c.fails = append(c.fails, run.failure)
+		}
+	}
+	complete := func() {
+		res, err := retryBatch(ctx, c, func(ctx context.Context) (backend.BatchResult, error) {
+			return c.w.b.Complete(ctx, backend.CompleteParams{Items: c.completes, Now: c.w.cfg.Clock.Now()})
+		})
+		c.account(c.done, res, err, "complete")
+	}
+	fail := func() {
+		res, err := retryBatch(ctx, c, func(ctx context.Context) (backend.BatchResult, error) {
+			return c.w.b.Fail(ctx, backend.FailParams{Items: c.fails, Now: c.w.cfg.Clock.Now()})
+		})
+		c.account(c.failed, res, err, "fail")
+	}
+	switch {
+	case len(c.fails) == 0:
+		complete()
+	case len(c.completes) == 0:
+		fail()
+	default:
+		// Both at once, so a store that groups commits syncs once.
+		var wg sync.WaitGroup
+		wg.Go(fail)
+		complete()
+		wg.Wait()
+	}
+	c.w.finish(c.batch)
+	clear(c.batch)
+	clear(c.done)
+	clear(c.failed)
+	clear(c.completes)
+	clear(c.fails)
+}
+
+// retryBatch calls fn, trying again a few times, with a growing pause, when
+// the call fails as a whole.
+func retryBatch(ctx context.Context, c *completer, fn func(context.Context) (backend.BatchResult, error)) (backend.BatchResult, error) {
+	pause := 50 * time.Millisecond
+	for try := 0; ; try++ {
+		res, err := fn(ctx)
+		if err == nil || try == completerRetries || ctx.Err() != nil || errors.Is(err, backend.ErrClosed) {
+			return res, err
+		}
+		c.w.log.Warn("kyu: recording outcomes failed; retrying", "error", err, "pause", pause)
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return res, err
+		}
+		pause *= 4
+	}
+}
+
+// account counts and logs the per-job answers of a Complete or Fail call.
+func (c *completer) account(runs []*jobRun, res backend.BatchResult, err error, op string) {
+	w := c.w
+	if err != nil {
+		w.log.Error("kyu: could not record outcomes; the jobs run again when their leases expire",
+			"op", op, "jobs", len(runs), "error", err)
+		return
+	}
+	for i, run := range runs {
+		var itemErr error
+		if i < len(res.Errors) {
+			itemErr = res.Errors[i]
+		}
+		switch {
+		case itemErr == nil && run.err == nil:
+			w.stats.succeeded.Add(1)
+		case itemErr == nil:
+			w.stats.failed.Add(1)
+			if errors.Is(run.err, ErrNoHandler) {
+				w.stats.unknownType.Add(1)
+			}
+			w.log.Debug("kyu: job attempt failed", "job_id", run.lease.JobID, "type", run.jobType,
+				"error", run.err)
+		case errors.Is(itemErr, backend.ErrLeaseLost):
+			w.log.Debug("kyu: outcome refused: the job's lease was lost", "op", op, "job_id", run.lease.JobID, "type", run.jobType)
+		default:
+			w.log.Warn("kyu: outcome refused", "op", op, "job_id", run.lease.JobID, "type", run.jobType, "error", itemErr)
+		}
+	}
+}

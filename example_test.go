@@ -1,0 +1,201 @@
+package kyu_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/kyuhq/kyu"
+	"github.com/kyuhq/kyu/backend/pebble"
+)
+
+// openExampleStore opens a store in a fresh temporary directory; cleanup
+// closes it and removes the directory.
+func openExampleStore() (store *pebble.Store, cleanup func()) {
+	dir, err := os.MkdirTemp("", "kyu-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err = pebble.Open(dir, pebble.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return store, func() {
+		store.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+// runOnce starts a worker with h, waits until h has seen one job, and shuts
+// the worker down; Shutdown returns once the job's outcome is recorded.
+func runOnce(store *pebble.Store, h kyu.HandlerFunc) {
+	ctx := context.Background()
+	seen := make(chan struct{}, 1)
+	worker, err := kyu.NewWorker(store, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			defer func() { seen <- struct{}{} }()
+			return h(ctx, job)
+		}),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := worker.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	<-seen
+	if err := worker.Shutdown(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleClient_Enqueue() {
+	store, cleanup := openExampleStore()
+	defer cleanup()
+	ctx := context.Background()
+
+	client := kyu.NewClient(store, kyu.ClientConfig{})
+	res, err := client.EnqueueJSON(ctx, "email.send",
+		map[string]string{"to": "ada@example.com"},
+		kyu.EnqueueOptions{Queue: "mail", Priority: 10, MaxAttempts: 5})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	job, err := client.Get(ctx, res.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(job.Type, job.Queue, job.State, job.Priority, job.MaxAttempts)
+	fmt.Println(string(job.Payload))
+	// Output:
+	// email.send mail pending 10 5
+	// {"to":"ada@example.com"}
+}
+
+func ExampleWorker() {
+	store, cleanup := openExampleStore()
+	defer cleanup()
+	ctx := context.Background()
+
+	client := kyu.NewClient(store, kyu.ClientConfig{})
+	res, err := client.EnqueueJSON(ctx, "email.send", map[string]string{"to": "ada@example.com"}, kyu.EnqueueOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	mux := kyu.NewMux()
+	done := make(chan struct{})
+	mux.HandleFunc("email.send", func(ctx context.Context, job *kyu.Job) error {
+		defer close(done)
+		var p struct{ To string }
+		if err := job.UnmarshalPayload(&p); err != nil {
+			return kyu.Permanent(err)
+		}
+		fmt.Println("sending mail to", p.To)
+		return job.SetResultJSON(map[string]string{"status": "sent"})
+	})
+
+	worker, err := kyu.NewWorker(store, kyu.WorkerConfig{
+		Handler: mux,
+		Queues:  map[string]int{"default": 10},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// A program would call worker.Run(ctx) with a context that ends on
+	// SIGINT/SIGTERM; here the worker stops once the job is done.
+	if err := worker.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	<-done
+	if err := worker.Shutdown(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	job, err := client.Get(ctx, res.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(job.State, string(job.Result))
+	// Output:
+	// sending mail to ada@example.com
+	// completed {"status":"sent"}
+}
+
+func ExamplePermanent() {
+	store, cleanup := openExampleStore()
+	defer cleanup()
+	ctx := context.Background()
+
+	client := kyu.NewClient(store, kyu.ClientConfig{})
+	res, err := client.Enqueue(ctx, "email.send", []byte(`{"to":"not an address"}`), kyu.EnqueueOptions{MaxAttempts: 5})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	runOnce(store, func(ctx context.Context, job *kyu.Job) error {
+		// Retrying cannot fix bad input: fail now.
+		return kyu.Permanent(errors.New("invalid address"))
+	})
+
+	job, err := client.Get(ctx, res.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s after %d of %d attempts: %s\n", job.State, job.Attempt, job.MaxAttempts, job.Errors[0].Message)
+	// Output:
+	// failed after 1 of 5 attempts: permanent: invalid address
+}
+
+func ExampleRetryAfter() {
+	store, cleanup := openExampleStore()
+	defer cleanup()
+	ctx := context.Background()
+
+	client := kyu.NewClient(store, kyu.ClientConfig{})
+	res, err := client.Enqueue(ctx, "webhook.post", nil, kyu.EnqueueOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	runOnce(store, func(ctx context.Context, job *kyu.Job) error {
+		// The remote side said 429 Too Many Requests, Retry-After: 3600.
+		return kyu.RetryAfter(time.Hour, errors.New("rate limited"))
+	})
+
+	job, err := client.Get(ctx, res.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(job.State, "in about", time.Until(job.RunAt).Round(time.Hour))
+	fmt.Println(job.Errors[0].Message)
+	// Output:
+	// retry in about 1h0m0s
+	// retry after 1h0m0s: rate limited
+}
+
+func ExampleEnqueueOptions_uniqueKey() {
+	store, cleanup := openExampleStore()
+	defer cleanup()
+	ctx := context.Background()
+
+	client := kyu.NewClient(store, kyu.ClientConfig{})
+	opts := kyu.EnqueueOptions{UniqueKey: "report:2030-01"}
+	first, err := client.Enqueue(ctx, "report.build", nil, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	second, err := client.Enqueue(ctx, "report.build", nil, opts)
+	fmt.Println(errors.Is(err, kyu.ErrDuplicate), second.Duplicate, second.ID == first.ID)
+
+	// Another queue is another scope.
+	other, err := client.Enqueue(ctx, "report.build", nil, kyu.EnqueueOptions{Queue: "reports", UniqueKey: opts.UniqueKey})
+	fmt.Println(err, other.ID != first.ID)
+	// Output:
+	// true true true
+	// <nil> true
+}

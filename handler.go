@@ -1,0 +1,23 @@
+package kyu
+
+import "context"
+
+// Handler runs jobs. ProcessJob returns nil when the job succeeded; an error
+// fails the attempt, and the job is retried after its backoff unless the
+// error is Permanent or its attempts are used up. RetryAfter chooses the
+// delay. The context ends at the job's timeout, when the worker loses the
+// job's lease, and at a forced shutdown; a handler should return soon after.
+type Handler interface {
+	ProcessJob(ctx context.Context, job *Job) error
+}
+
+// HandlerFunc adapts a function to a Handler.
+type HandlerFunc func(ctx context.Context, job *Job) error
+
+// ProcessJob calls f(ctx, job).
+func (f HandlerFunc) ProcessJob(ctx context.Context, job *Job) error { return f(ctx, job) }
+
+// Middleware wraps a Handler in another, to add behaviour around every job
+// (logging, metrics, tracing). The first middleware given to Mux.Use is the
+// outermost.
+type Middleware func(Handler) Handler

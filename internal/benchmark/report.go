@@ -1,0 +1,127 @@
+package benchmark
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report holds the figures of one Run. Durations marshal to JSON as
+// nanoseconds.
+type Report struct {
+	// Backend describes the store measured; Run leaves it for the caller.
+	Backend string `json:"backend,omitempty"`
+	// RunID names the run's queues: kyu-bench-<RunID>-*.
+	RunID        string    `json:"run_id"`
+	Started      time.Time `json:"started"`
+	GoVersion    string    `json:"go_version"`
+	OS           string    `json:"os"`
+	Arch         string    `json:"arch"`
+	CPUs         int       `json:"cpus"`
+	Jobs         int       `json:"jobs"`
+	PayloadBytes int       `json:"payload_bytes"`
+	Producers    int       `json:"producers"`
+	Batch        int       `json:"batch"`
+
+	// Enqueue is one job per Enqueue call, from Producers goroutines.
+	Enqueue Throughput `json:"enqueue"`
+	// BatchEnqueue is Batch jobs per EnqueueMany call, from Producers
+	// goroutines.
+	BatchEnqueue Throughput `json:"batch_enqueue"`
+	// Drain has one figure per handler concurrency.
+	Drain []Drain `json:"drain"`
+	// Latency is enqueue-to-handler-start on an idle worker.
+	Latency Latency `json:"latency"`
+}
+
+// Throughput is how fast a number of jobs moved.
+type Throughput struct {
+	Jobs    int           `json:"jobs"`
+	Calls   int           `json:"calls,omitempty"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// PerSecond is jobs per second.
+	PerSecond float64 `json:"per_second"`
+}
+
+// newThroughput computes the rate of jobs over elapsed.
+func newThroughput(jobs, calls int, elapsed time.Duration) Throughput {
+	t := Throughput{Jobs: jobs, Calls: calls, Elapsed: elapsed}
+	if elapsed > 0 {
+		t.PerSecond = float64(jobs) / elapsed.Seconds()
+	}
+	return t
+}
+
+// Drain is the time a worker with Concurrency handlers took to run and
+// durably complete Jobs jobs that were waiting in its queue.
+type Drain struct {
+	Concurrency int `json:"concurrency"`
+	Throughput
+}
+
+// Latency summarises enqueue-to-start times: from before the Enqueue call
+// to the start of the handler, on a worker idle on its queue.
+type Latency struct {
+	Samples int           `json:"samples"`
+	P50     time.Duration `json:"p50_ns"`
+	P99     time.Duration `json:"p99_ns"`
+	Max     time.Duration `json:"max_ns"`
+}
+
+// newLatency summarises samples, which it sorts.
+func newLatency(samples []time.Duration) Latency {
+	slices.Sort(samples)
+	if len(samples) == 0 {
+		return Latency{}
+	}
+	return Latency{
+		Samples: len(samples),
+		P50:     percentile(samples, 50),
+		P99:     percentile(samples, 99),
+		Max:     samples[len(samples)-1],
+	}
+}
+
+// percentile is the nearest-rank p-th percentile of sorted samples.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 * n)
+	return sorted[max(rank, 1)-1]
+}
+
+// WriteText writes the report as a table for people.
+func (r *Report) WriteText(w io.Writer) error {
+	name := r.Backend
+	if name == "" {
+		name = "(unnamed store)"
+	}
+	if _, err := fmt.Fprintf(w, "kyu bench: %s\n%d jobs per measurement, %d-byte payloads, %s %s/%s, %d CPUs\n\n",
+		name, r.Jobs, r.PayloadBytes, r.GoVersion, r.OS, r.Arch, r.CPUs); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")) }
+	throughput := func(name string, t Throughput) {
+		row(name, fmt.Sprint(t.Jobs), seconds(t.Elapsed), fmt.Sprintf("%.0f jobs/s", t.PerSecond))
+	}
+	row("measurement", "jobs", "time", "rate")
+	throughput(fmt.Sprintf("enqueue, 1 job per call, %d goroutines", r.Producers), r.Enqueue)
+	throughput(fmt.Sprintf("enqueue, %d jobs per call, %d goroutines", r.Batch, r.Producers), r.BatchEnqueue)
+	for _, d := range r.Drain {
+		throughput(fmt.Sprintf("drain, %d handlers (run + durable complete)", d.Concurrency), d.Throughput)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nenqueue-to-start latency, idle worker, %d samples: p50 %s  p99 %s  max %s\n",
+		r.Latency.Samples, millis(r.Latency.P50), millis(r.Latency.P99), millis(r.Latency.Max))
+	return err
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
+
+func millis(d time.Duration) string {
+	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+}

@@ -1,0 +1,365 @@
+package kyu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/internal/lifecycle"
+)
+
+// ErrWorkerStopped is returned by Start on a worker that has been shut
+// down; a Worker runs once.
+var ErrWorkerStopped = errors.New("kyu: worker stopped")
+
+// shutdownFlushWait bounds how long Shutdown waits, after its grace, for
+// outcomes of handlers that had already returned to reach the backend.
+const shutdownFlushWait = 5 * time.Second
+
+// releaseTimeout bounds the Release call that hands interrupted jobs back.
+const releaseTimeout = 10 * time.Second
+
+// Worker claims jobs from a backend and runs them with a Handler. Build one
+// with NewWorker, then call Run, or Start and Shutdown. A Worker runs once:
+// after Shutdown it cannot be started again.
+//
+// For each queue a fetcher claims jobs in batches, as slots free up, when
+// the backend signals new work, or every PollInterval. Each job runs in its
+// own goroutine; one heartbeater extends all leases, one completer records
+// outcomes of many jobs in one backend call, and unless disabled three
+// maintenance loops promote due jobs, recover expired leases and apply
+// retention.
+type Worker struct {
+	b   backend.Backend
+	cfg WorkerConfig
+	log *slog.Logger
+
+	fetchers  []*fetcher
+	comp      *completer
+	heartbeat lifecycle.Loop
+	maint     [3]lifecycle.Loop
+
+	mu      sync.Mutex // guards state and the contexts below
+	state   workerState
+	stopped chan struct{} // closed when Shutdown has finished
+	// jobsCtx is the parent of every handler's context; cancelJobs ends it
+	// at a forced shutdown.
+	jobsCtx    context.Context
+	cancelJobs context.CancelFunc
+
+	runsMu sync.Mutex
+	runs   map[*jobRun]struct{} // claimed jobs whose outcome is not yet recorded
+	idle   chan struct{}        // if set, closed when runs becomes empty
+
+	// unrecorded counts the runs in runs without taking runsMu.
+	unrecorded atomic.Int64
+
+	stats workerCounters
+}
+
+type workerState int
+
+const (
+	workerNew workerState = iota
+	workerRunning
+	workerStopping
+	workerStopped
+)
+
+// NewWorker returns a Worker over b; cfg takes the defaults documented on
+// WorkerConfig. It returns an error for an invalid config.
+func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
+	if b == nil {
+		return nil, errors.New("kyu: NewWorker: nil backend")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		b:       b,
+		cfg:     cfg,
+		log:     cfg.Logger.With("worker_id", cfg.ID),
+		stopped: make(chan struct{}),
+		runs:    make(map[*jobRun]struct{}),
+	}
+	total := 0
+	for _, q := range cfg.queueNames() {
+		n := cfg.Queues[q]
+		total += n
+		w.fetchers = append(w.fetchers, newFetcher(w, q, n, cfg.claimBatch(n)))
+	}
+	w.comp = newCompleter(w, total)
+	return w, nil
+}
+
+// ID is the worker's id, as stored in the jobs it claims.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Run starts the worker and blocks until ctx is done, then shuts down
+// gracefully (see Shutdown) and returns nil, or the error of Start.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-w.stopped: // someone else called Shutdown
+	}
+	return w.Shutdown(context.WithoutCancel(ctx))
+}
+
+// Start begins claiming and running jobs in background goroutines and
+// returns. The worker runs until Shutdown; ctx only carries values to the
+// background work, its cancellation does not stop the worker. Start on a
+// running worker does nothing; on a stopped one it returns ErrWorkerStopped.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch w.state {
+	case workerRunning:
+		return nil
+	case workerStopping, workerStopped:
+		return ErrWorkerStopped
+	}
+	base := context.WithoutCancel(ctx)
+	w.jobsCtx, w.cancelJobs = context.WithCancel(base)
+	w.comp.loop.Start(base, w.comp.run)
+	w.heartbeat.Start(base, w.heartbeatLoop)
+	if !w.cfg.DisableMaintenance {
+		w.startMaintenance(base)
+	}
+	for _, f := range w.fetchers {
+		f.loop.Start(base, f.run)
+	}
+	w.state = workerRunning
+	w.log.Info("kyu: worker started", "queues", w.cfg.Queues)
+	return nil
+}
+
+// Shutdown stops the worker gracefully. It stops claiming at once, then
+// waits for running jobs up to ShutdownGrace or until ctx ends, whichever
+// comes first. Jobs still running then have their context cancelled and
+// are handed back to the queue at once (pending again, the attempt not
+// counted and recorded as interrupted) without waiting for their handlers
+// to return; a handler that has not returned is logged as a warning and
+// whatever it returns later is dropped. Finally the background loops stop.
+//
+// Shutdown is safe to call more than once and concurrently: every call
+// returns once the worker has stopped, or with ctx's error when ctx ends
+// first in a call that did not do the shutdown itself. On a worker never
+// started it only marks it stopped.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	w.mu.Lock()
+	switch w.state {
+	case workerNew:
+		w.state = workerStopped
+		close(w.stopped)
+		w.mu.Unlock()
+		return nil
+	case workerStopping, workerStopped:
+		w.mu.Unlock()
+		select {
+		case <-w.stopped:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	w.state = workerStopping
+	w.mu.Unlock()
+
+	err := w.shutdown(ctx)
+
+	w.mu.Lock()
+	w.state = workerStopped
+	close(w.stopped)
+	w.mu.Unlock()
+	return err
+}
+
+func (w *Worker) shutdown(ctx context.Context) error {
+	start := time.Now()
+	w.log.Info("kyu: worker shutting down", "running", w.stats.running.Load(), "grace", w.cfg.ShutdownGrace)
+
+	// Stop claiming: cancel every fetcher first, then wait for each.
+	var wg sync.WaitGroup
+	for _, f := range w.fetchers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.loop.Stop()
+		}()
+	}
+	wg.Wait()
+
+	// Wait for running jobs, up to the grace period or ctx's end.
+	grace := time.NewTimer(w.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-w.waitIdle():
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+
+	var err error
+	if abandoned := w.abandonRunning(); len(abandoned) > 0 {
+		err = w.releaseAbandoned(abandoned)
+		// Handlers that returned before they were abandoned have outcomes
+		// on their way to the completer; let them land.
+		flush := time.NewTimer(shutdownFlushWait)
+		select {
+		case <-w.waitIdle():
+		case <-flush.C:
+			w.log.Warn("kyu: outcomes still unrecorded at shutdown", "count", w.countRuns())
+		}
+		flush.Stop()
+	}
+
+	w.heartbeat.Stop()
+	w.comp.loop.Stop()
+	for i := range w.maint {
+		w.maint[i].Stop()
+	}
+	w.cancelJobs()
+	w.log.Info("kyu: worker stopped", "took", time.Since(start).Round(time.Millisecond))
+	return err
+}
+
+// abandonRunning takes every job whose handler is still running away from
+// its handler: the run is marked abandoned, so whatever the handler returns
+// later is dropped, and every handler's context is cancelled.
+func (w *Worker) abandonRunning() []*jobRun {
+	w.runsMu.Lock()
+	var abandoned []*jobRun
+	for run := range w.runs {
+		if run.state.CompareAndSwap(runRunning, runAbandoned) {
+			abandoned = append(abandoned, run)
+			delete(w.runs, run)
+		}
+	}
+	w.unrecorded.Add(-int64(len(abandoned)))
+	w.runsMu.Unlock()
+	w.cancelJobs()
+	return abandoned
+}
+
+// releaseAbandoned hands the leases of abandoned jobs back to the backend,
+// so their jobs are pending again at once, and logs each handler that has
+// not returned.
+func (w *Worker) releaseAbandoned(runs []*jobRun) error {
+	leases := make([]backend.Lease, len(runs))
+	for i, run := range runs {
+		leases[i] = run.lease
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.jobsCtx), releaseTimeout)
+	defer cancel()
+	res, err := w.b.Release(ctx, backend.ReleaseParams{Leases: leases, Now: w.cfg.Clock.Now()})
+	if err != nil {
+		err = fmt.Errorf("kyu: release %d interrupted jobs: %w", len(runs), err)
+		w.log.Error("kyu: could not hand interrupted jobs back; they return when their leases expire", "count", len(runs), "error", err)
+	}
+	for i, run := range runs {
+		run.f.free(1)
+		if err == nil && i < len(res.Errors) && res.Errors[i] != nil {
+			w.log.Debug("kyu: interrupted job not released", "job_id", run.lease.JobID, "type", run.jobType, "error", res.Errors[i])
+		}
+		if run.exited.Load() {
+			w.log.Info("kyu: job interrupted by shutdown", "job_id", run.lease.JobID, "type", run.jobType)
+		} else {
+			w.log.Warn("kyu: handler did not return by the end of the shutdown grace; job handed back",
+				"job_id", run.lease.JobID, "type", run.jobType)
+		}
+	}
+	return err
+}
+
+// track registers a run until its outcome is recorded.
+func (w *Worker) track(run *jobRun) {
+	w.runsMu.Lock()
+	w.runs[run] = struct{}{}
+	w.runsMu.Unlock()
+}
+
+// finish forgets runs whose outcome is recorded (or dropped) and frees
+// their slots, waking each fetcher once.
+func (w *Worker) finish(runs []*jobRun) {
+	w.unrecorded.Add(-int64(len(runs)))
+	w.runsMu.Lock()
+	for _, run := range runs {
+		delete(w.runs, run)
+	}
+	if len(w.runs) == 0 && w.idle != nil {
+		close(w.idle)
+		w.idle = nil
+	}
+	w.runsMu.Unlock()
+	if len(runs) == 1 {
+		runs[0].f.returned.Add(-1)
+		runs[0].f.free(1)
+		return
+	}
+	for _, run := range runs {
+		run.f.returned.Add(-1)
+		run.f.running.Add(-1)
+	}
+	for _, f := range w.fetchers {
+		f.wake()
+	}
+}
+
+// waitIdle returns a channel closed once no claimed job is left unrecorded.
+func (w *Worker) waitIdle() <-chan struct{} {
+	w.runsMu.Lock()
+	defer w.runsMu.Unlock()
+	if len(w.runs) == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	if w.idle == nil {
+		w.idle = make(chan struct{})
+	}
+	return w.idle
+}
+
+func (w *Worker) countRuns() int {
+	w.runsMu.Lock()
+	defer w.runsMu.Unlock()
+	return len(w.runs)
+}
+
+// WorkerStats are a worker's counters since it started.
+type WorkerStats struct {
+	// Processed counts handler calls that returned (or panicked).
+	Processed int64
+	// Succeeded counts jobs recorded completed.
+	Succeeded int64
+	// Failed counts attempts recorded failed (to be retried or final).
+	Failed int64
+	// UnknownType counts attempts failed for want of a handler for their
+	// type (also counted in Failed).
+	UnknownType int64
+	// Running is how many handlers are running now.
+	Running int64
+}
+
+type workerCounters struct {
+	processed, succeeded, failed, unknownType, running atomic.Int64
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() WorkerStats {
+	return WorkerStats{
+		Processed:   w.stats.processed.Load(),
+		Succeeded:   w.stats.succeeded.Load(),
+		Failed:      w.stats.failed.Load(),
+		UnknownType: w.stats.unknownType.Load(),
+		Running:     w.stats.running.Load(),
+	}
+}

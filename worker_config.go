@@ -1,0 +1,210 @@
+package kyu
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// Defaults of WorkerConfig.
+const (
+	DefaultConcurrency         = 10
+	DefaultLease               = 30 * time.Second
+	DefaultMaxClaimBatch       = 50
+	DefaultPollInterval        = time.Second
+	DefaultShutdownGrace       = 30 * time.Second
+	DefaultMaintenanceInterval = time.Second
+)
+
+// WorkerConfig configures a Worker. Only Handler is required; every other
+// field has the default named in its comment.
+type WorkerConfig struct {
+	// Handler runs every job; usually a *Mux. Required.
+	Handler Handler
+
+	// Queues maps each queue to serve to its concurrency: how many of its
+	// jobs may run at once. Default {"default": 10}.
+	Queues map[string]int
+
+	// ID names this worker in the store (Job.WorkerID). Default
+	// "host-pid-random".
+	ID string
+
+	// Lease is how long a claim holds a job without a heartbeat; a worker
+	// that dies loses its jobs to another after at most this long.
+	// Default 30s.
+	Lease time.Duration
+
+	// HeartbeatInterval is how often the leases of running jobs are
+	// extended; it must be shorter than Lease. Default Lease/3.
+	HeartbeatInterval time.Duration
+
+	// ClaimBatch is the most jobs one claim call may take. Default, per
+	// queue, the smaller of its concurrency and 50.
+	ClaimBatch int
+
+	// PollInterval is how often an idle queue is polled when no wake-up
+	// signal arrives from the backend. Default 1s.
+	PollInterval time.Duration
+
+	// ShutdownGrace is how long Shutdown waits for running jobs before it
+	// cancels them and hands them back to the queue. Default 30s.
+	ShutdownGrace time.Duration
+
+	// Backoff chooses the delay before a failed job's next attempt.
+	// Default ExponentialBackoff(1s, 1h): 1s, 2s, 4s … up to 1h, ±20%.
+	Backoff BackoffFunc
+
+	// BackoffByType overrides Backoff for the job types it names.
+	BackoffByType map[string]BackoffFunc
+
+	// Clock gives every time the worker hands the backend. Default the
+	// system clock. Handler timeouts and the worker's own intervals run on
+	// real time whatever the Clock says.
+	Clock Clock
+
+	// Logger receives the worker's logs. Default: discard.
+	Logger *slog.Logger
+
+	// MaintenanceInterval is how often the worker promotes due scheduled
+	// and retry jobs, recovers expired leases and applies retention.
+	// Default 1s.
+	MaintenanceInterval time.Duration
+
+	// DisableMaintenance turns those maintenance loops off, for a worker
+	// that shares a store with another process that runs them.
+	DisableMaintenance bool
+}
+
+// withDefaults returns a copy of c with every zero field set to its
+// default. Maps are copied, so the caller may change its own afterwards.
+func (c WorkerConfig) withDefaults() WorkerConfig {
+	if len(c.Queues) == 0 {
+		c.Queues = map[string]int{backend.DefaultQueue: DefaultConcurrency}
+	} else {
+		q := make(map[string]int, len(c.Queues))
+		for name, n := range c.Queues {
+			q[name] = n
+		}
+		c.Queues = q
+	}
+	if c.ID == "" {
+		c.ID = defaultWorkerID()
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = c.Lease / 3
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.Backoff == nil {
+		c.Backoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
+	}
+	if c.BackoffByType != nil {
+		m := make(map[string]BackoffFunc, len(c.BackoffByType))
+		for t, f := range c.BackoffByType {
+			m[t] = f
+		}
+		c.BackoffByType = m
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaintenanceInterval == 0 {
+		c.MaintenanceInterval = DefaultMaintenanceInterval
+	}
+	return c
+}
+
+// validate reports the first problem of a config that has its defaults.
+func (c WorkerConfig) validate() error {
+	switch {
+	case c.Handler == nil:
+		return errors.New("kyu: WorkerConfig.Handler is required")
+	case c.Lease < 0:
+		return fmt.Errorf("kyu: WorkerConfig.Lease %s is negative", c.Lease)
+	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.Lease:
+		return fmt.Errorf("kyu: WorkerConfig.HeartbeatInterval %s must be positive and shorter than Lease %s", c.HeartbeatInterval, c.Lease)
+	case c.ClaimBatch < 0:
+		return fmt.Errorf("kyu: WorkerConfig.ClaimBatch %d is negative", c.ClaimBatch)
+	case c.PollInterval < 0:
+		return fmt.Errorf("kyu: WorkerConfig.PollInterval %s is negative", c.PollInterval)
+	case c.ShutdownGrace < 0:
+		return fmt.Errorf("kyu: WorkerConfig.ShutdownGrace %s is negative", c.ShutdownGrace)
+	case c.MaintenanceInterval < 0:
+		return fmt.Errorf("kyu: WorkerConfig.MaintenanceInterval %s is negative", c.MaintenanceInterval)
+	}
+	for _, name := range c.queueNames() {
+		if !backend.ValidQueueName(name) {
+			return fmt.Errorf("kyu: WorkerConfig.Queues: %q is not 1-128 characters of [A-Za-z0-9._:-]", name)
+		}
+		if n := c.Queues[name]; n < 1 {
+			return fmt.Errorf("kyu: WorkerConfig.Queues: queue %q has concurrency %d, want at least 1", name, n)
+		}
+	}
+	for t, f := range c.BackoffByType {
+		if f == nil {
+			return fmt.Errorf("kyu: WorkerConfig.BackoffByType: nil backoff for type %q", t)
+		}
+	}
+	return nil
+}
+
+// queueNames lists the configured queues in sorted order.
+func (c WorkerConfig) queueNames() []string {
+	names := make([]string, 0, len(c.Queues))
+	for name := range c.Queues {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// claimBatch is the most jobs one claim may take for a queue of the given
+// concurrency.
+func (c WorkerConfig) claimBatch(concurrency int) int {
+	n := c.ClaimBatch
+	if n == 0 {
+		n = DefaultMaxClaimBatch
+	}
+	return min(n, concurrency)
+}
+
+// backoff returns the delay before the attempt after the given one of a
+// job of type jobType failed with err.
+func (c WorkerConfig) backoff(jobType string, attempt int, err error) time.Duration {
+	if d, ok := retryDelay(err); ok {
+		return d
+	}
+	if f := c.BackoffByType[jobType]; f != nil {
+		return f(attempt, err)
+	}
+	return c.Backoff(attempt, err)
+}
+
+// defaultWorkerID is "host-pid-random".
+func defaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}

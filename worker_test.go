@@ -1,0 +1,663 @@
+package kyu_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu"
+	"github.com/kyuhq/kyu/backend"
+)
+
+func TestWorkerProcessesJob(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	mux := kyu.NewMux()
+	mux.HandleFunc("greet", func(ctx context.Context, job *kyu.Job) error {
+		var p struct{ Name string }
+		if err := job.UnmarshalPayload(&p); err != nil {
+			return kyu.Permanent(err)
+		}
+		return job.SetResultJSON(map[string]string{"greeting": "hello " + p.Name})
+	})
+	w := startWorker(t, s, kyu.WorkerConfig{Handler: mux})
+
+	res, err := c.EnqueueJSON(t.Context(), "greet", map[string]string{"Name": "ada"}, kyu.EnqueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := waitState(t, c, res.ID, kyu.StateCompleted)
+	if got, want := string(job.Result), `{"greeting":"hello ada"}`; got != want {
+		t.Errorf("result = %s, want %s", got, want)
+	}
+	if job.Attempt != 1 || len(job.Errors) != 0 {
+		t.Errorf("attempt %d with errors %v, want 1 attempt and none", job.Attempt, job.Errors)
+	}
+	if job.WorkerID != w.ID() && job.WorkerID != "" {
+		t.Errorf("worker id = %q, want %q", job.WorkerID, w.ID())
+	}
+	eventually(t, "succeeded count", func() bool { return w.Stats().Succeeded == 1 })
+	if st := w.Stats(); st.Processed != 1 || st.Failed != 0 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+func TestWorkerRetriesThenSucceeds(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	w := startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			if job.Attempt <= 2 {
+				return fmt.Errorf("flaky %d", job.Attempt)
+			}
+			return nil
+		}),
+		Backoff: kyu.FixedBackoff(0),
+	})
+	id := enqueue(t, c, "flaky", nil, kyu.EnqueueOptions{})
+	job := waitState(t, c, id, kyu.StateCompleted)
+	if job.Attempt != 3 {
+		t.Errorf("attempt = %d, want 3", job.Attempt)
+	}
+	if len(job.Errors) != 2 || job.Errors[0].Message != "flaky 1" || job.Errors[1].Message != "flaky 2" {
+		t.Fatalf("errors = %+v, want flaky 1 and flaky 2", job.Errors)
+	}
+	for _, e := range job.Errors {
+		if e.Kind != backend.AttemptFailed {
+			t.Errorf("error kind = %q, want %q", e.Kind, backend.AttemptFailed)
+		}
+	}
+	eventually(t, "counters", func() bool { st := w.Stats(); return st.Failed == 2 && st.Succeeded == 1 })
+}
+
+func TestWorkerPermanentError(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	var calls atomic.Int32
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			calls.Add(1)
+			return kyu.Permanent(errors.New("bad input"))
+		}),
+		Backoff: kyu.FixedBackoff(0),
+	})
+	id := enqueue(t, c, "doomed", nil, kyu.EnqueueOptions{MaxAttempts: 5})
+	job := waitState(t, c, id, kyu.StateFailed)
+	if job.Attempt != 1 || len(job.Errors) != 1 {
+		t.Fatalf("attempt %d, errors %+v; want 1 attempt, 1 error", job.Attempt, job.Errors)
+	}
+	if !strings.Contains(job.Errors[0].Message, "bad input") {
+		t.Errorf("message = %q", job.Errors[0].Message)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("handler called %d times, want 1", n)
+	}
+}
+
+func TestWorkerRetryAfter(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	clock := newFakeClock()
+	c := kyu.NewClient(s, kyu.ClientConfig{Clock: clock})
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			return kyu.RetryAfter(90*time.Minute, errors.New("rate limited"))
+		}),
+		Clock: clock,
+	})
+	now := clock.Now()
+	id := enqueue(t, c, "limited", nil, kyu.EnqueueOptions{})
+	job := waitState(t, c, id, kyu.StateRetry)
+	if want := now.Add(90 * time.Minute); !job.RunAt.Equal(want) {
+		t.Errorf("run_at = %s, want %s", job.RunAt, want)
+	}
+	if len(job.Errors) != 1 || !strings.Contains(job.Errors[0].Message, "rate limited") {
+		t.Errorf("errors = %+v", job.Errors)
+	}
+}
+
+func TestWorkerBackoffByType(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	clock := newFakeClock()
+	c := kyu.NewClient(s, kyu.ClientConfig{Clock: clock})
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			return errors.New("no")
+		}),
+		Clock:         clock,
+		Backoff:       kyu.FixedBackoff(time.Hour),
+		BackoffByType: map[string]kyu.BackoffFunc{"special": kyu.FixedBackoff(time.Minute)},
+	})
+	now := clock.Now()
+	plain := enqueue(t, c, "plain", nil, kyu.EnqueueOptions{})
+	special := enqueue(t, c, "special", nil, kyu.EnqueueOptions{})
+	if job := waitState(t, c, plain, kyu.StateRetry); !job.RunAt.Equal(now.Add(time.Hour)) {
+		t.Errorf("plain run_at = %s, want now+1h", job.RunAt)
+	}
+	if job := waitState(t, c, special, kyu.StateRetry); !job.RunAt.Equal(now.Add(time.Minute)) {
+		t.Errorf("special run_at = %s, want now+1m", job.RunAt)
+	}
+}
+
+func panickingHandler(ctx context.Context, job *kyu.Job) error {
+	var m map[string]int
+	m["boom"]++ // assignment to entry in nil map
+	return nil
+}
+
+func TestWorkerPanicRecovered(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	w := startWorker(t, s, kyu.WorkerConfig{Handler: kyu.HandlerFunc(panickingHandler)})
+	id := enqueue(t, c, "panics", nil, kyu.EnqueueOptions{MaxAttempts: 1})
+	job := waitState(t, c, id, kyu.StateFailed)
+	if len(job.Errors) != 1 {
+		t.Fatalf("errors = %+v, want 1", job.Errors)
+	}
+	e := job.Errors[0]
+	if !strings.Contains(e.Message, "panic") || !strings.Contains(e.Message, "nil map") {
+		t.Errorf("message = %q", e.Message)
+	}
+	if !strings.Contains(e.Stack, "panickingHandler") {
+		t.Errorf("stack does not name panickingHandler:\n%s", e.Stack)
+	}
+	eventually(t, "failed count", func() bool { return w.Stats().Failed == 1 })
+}
+
+func TestWorkerUnknownType(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	mux := kyu.NewMux()
+	mux.HandleFunc("known", func(context.Context, *kyu.Job) error { return nil })
+	w := startWorker(t, s, kyu.WorkerConfig{Handler: mux})
+	id := enqueue(t, c, "mystery", nil, kyu.EnqueueOptions{})
+	job := waitState(t, c, id, kyu.StateRetry)
+	if len(job.Errors) != 1 || job.Errors[0].Message != "no handler for type mystery" {
+		t.Fatalf("errors = %+v, want one \"no handler for type mystery\"", job.Errors)
+	}
+	if !job.RunAt.After(job.Errors[0].At) {
+		t.Errorf("retry at %s is not after the failure at %s", job.RunAt, job.Errors[0].At)
+	}
+	eventually(t, "unknown type count", func() bool { return w.Stats().UnknownType == 1 })
+	if st := w.Stats(); st.Failed != 1 {
+		t.Errorf("failed = %d, want 1", st.Failed)
+	}
+}
+
+func TestWorkerTimeout(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	ctxErr := make(chan error, 1)
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			<-ctx.Done()
+			ctxErr <- ctx.Err()
+			return ctx.Err()
+		}),
+		Backoff: kyu.FixedBackoff(time.Hour),
+	})
+	start := time.Now()
+	id := enqueue(t, c, "slow", nil, kyu.EnqueueOptions{Timeout: 50 * time.Millisecond})
+	if err := recv(t, ctxErr, "handler context to end"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ctx.Err() = %v, want DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took < 50*time.Millisecond {
+		t.Errorf("context ended after %s, before the 50ms timeout", took)
+	}
+	job := waitState(t, c, id, kyu.StateRetry)
+	if len(job.Errors) != 1 || !strings.Contains(job.Errors[0].Message, "deadline exceeded") {
+		t.Errorf("errors = %+v", job.Errors)
+	}
+}
+
+func TestWorkerLeaseLost(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	clock := newFakeClock()
+	c := kyu.NewClient(s, kyu.ClientConfig{Clock: clock})
+	started := make(chan struct{}, 1)
+	cancelled := make(chan error, 1)
+	release := make(chan struct{})
+	var logs logBuffer
+	w := startWorker(t, s, kyu.WorkerConfig{
+		Logger: logs.logger(),
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			cancelled <- ctx.Err()
+			<-release
+			return nil // a late success: it must not overwrite the new state
+		}),
+		Queues:             map[string]int{"default": 1},
+		Clock:              clock,
+		Lease:              time.Minute,
+		HeartbeatInterval:  10 * time.Millisecond,
+		DisableMaintenance: true,
+	})
+	id := enqueue(t, c, "leased", nil, kyu.EnqueueOptions{})
+	recv(t, started, "handler start")
+
+	// Time jumps past the lease; the store recovers it and another worker
+	// claims the job.
+	now := clock.Advance(2 * time.Minute)
+	if _, err := s.RecoverLeases(t.Context(), backend.MaintenanceParams{Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.Claim(t.Context(), backend.ClaimParams{
+		Queues: []string{"default"}, Max: 1, Lease: time.Hour, WorkerID: "other", Now: now,
+	})
+	if err != nil || len(claimed.Jobs) != 1 {
+		t.Fatalf("claim by another worker: %v, %d jobs", err, len(claimed.Jobs))
+	}
+	if err := recv(t, cancelled, "handler context cancelled"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ctx.Err() = %v, want Canceled", err)
+	}
+	close(release)
+
+	// Shutdown waits until the late outcome has been dealt with.
+	if err := w.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	job, err := c.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.State != kyu.StateActive || job.WorkerID != "other" || job.Attempt != 2 {
+		t.Fatalf("job is %s by %q at attempt %d; want active by \"other\" at attempt 2", job.State, job.WorkerID, job.Attempt)
+	}
+	if len(job.Errors) != 1 || job.Errors[0].Kind != backend.AttemptLeaseExpired {
+		t.Errorf("errors = %+v, want one lease_expired", job.Errors)
+	}
+	if st := w.Stats(); st.Succeeded != 0 || st.Failed != 0 || st.Processed != 1 {
+		t.Errorf("stats = %+v, want 1 processed, none recorded", st)
+	}
+	// The late success reached the store, which refused the stale lease.
+	if out := logs.String(); !strings.Contains(out, "outcome refused: the job's lease was lost") || !strings.Contains(out, "lease lost; cancelling") {
+		t.Errorf("log does not show the lost lease and the refused completion:\n%s", out)
+	}
+}
+
+func TestShutdownWaitsForJobInGrace(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	started := make(chan struct{}, 1)
+	var ctxErr atomic.Value
+	w := startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			started <- struct{}{}
+			select {
+			case <-time.After(200 * time.Millisecond): // the job's own work
+				return nil
+			case <-ctx.Done():
+				ctxErr.Store(ctx.Err())
+				return ctx.Err()
+			}
+		}),
+		ShutdownGrace: 20 * time.Second,
+	})
+	id := enqueue(t, c, "long", nil, kyu.EnqueueOptions{})
+	recv(t, started, "handler start")
+	if err := w.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctxErr.Load(); err != nil {
+		t.Fatalf("handler context ended inside the grace period: %v", err)
+	}
+	job, err := c.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.State != kyu.StateCompleted {
+		t.Fatalf("state = %s right after Shutdown, want completed", job.State)
+	}
+}
+
+func TestShutdownStopsClaiming(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	w := startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
+	})
+	if err := w.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	id := enqueue(t, c, "late", nil, kyu.EnqueueOptions{})
+	if err := w.Start(t.Context()); !errors.Is(err, kyu.ErrWorkerStopped) {
+		t.Fatalf("Start after Shutdown = %v, want ErrWorkerStopped", err)
+	}
+	job, err := c.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.State != kyu.StatePending {
+		t.Fatalf("state = %s, want pending", job.State)
+	}
+}
+
+func TestShutdownInterruptsJobPastGrace(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	started := make(chan struct{}, 1)
+	returned := make(chan error, 1)
+	w := startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			returned <- ctx.Err()
+			return ctx.Err()
+		}),
+		ShutdownGrace: 100 * time.Millisecond,
+	})
+	id := enqueue(t, c, "endless", nil, kyu.EnqueueOptions{MaxAttempts: 3})
+	recv(t, started, "handler start")
+	if err := w.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	job, err := c.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.State != kyu.StatePending || job.Attempt != 0 {
+		t.Fatalf("job is %s at attempt %d right after Shutdown; want pending at attempt 0", job.State, job.Attempt)
+	}
+	if len(job.Errors) != 1 || job.Errors[0].Kind != backend.AttemptInterrupted {
+		t.Fatalf("errors = %+v, want one interrupted", job.Errors)
+	}
+	if err := recv(t, returned, "handler return"); !errors.Is(err, context.Canceled) {
+		t.Errorf("ctx.Err() = %v, want Canceled", err)
+	}
+}
+
+func TestShutdownDoesNotWaitForHungHandler(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	var logs logBuffer
+	started := make(chan struct{}, 1)
+	hang := make(chan struct{})
+	const grace = 100 * time.Millisecond
+	w := startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			started <- struct{}{}
+			<-hang // ignores its context
+			return nil
+		}),
+		ShutdownGrace: grace,
+		Logger:        logs.logger(),
+	})
+	id := enqueue(t, c, "hung", nil, kyu.EnqueueOptions{})
+	recv(t, started, "handler start")
+
+	ctx, cancel := context.WithTimeout(t.Context(), grace+5*time.Second)
+	defer cancel()
+	begin := time.Now()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Shutdown took %s with a grace of %s", time.Since(begin), grace)
+	}
+	job, err := c.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.State != kyu.StatePending {
+		t.Fatalf("state = %s right after Shutdown, want pending", job.State)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "did not return") || !strings.Contains(out, id) || !strings.Contains(out, "type=hung") {
+		t.Errorf("no warning naming the hung job %s in the log:\n%s", id, out)
+	}
+
+	// The handler finally returns a success after the worker has stopped:
+	// it is dropped, safely, and the job stays pending.
+	close(hang)
+	eventually(t, "the late outcome to be dropped", func() bool {
+		return strings.Contains(logs.String(), "outcome of a job released at shutdown dropped")
+	})
+	if job, err := c.Get(t.Context(), id); err != nil || job.State != kyu.StatePending {
+		t.Fatalf("after the late outcome: %v, %v", job, err)
+	}
+}
+
+func TestShutdownContextCutsGraceShort(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	started := make(chan struct{}, 1)
+	w := startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}),
+		ShutdownGrace: time.Hour,
+	})
+	id := enqueue(t, c, "endless", nil, kyu.EnqueueOptions{})
+	recv(t, started, "handler start")
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if job := waitState(t, c, id, kyu.StatePending); job.Attempt != 0 {
+		t.Errorf("attempt = %d, want 0", job.Attempt)
+	}
+}
+
+func TestRunShutsDownWhenContextEnds(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	done := make(chan struct{}, 1)
+	w, err := kyu.NewWorker(s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(context.Context, *kyu.Job) error {
+			done <- struct{}{}
+			return nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	runErr := make(chan error, 1)
+	go func() { runErr <- w.Run(ctx) }()
+	id := enqueue(t, c, "once", nil, kyu.EnqueueOptions{})
+	recv(t, done, "job to run")
+	waitState(t, c, id, kyu.StateCompleted)
+	cancel()
+	if err := recv(t, runErr, "Run to return"); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+func TestStartShutdownConcurrent(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	w, err := kyu.NewWorker(s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				if err := w.Start(t.Context()); err != nil && !errors.Is(err, kyu.ErrWorkerStopped) {
+					t.Errorf("Start: %v", err)
+				}
+			}
+			if err := w.Shutdown(t.Context()); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := w.Shutdown(t.Context()); err != nil {
+		t.Fatalf("Shutdown again: %v", err)
+	}
+}
+
+func TestWorkerConcurrencyPerQueue(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	limits := map[string]int{"narrow": 2, "wide": 5}
+	var live, peak [2]atomic.Int32
+	index := map[string]int{"narrow": 0, "wide": 1}
+	w := startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			i := index[job.Queue]
+			n := live[i].Add(1)
+			defer live[i].Add(-1)
+			for {
+				p := peak[i].Load()
+				if n <= p || peak[i].CompareAndSwap(p, n) {
+					break
+				}
+			}
+			time.Sleep(3 * time.Millisecond) // the job's own work
+			return nil
+		}),
+		Queues: limits,
+	})
+	const perQueue = 40
+	var jobs []kyu.NewJob
+	for q := range limits {
+		for range perQueue {
+			jobs = append(jobs, kyu.NewJob{Type: "work", EnqueueOptions: kyu.EnqueueOptions{Queue: q}})
+		}
+	}
+	if _, err := c.EnqueueMany(t.Context(), jobs); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "all jobs to succeed", func() bool { return w.Stats().Succeeded == int64(len(jobs)) })
+	for q, n := range limits {
+		if p := peak[index[q]].Load(); p > int32(n) {
+			t.Errorf("queue %s ran %d handlers at once, limit %d", q, p, n)
+		}
+	}
+}
+
+func TestWorkerPromotesScheduledJobs(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler:             kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
+		MaintenanceInterval: 10 * time.Millisecond,
+	})
+	res, err := c.Enqueue(t.Context(), "later", nil, kyu.EnqueueOptions{Delay: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != kyu.StateScheduled {
+		t.Fatalf("state = %s, want scheduled", res.State)
+	}
+	waitState(t, c, res.ID, kyu.StateCompleted)
+}
+
+func TestWorkerRecoversExpiredLeases(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	id := enqueue(t, c, "orphan", nil, kyu.EnqueueOptions{})
+	// A worker that died: it claimed the job with a short lease and vanished.
+	if _, err := s.Claim(t.Context(), backend.ClaimParams{
+		Queues: []string{"default"}, Max: 1, Lease: 20 * time.Millisecond, WorkerID: "dead", Now: time.Now(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler:             kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
+		MaintenanceInterval: 10 * time.Millisecond,
+	})
+	job := waitState(t, c, id, kyu.StateCompleted)
+	if len(job.Errors) != 1 || job.Errors[0].Kind != backend.AttemptLeaseExpired {
+		t.Errorf("errors = %+v, want one lease_expired", job.Errors)
+	}
+}
+
+func TestNewWorkerValidates(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	h := kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil })
+	for name, cfg := range map[string]kyu.WorkerConfig{
+		"no handler":         {},
+		"bad queue":          {Handler: h, Queues: map[string]int{"no spaces": 1}},
+		"zero concurrency":   {Handler: h, Queues: map[string]int{"q": 0}},
+		"heartbeat >= lease": {Handler: h, Lease: time.Second, HeartbeatInterval: time.Second},
+		"negative batch":     {Handler: h, ClaimBatch: -1},
+		"nil type backoff":   {Handler: h, BackoffByType: map[string]kyu.BackoffFunc{"x": nil}},
+	} {
+		if _, err := kyu.NewWorker(s, cfg); err == nil {
+			t.Errorf("%s: NewWorker accepted the config", name)
+		}
+	}
+	if _, err := kyu.NewWorker(s, kyu.WorkerConfig{Handler: h}); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+}
+
+func TestWorkerMixedOutcomes(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	w := startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			if job.Type == "bad" {
+				return kyu.Permanent(errors.New("bad"))
+			}
+			job.SetResult([]byte(job.Title))
+			return nil
+		}),
+		Queues: map[string]int{"default": 20},
+	})
+	var jobs []kyu.NewJob
+	for i := range 100 {
+		typ := "good"
+		if i%2 == 1 {
+			typ = "bad"
+		}
+		jobs = append(jobs, kyu.NewJob{Type: typ, EnqueueOptions: kyu.EnqueueOptions{Title: fmt.Sprint(i)}})
+	}
+	res, err := c.EnqueueMany(t.Context(), jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "all outcomes", func() bool { st := w.Stats(); return st.Succeeded+st.Failed == 100 })
+	if st := w.Stats(); st.Succeeded != 50 || st.Failed != 50 {
+		t.Fatalf("stats = %+v, want 50 and 50", st)
+	}
+	for i, r := range res {
+		job, err := c.Get(t.Context(), r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := kyu.StateCompleted
+		if i%2 == 1 {
+			want = kyu.StateFailed
+		}
+		if job.State != want || (want == kyu.StateCompleted && string(job.Result) != fmt.Sprint(i)) {
+			t.Fatalf("job %d: %s with result %q, want %s", i, job.State, job.Result, want)
+		}
+	}
+}

@@ -51,7 +51,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	if s.ver != ver {
 		g = s.pending
 	}
-	s.mu.Unlock()
+	s.unlock()
 	if err != nil {
 		return backend.ClaimResult{}, err
 	}
@@ -62,9 +62,11 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	// Payloads are written once at enqueue and cannot go away while the
 	// job is active, so they are read outside the mutex.
 	res := backend.ClaimResult{Jobs: make([]*backend.Job, len(got))}
+	payloads := pointReader{db: s.db, prefix: prefixPayload}
+	defer payloads.Close()
 	for i, c := range got {
 		if c.hasPayload {
-			pl, err := s.readPayload(s.db, c.id)
+			pl, err := s.readPayload(&payloads, c.id)
 			if err != nil {
 				return backend.ClaimResult{}, err
 			}

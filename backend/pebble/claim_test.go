@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -62,5 +63,21 @@ func TestClaimSkipsStaleEntries(t *testing.T) {
 	}
 	if got := claim(t, s, t0.Add(time.Second), 10); len(got) != 1 || got[0].Title != "kept" {
 		t.Fatalf("claim = %v; want only the kept job", got)
+	}
+}
+
+func TestEnqueueRefusesTimesOutOfRange(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir(), Options{})
+	_, err := s.Enqueue(context.Background(), backend.EnqueueParams{
+		Jobs: []backend.NewJob{{Type: "t"}, {Type: "t", Deadline: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)}},
+		Now:  t0,
+	})
+	var ve *backend.ValidationError
+	if !errors.As(err, &ve) || ve.Index != 1 || ve.Field != "deadline" {
+		t.Fatalf("Enqueue with a deadline in the year 3000 = %v; want a ValidationError for item 1's deadline", err)
+	}
+	if got := claim(t, s, t0, 10); len(got) != 0 {
+		t.Fatalf("a refused batch wrote %d jobs", len(got))
 	}
 }

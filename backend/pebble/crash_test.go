@@ -95,6 +95,11 @@ func TestCrash(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A child that stalls is killed at a deadline; the test then fails
+	// below for having seen too few lines.
+	stall := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
+	defer stall.Stop()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	enqueued := map[string]bool{}
 	claimed := map[string]int64{}
 	done := map[string]bool{}

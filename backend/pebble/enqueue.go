@@ -3,8 +3,11 @@ package pebble
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/kyuhq/kyu/backend"
 )
 
@@ -16,18 +19,23 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 	if err := p.Prepare(); err != nil {
 		return backend.EnqueueResult{}, err
 	}
+	if err := checkTimes(&p); err != nil {
+		return backend.EnqueueResult{}, err
+	}
 	if err := s.begin(ctx); err != nil {
 		return backend.EnqueueResult{}, err
 	}
 	defer s.end()
 
+	// Ids are UUIDv7, as backend.NewID makes them, without the round trip
+	// through text.
 	ids := make([]jobID, len(p.Jobs))
 	for i := range ids {
-		id, err := backend.NewID()
+		id, err := uuid.NewV7()
 		if err != nil {
 			return backend.EnqueueResult{}, fmt.Errorf("kyu/pebble: new id: %w", err)
 		}
-		ids[i], _ = parseID(id)
+		ids[i] = jobID(id)
 	}
 	res := backend.EnqueueResult{Jobs: make([]backend.EnqueuedJob, len(p.Jobs))}
 	now := p.Now
@@ -36,7 +44,7 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 	if err := s.lockState(); err != nil {
 		return backend.EnqueueResult{}, err
 	}
-	var g, holders *commitGroup
+	var g, holder *commitGroup
 	for i := range p.Jobs {
 		nj := &p.Jobs[i]
 		id := ids[i]
@@ -47,7 +55,7 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 				res.Jobs[i] = backend.EnqueuedJob{ID: u.holder.String(), State: u.state, Duplicate: true}
 				// Answer only once the holder is durable.
 				if e, ok := s.dirty[u.holder]; ok {
-					holders = e.group
+					holder = e.group
 				}
 				continue
 			}
@@ -81,12 +89,49 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 		}
 		res.Jobs[i] = backend.EnqueuedJob{ID: j.ID, State: j.State}
 	}
-	s.mu.Unlock()
-	if err := wait(holders); err != nil {
-		return backend.EnqueueResult{}, err
+	if g == nil && holder != nil {
+		// Groups commit in order: the pending one, if any, is the last.
+		g = holder
+		if s.pending != nil {
+			g = s.pending
+		}
 	}
+	s.unlock()
 	if err := wait(g); err != nil {
 		return backend.EnqueueResult{}, err
 	}
 	return res, nil
+}
+
+// maxUnixSeconds bounds the times this store keeps: they are stored as
+// Unix nanoseconds in an int64, which covers the years 1678 to 2262.
+const maxUnixSeconds = math.MaxInt64/int64(time.Second) - 1
+
+// keepable reports whether t is zero or within the range the store keeps.
+func keepable(t time.Time) bool {
+	if t.IsZero() {
+		return true
+	}
+	sec := t.Unix()
+	return sec > -maxUnixSeconds && sec < maxUnixSeconds
+}
+
+// checkTimes refuses times this store cannot keep exactly.
+func checkTimes(p *backend.EnqueueParams) error {
+	const reason = "outside the years 1678 to 2262 that this store keeps"
+	if !keepable(p.Now) {
+		return &backend.ValidationError{Index: -1, Field: "now", Reason: reason}
+	}
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		switch {
+		case !keepable(j.RunAt):
+			return &backend.ValidationError{Index: i, Field: "run_at", Reason: reason}
+		case !keepable(j.Deadline):
+			return &backend.ValidationError{Index: i, Field: "deadline", Reason: reason}
+		case !keepable(p.Now.Add(j.UniqueFor)):
+			return &backend.ValidationError{Index: i, Field: "unique_for", Reason: "ends " + reason}
+		}
+	}
+	return nil
 }

@@ -23,14 +23,14 @@ func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, err
 		}
 		if e, ok := s.dirty[id]; ok {
 			g := e.group
-			s.mu.Unlock()
+			s.unlock()
 			if err := wait(g); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		snap := s.db.NewSnapshot()
-		s.mu.Unlock()
+		s.unlock()
 		j, err := s.readJob(snap, id)
 		_ = snap.Close()
 		return j, err
@@ -74,17 +74,17 @@ func (s *Store) Delete(ctx context.Context, p backend.DeleteParams) error {
 	j, hasPayload, err := s.load(id)
 	switch {
 	case err != nil:
-		s.mu.Unlock()
+		s.unlock()
 		return err
 	case j == nil:
-		s.mu.Unlock()
+		s.unlock()
 		return backend.ErrNotFound
 	case j.State == backend.StateActive:
-		s.mu.Unlock()
+		s.unlock()
 		return backend.ErrJobActive
 	}
 	s.deleteJob(id, j, hasPayload)
 	g := s.pending
-	s.mu.Unlock()
+	s.unlock()
 	return wait(g)
 }

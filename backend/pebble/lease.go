@@ -57,7 +57,7 @@ func (s *Store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Ti
 			}
 		}
 		if err != nil && err != backend.ErrNotFound && err != backend.ErrLeaseLost {
-			s.mu.Unlock()
+			s.unlock()
 			return nil, err
 		}
 		errs[i] = err
@@ -66,7 +66,7 @@ func (s *Store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Ti
 	if s.ver != ver {
 		g = s.pending
 	}
-	s.mu.Unlock()
+	s.unlock()
 	if err := wait(g); err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func (s *Store) maintain(ctx context.Context, p backend.MaintenanceParams, step 
 	if s.ver != ver {
 		g = s.pending
 	}
-	s.mu.Unlock()
+	s.unlock()
 	if err != nil {
 		return backend.MaintenanceResult{}, err
 	}

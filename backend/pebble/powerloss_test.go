@@ -65,6 +65,12 @@ func TestPowerLoss(t *testing.T) {
 		progress.Add(4)
 		for w := range 4 {
 			wg.Go(func() {
+				reached := false
+				defer func() {
+					if !reached {
+						progress.Done() // failed early: do not hold up the crash
+					}
+				}()
 				now := t0
 				for n := 0; ctx.Err() == nil; n++ {
 					now = now.Add(time.Millisecond)
@@ -113,6 +119,7 @@ func TestPowerLoss(t *testing.T) {
 						a.mu.Unlock()
 					}
 					if n == 20 {
+						reached = true
 						progress.Done()
 					}
 				}

@@ -25,11 +25,20 @@ func (s *Store) load(id jobID) (*backend.Job, bool, error) {
 	if e, ok := s.dirty[id]; ok {
 		return e.job, e.hasPayload, nil
 	}
-	j, hasPayload, err := s.read(s.db, id)
+	j, hasPayload, err := s.read(&s.records, id)
 	if err != nil {
 		return nil, false, s.breakStore(err)
 	}
 	return j, hasPayload, nil
+}
+
+// unlock ends a section under mu: it closes the record reader, which must
+// not outlive the section (it would miss later commits), then releases mu.
+func (s *Store) unlock() {
+	if err := s.records.Close(); err != nil {
+		_ = s.breakStore(err)
+	}
+	s.mu.Unlock()
 }
 
 // reader is a Pebble DB or snapshot.
@@ -79,11 +88,7 @@ func (s *Store) remove(id jobID, hasPayload bool) {
 
 func (s *Store) markDirty(g *commitGroup, id jobID, j *backend.Job, hasPayload bool) {
 	s.ver++
-	if e, ok := s.dirty[id]; ok {
-		e.job, e.hasPayload, e.ver, e.group = j, hasPayload, s.ver, g
-	} else {
-		s.dirty[id] = &dirtyEntry{job: j, hasPayload: hasPayload, ver: s.ver, group: g}
-	}
+	s.dirty[id] = dirtyEntry{job: j, hasPayload: hasPayload, ver: s.ver, group: g}
 	g.dirty = append(g.dirty, dirtyRef{id: id, ver: s.ver})
 }
 

@@ -49,7 +49,7 @@ type Store struct {
 	idx *indexes
 	// dirty holds the records whose writes are queued or being committed;
 	// reads look here before Pebble.
-	dirty map[jobID]*dirtyEntry
+	dirty map[jobID]dirtyEntry
 	ver   uint64
 	// pending collects the writes of operations since the committer last
 	// took a group; nil when there are none.
@@ -60,6 +60,8 @@ type Store struct {
 	// returns it, since memory and disk may disagree.
 	broken error
 	buf    []byte
+	// records reads job records for the section under mu; see unlock.
+	records pointReader
 
 	committerDone chan struct{}
 
@@ -131,11 +133,12 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err er
 		db:            db,
 		lock:          lock,
 		idx:           newIndexes(),
-		dirty:         make(map[jobID]*dirtyEntry),
+		dirty:         make(map[jobID]dirtyEntry),
 		committerDone: make(chan struct{}),
 		subs:          make(map[string]map[*subscriber]struct{}),
 	}
 	s.commitCond = sync.NewCond(&s.mu)
+	s.records = pointReader{db: db, prefix: prefixJob}
 	if err := s.rebuild(); err != nil {
 		_ = closePebble(db)
 		return nil, err
@@ -161,7 +164,6 @@ func openPebble(fs vfs.FS, dir string, opts Options) (db *cpebble.DB, err error)
 		FormatMajorVersion: cpebble.FormatNewest,
 		Logger:             pebbleLogger{opts.Logger},
 	}
-	//po.ApplyCompressionSettings(func() cpebble.DBCompressionSettings { return cpebble.DBCompressionNone })
 	db, err = cpebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: opening the data files failed: %w", ErrCorrupt, dir, err)
@@ -228,7 +230,7 @@ func (s *Store) lockState() error {
 	s.mu.Lock()
 	if s.broken != nil {
 		err := s.broken
-		s.mu.Unlock()
+		s.unlock()
 		return err
 	}
 	return nil

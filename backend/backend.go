@@ -39,9 +39,9 @@
 //     key in one batch, reports Duplicate with the holder's id and state.
 //   - Retention. RetainNone deletes the job in the step that makes it final
 //     (its unique key as above). Otherwise see Retention.Keep.
-//   - Promotion. Claim hands out pending jobs only: a scheduled or retry job
-//     whose RunAt has come is claimable once Promote has moved it (workers
-//     run Promote every second). Promote's Moved counts promoted jobs;
+//   - Promotion. A scheduled or retry job is claimable as soon as
+//     RunAt <= Now, whether or not Promote has run: Claim promotes the due
+//     jobs of its queues itself. Promote's Moved counts promoted jobs;
 //     Cancelled counts jobs it discarded by deadline. RecoverLeases' Moved
 //     counts every recovered job, Failed those of them that went to failed.
 //   - Records. StartedAt is the time of the latest claim. An attempt's
@@ -49,8 +49,12 @@
 //     interrupted attempt. Get returns a copy the caller owns, and a store
 //     never keeps a caller's buffers.
 //   - Wake-ups. Subscribe signals when a job becomes pending in a subscribed
-//     queue: enqueue, Promote, Release, RecoverLeases, and Fail with a retry
-//     time not after Now.
+//     queue (every queue when none is named): enqueue, Promote, Release,
+//     RecoverLeases, and Fail with a retry time not after Now. A
+//     subscription hears every such event after Subscribe returns.
+//   - Duplicates. A duplicate reports the holder's id and its state (for a
+//     holder deleted within its UniqueFor period, the state it had when it
+//     was deleted).
 package backend
 
 import (

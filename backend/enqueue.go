@@ -1,7 +1,7 @@
 package backend
 
 import (
-	"regexp"
+	"slices"
 	"time"
 )
 
@@ -15,11 +15,34 @@ const (
 	MaxPriority        = 100
 )
 
-var queueName = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
-
 // ValidQueueName reports whether name is a legal queue name:
 // 1 to 128 characters of [A-Za-z0-9._:-].
-func ValidQueueName(name string) bool { return queueName.MatchString(name) }
+func ValidQueueName(name string) bool {
+	if len(name) < 1 || len(name) > 128 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == ':' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// The range of times a job may carry, so that every store (some keep Unix
+// nanoseconds in an int64) keeps them exactly.
+var (
+	MinTime = time.Date(1970, time.January, 1, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(2262, time.January, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// inTimeRange reports whether t is zero or within [MinTime, MaxTime).
+func inTimeRange(t time.Time) bool {
+	return t.IsZero() || !t.Before(MinTime) && t.Before(MaxTime)
+}
 
 // NewJob is what a producer asks for. Zero fields take the defaults above.
 type NewJob struct {
@@ -69,18 +92,20 @@ type EnqueueResult struct {
 }
 
 // Prepare applies defaults to every job and validates it; backends call it
-// before writing anything. The error is a *ValidationError naming the item
-// and field.
+// before writing anything. It works on its own copy of Jobs, so the
+// caller's slice is left as it was. The error is a *ValidationError naming
+// the item and field.
 func (p *EnqueueParams) Prepare() error {
 	maxPayload := p.MaxPayload
 	if maxPayload <= 0 {
 		maxPayload = DefaultMaxPayload
 	}
-	if p.Now.IsZero() {
-		return invalid("now", "the caller's clock must be given")
+	if p.Now.IsZero() || !inTimeRange(p.Now) {
+		return invalid("now", "the caller's clock must be given, within %d to %d", MinTime.Year(), MaxTime.Year()-1)
 	}
+	p.Jobs = slices.Clone(p.Jobs)
 	for i := range p.Jobs {
-		if err := p.Jobs[i].prepare(maxPayload); err != nil {
+		if err := p.Jobs[i].prepare(p.Now, maxPayload); err != nil {
 			err.Index = i
 			return err
 		}
@@ -88,7 +113,7 @@ func (p *EnqueueParams) Prepare() error {
 	return nil
 }
 
-func (j *NewJob) prepare(maxPayload int) *ValidationError {
+func (j *NewJob) prepare(now time.Time, maxPayload int) *ValidationError {
 	if j.Queue == "" {
 		j.Queue = DefaultQueue
 	}
@@ -123,6 +148,12 @@ func (j *NewJob) prepare(maxPayload int) *ValidationError {
 		return invalid("unique_key", "longer than 1024 bytes")
 	case !j.Retention.Valid():
 		return invalid("retention", "unknown value %d", int64(j.Retention))
+	case !inTimeRange(j.RunAt):
+		return invalid("run_at", "outside the years %d to %d", MinTime.Year(), MaxTime.Year()-1)
+	case !inTimeRange(j.Deadline):
+		return invalid("deadline", "outside the years %d to %d", MinTime.Year(), MaxTime.Year()-1)
+	case !inTimeRange(now.Add(j.UniqueFor)):
+		return invalid("unique_for", "ends outside the years %d to %d", MinTime.Year(), MaxTime.Year()-1)
 	}
 	return nil
 }

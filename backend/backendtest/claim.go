@@ -59,6 +59,26 @@ func testClaim(t *testing.T, factory Factory) {
 		f.claimID(id, "a job is claimable exactly at RunAt")
 	})
 
+	t.Run("DueWithoutPromote", func(t *testing.T) {
+		f := start(t, factory)
+		runAt := f.now.Add(time.Minute)
+		scheduled := f.enqueueOne(backend.NewJob{RunAt: runAt})
+		retried := f.enqueueOne(backend.NewJob{})
+		j := f.claimID(retried, "the pending job")
+		f.mustOK("Fail with a retry at RunAt", f.fail(backend.FailItem{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}, Message: "boom", RetryAt: runAt}))
+		f.claimNothing("both jobs wait for RunAt")
+		f.now = runAt
+		got := f.claim(10)
+		if len(got) != 2 {
+			t.Fatalf("Claim at RunAt without Promote returned %d jobs; want the scheduled and the retry job", len(got))
+		}
+		for _, g := range got {
+			if g.ID != scheduled && g.ID != retried {
+				t.Fatalf("Claim returned unknown job %s", g.ID)
+			}
+		}
+	})
+
 	t.Run("Exclusive", func(t *testing.T) {
 		f := start(t, factory)
 		const jobs, workers = 200, 8

@@ -76,7 +76,7 @@ func (s *memStore) holder(queue, key string, now time.Time) *hold {
 
 func (s *memStore) signal(queue string) {
 	for c, qs := range s.subs {
-		if slices.Contains(qs, queue) {
+		if len(qs) == 0 || slices.Contains(qs, queue) {
 			select {
 			case c <- struct{}{}:
 			default:
@@ -150,6 +150,10 @@ func (s *memStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Cl
 	defer s.mu.Unlock()
 	ready := map[string][]*backend.Job{}
 	for _, j := range s.jobs {
+		due := (j.State == backend.StateScheduled || j.State == backend.StateRetry) && !j.RunAt.After(p.Now) && slices.Contains(p.Queues, j.Queue)
+		if due && !s.cancelForDeadline(j, p.Now) {
+			j.State = backend.StatePending
+		}
 		if j.State == backend.StatePending && slices.Contains(p.Queues, j.Queue) && !s.cancelForDeadline(j, p.Now) {
 			ready[j.Queue] = append(ready[j.Queue], j)
 		}

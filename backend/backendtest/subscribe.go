@@ -89,6 +89,16 @@ func testSubscribe(t *testing.T, factory Factory) {
 		f.wantSignal(sub, "an enqueue into the second of two subscribed queues")
 	})
 
+	t.Run("AllQueues", func(t *testing.T) {
+		f := start(t, factory)
+		if !f.b.Capabilities().Notify {
+			t.Skip("the backend does not declare Capabilities().Notify; workers poll")
+		}
+		sub := f.subscribe()
+		f.enqueueOne(backend.NewJob{})
+		f.wantSignal(sub, "an enqueue, with a subscription naming no queue (every queue)")
+	})
+
 	t.Run("CloseTwice", func(t *testing.T) {
 		f := start(t, factory)
 		sub := f.subscribe(f.queue)

@@ -39,5 +39,18 @@ func lockDiskDir(dir string) (io.Closer, error) {
 			return nil, fmt.Errorf("kyu/pebble: write lock file: %w", err)
 		}
 	}
-	return f, nil
+	return flockFile{f}, nil
+}
+
+// flockFile unlocks before it closes. Closing alone is not enough: a child
+// forked by this process (exec.Command) shares the open file until its exec,
+// and the lock would live on in it for that moment.
+type flockFile struct{ f *os.File }
+
+func (l flockFile) Close() error {
+	uerr := syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	if err := l.f.Close(); err != nil {
+		return err
+	}
+	return uerr
 }

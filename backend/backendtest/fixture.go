@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"reflect"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,8 +33,6 @@ type fixture struct {
 	queue string    // a queue name no other subtest uses
 }
 
-var queueSeq atomic.Int64
-
 var notQueueChars = regexp.MustCompile(`[^A-Za-z0-9._:-]+`)
 
 // start marks the subtest parallel and gives it a fresh store at t0.
@@ -48,13 +46,14 @@ func start(t *testing.T, factory Factory) *fixture {
 	return &fixture{t: t, b: b, ctx: t.Context(), now: t0, queue: uniqueQueue(t, "")}
 }
 
-// uniqueQueue names a queue after the test, unique across the suite.
+// uniqueQueue names a queue after the test and suffix: distinct for every
+// subtest and suffix, within the legal queue-name length.
 func uniqueQueue(t *testing.T, suffix string) string {
 	name := notQueueChars.ReplaceAllString(t.Name(), "-")
 	if len(name) > 90 {
-		name = name[len(name)-90:]
+		name = fmt.Sprintf("%08x-%s", crc32.ChecksumIEEE([]byte(name)), name[len(name)-80:])
 	}
-	return fmt.Sprintf("%s-%d%s", name, queueSeq.Add(1), suffix)
+	return name + suffix
 }
 
 // at sets the clock to t0+d and returns it.

@@ -14,7 +14,7 @@ import (
 const completerMaxBatch = 1000
 
 // completerLinger is how long the completer waits for more outcomes while
-// other claimed jobs are still running, before it records what it has.
+// other handlers are still running, before it records what it has.
 const completerLinger = 200 * time.Microsecond
 
 // completerRetries is how many times a Complete or Fail call that failed as
@@ -78,9 +78,12 @@ func (c *completer) run(ctx context.Context) {
 }
 
 // gather collects first and every outcome already waiting into c.batch.
-// While other claimed jobs are still unrecorded it lingers up to
-// completerLinger for their outcomes: jobs claimed together tend to finish
-// together, and one call for all of them costs one sync.
+// While other handlers are still running it lingers up to completerLinger
+// for their outcomes: jobs claimed together tend to finish together, and
+// one call for all of them costs one sync. It does not wait for jobs that
+// are claimed but not started: once the handlers of a batch have all
+// returned, their outcomes go at once, to share a commit with the claim
+// of the next batch.
 func (c *completer) gather(first *jobRun) {
 	c.batch = c.batch[:0]
 	if first != nil {
@@ -93,7 +96,7 @@ func (c *completer) gather(first *jobRun) {
 			continue
 		default:
 		}
-		if first == nil || c.w.unrecorded.Load() <= int64(len(c.batch)) {
+		if first == nil || c.w.stats.running.Load() == 0 {
 			return
 		}
 		break
@@ -104,7 +107,7 @@ func (c *completer) gather(first *jobRun) {
 		c.linger.Reset(completerLinger)
 	}
 	defer c.linger.Stop()
-	for len(c.batch) < completerMaxBatch && c.w.unrecorded.Load() > int64(len(c.batch)) {
+	for len(c.batch) < completerMaxBatch && c.w.stats.running.Load() > 0 {
 		select {
 		case run := <-c.in:
 			c.batch = append(c.batch, run)

@@ -9,6 +9,10 @@ import (
 	"github.com/kyuhq/kyu/internal/lifecycle"
 )
 
+// fetcherLinger bounds how long a fetcher with some free slots waits for
+// running handlers to free more before it claims a partial batch.
+const fetcherLinger = 100 * time.Microsecond
+
 // fetcher claims the jobs of one queue: up to min(free slots, batch) per
 // Claim call, whenever slots are free and the queue may hold claimable
 // jobs. It learns that the queue may hold jobs from a full claim, from the
@@ -19,12 +23,19 @@ type fetcher struct {
 	limit int32 // concurrency
 	batch int32 // most jobs per claim
 
-	running atomic.Int32 // slots taken: claimed jobs not yet recorded
+	// running counts the slots taken: jobs whose handler runs, and jobs
+	// whose handler has returned but whose slot is held until their
+	// outcome is recorded (see freeEarly).
+	running atomic.Int32
 	// returned counts jobs of this queue whose handler has returned and
-	// whose outcome is on its way to the backend: slots about to free.
+	// whose outcome is on its way to the backend.
 	returned atomic.Int32
-	freed    chan struct{} // signalled (coalescing) when slots free up
-	loop     lifecycle.Loop
+	// early counts the jobs among returned whose slot was freed when
+	// their handler returned; it never exceeds limit, so a queue holds at
+	// most twice its concurrency in leases.
+	early atomic.Int32
+	freed chan struct{} // signalled (coalescing) when slots free up
+	loop  lifecycle.Loop
 }
 
 func newFetcher(w *Worker, queue string, concurrency, batch int) *fetcher {
@@ -41,6 +52,22 @@ func newFetcher(w *Worker, queue string, concurrency, batch int) *fetcher {
 func (f *fetcher) free(n int32) {
 	f.running.Add(-n)
 	f.wake()
+}
+
+// freeEarly frees the slot of a job whose handler has returned and whose
+// outcome is about to be queued to the completer, so that the next claim
+// need not wait for the outcome to be recorded: the claim and the
+// completions then share a commit. It does so unless limit jobs with
+// early-freed slots are already unrecorded, in which case the slot stays
+// taken until the outcome is recorded; it reports whether it freed the
+// slot.
+func (f *fetcher) freeEarly() bool {
+	if f.early.Add(1) > f.limit {
+		f.early.Add(-1)
+		return false
+	}
+	f.free(1)
+	return true
 }
 
 // wake signals the fetcher that slots may have freed up.
@@ -67,13 +94,24 @@ func (f *fetcher) run(ctx context.Context) {
 	queues := []string{f.queue}
 	// more is true while the queue may hold claimable jobs.
 	more := true
+	// linger runs while the fetcher waits for more slots before a partial
+	// claim; lingered is set when it fired.
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	defer linger.Stop()
+	var lingering, lingered bool
 	for {
-		// Claim when slots are free, but not a partial batch while outcomes
-		// are being recorded: their slots free up in a moment, and one full
-		// claim costs less than several small ones.
 		if more {
-			if free := f.limit - f.running.Load(); free > 0 && (free >= f.batch || f.returned.Load() == 0) {
-				n := min(free, f.batch)
+			n, wait := f.claimSize(lingered)
+			switch {
+			case wait && !lingering:
+				linger.Reset(fetcherLinger)
+				lingering = true
+			case n > 0:
+				if lingering {
+					linger.Stop()
+				}
+				lingering, lingered = false, false
 				res, err := f.w.b.Claim(ctx, backend.ClaimParams{
 					Queues:   queues,
 					Mode:     backend.ClaimStrict,
@@ -102,6 +140,10 @@ func (f *fetcher) run(ctx context.Context) {
 				}
 			}
 		}
+		var lingerC <-chan time.Time
+		if lingering {
+			lingerC = linger.C
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -110,6 +152,32 @@ func (f *fetcher) run(ctx context.Context) {
 			more = true
 		case <-poll.C:
 			more = true
+		case <-lingerC:
+			lingering, lingered = false, true
 		}
 	}
+}
+
+// claimSize returns how many jobs to claim now: none when no slot is
+// free. A partial batch waits (wait is true) while slots are about to free
+// up, since one full claim costs one commit and several small ones cost
+// several: while outcomes that hold their slots are being recorded, and,
+// for at most fetcherLinger (lingered reports that it has passed), while
+// handlers are still running.
+func (f *fetcher) claimSize(lingered bool) (n int32, wait bool) {
+	free := f.limit - f.running.Load()
+	switch {
+	case free <= 0:
+		return 0, false
+	case free >= f.batch:
+		return f.batch, false
+	}
+	held := f.returned.Load() - f.early.Load()
+	if held > 0 {
+		return 0, false // the completer frees them and wakes us
+	}
+	if running := f.running.Load() - held; running > 0 && !lingered {
+		return 0, true
+	}
+	return free, false
 }

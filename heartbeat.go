@@ -9,7 +9,11 @@ import (
 
 // heartbeatLoop extends the leases of all running jobs every
 // HeartbeatInterval in one Heartbeat call, and cancels the context of every
-// job whose lease the backend reports lost.
+// job whose lease the backend reports lost. Leases of jobs whose handler
+// has returned are extended too (their outcome may take a while to be
+// recorded), but such a lease reported lost is skipped silently: most
+// often the completer recorded the outcome between the snapshot and the
+// heartbeat, and otherwise there is no handler left to cancel.
 func (w *Worker) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -41,7 +45,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 				continue
 			}
 			run := runs[i]
-			if run.lost.Swap(true) {
+			if run.state.Load() != runRunning || run.lost.Swap(true) {
 				continue
 			}
 			w.log.Warn("kyu: lease lost; cancelling the job's handler", "job_id", run.lease.JobID, "type", run.jobType)

@@ -56,9 +56,6 @@ type Worker struct {
 	runs   map[*jobRun]struct{} // claimed jobs whose outcome is not yet recorded
 	idle   chan struct{}        // if set, closed when runs becomes empty
 
-	// unrecorded counts the runs in runs without taking runsMu.
-	unrecorded atomic.Int64
-
 	stats workerCounters
 }
 
@@ -94,7 +91,9 @@ func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
 		total += n
 		w.fetchers = append(w.fetchers, newFetcher(w, q, n, cfg.claimBatch(n)))
 	}
-	w.comp = newCompleter(w, total)
+	// A queue has at most twice its concurrency of outcomes unrecorded
+	// (see fetcher.freeEarly), so sending to the completer never blocks.
+	w.comp = newCompleter(w, 2*total)
 	return w, nil
 }
 
@@ -243,7 +242,6 @@ func (w *Worker) abandonRunning() []*jobRun {
 			delete(w.runs, run)
 		}
 	}
-	w.unrecorded.Add(-int64(len(abandoned)))
 	w.runsMu.Unlock()
 	w.cancelJobs()
 	return abandoned
@@ -287,9 +285,8 @@ func (w *Worker) track(run *jobRun) {
 }
 
 // finish forgets runs whose outcome is recorded (or dropped) and frees
-// their slots, waking each fetcher once.
+// the slots they still hold, waking each fetcher that got slots back.
 func (w *Worker) finish(runs []*jobRun) {
-	w.unrecorded.Add(-int64(len(runs)))
 	w.runsMu.Lock()
 	for _, run := range runs {
 		delete(w.runs, run)
@@ -299,17 +296,19 @@ func (w *Worker) finish(runs []*jobRun) {
 		w.idle = nil
 	}
 	w.runsMu.Unlock()
-	if len(runs) == 1 {
-		runs[0].f.returned.Add(-1)
-		runs[0].f.free(1)
-		return
-	}
+	var woken *fetcher
 	for _, run := range runs {
-		run.f.returned.Add(-1)
-		run.f.running.Add(-1)
-	}
-	for _, f := range w.fetchers {
-		f.wake()
+		f := run.f
+		f.returned.Add(-1)
+		if run.early {
+			f.early.Add(-1)
+			continue
+		}
+		f.running.Add(-1)
+		if f != woken {
+			f.wake()
+			woken = f
+		}
 	}
 }
 

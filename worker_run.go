@@ -31,6 +31,9 @@ type jobRun struct {
 	attempt int
 	f       *fetcher
 	cancel  context.CancelFunc
+	// early is set, before the run is queued to the completer, when its
+	// slot was freed as its handler returned (fetcher.freeEarly).
+	early bool
 
 	state atomic.Int32 // runRunning, runReturned or runAbandoned
 	// exited is set once the handler has returned (or panicked).
@@ -93,7 +96,6 @@ func (w *Worker) startJob(f *fetcher, rec *backend.Job) {
 		ctx, run.cancel = context.WithCancel(w.jobsCtx)
 	}
 	w.track(run)
-	w.unrecorded.Add(1)
 	w.stats.running.Add(1)
 	go w.execute(ctx, run)
 }
@@ -118,6 +120,7 @@ func (w *Worker) execute(ctx context.Context, run *jobRun) {
 		}
 		w.setFailure(run, err, stack)
 	}
+	run.early = run.f.freeEarly()
 	w.comp.send(run)
 }
 

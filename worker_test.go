@@ -661,3 +661,32 @@ func TestWorkerMixedOutcomes(t *testing.T) {
 		}
 	}
 }
+
+// A drain with heartbeats much more frequent than outcomes are recorded:
+// the heartbeater often snapshots leases that the completer then records,
+// and must not report them lost.
+func TestWorkerHeartbeatSkipsRecordedLeases(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	const n = 2000
+	jobs := make([]kyu.NewJob, n)
+	for i := range jobs {
+		jobs[i] = kyu.NewJob{Type: "noop"}
+	}
+	if _, err := c.EnqueueMany(context.Background(), jobs); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	w := startWorker(t, s, kyu.WorkerConfig{
+		Handler:           kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
+		Queues:            map[string]int{"default": 20},
+		Lease:             time.Minute,
+		HeartbeatInterval: 200 * time.Microsecond,
+		Logger:            logs.logger(),
+	})
+	eventually(t, "every job to complete", func() bool { return w.Stats().Succeeded == n })
+	if strings.Contains(logs.String(), "lease lost") {
+		t.Errorf("a lease was reported lost during a normal drain:\n%s", logs.String())
+	}
+}

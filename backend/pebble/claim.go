@@ -132,6 +132,9 @@ func (s *Store) claimLocked(order []string, max int, leaseFor time.Duration, wor
 			j.LeaseExpiresAt = now.Add(leaseFor)
 			s.put(e.id, j, hasPayload)
 			s.idx.index(e.id, j)
+			le := s.idx.leases[e.id]
+			le.job, le.hasPayload = j, hasPayload
+			s.idx.leases[e.id] = le
 			s.noteState(e.id, j)
 			got = append(got, claimed{id: e.id, job: j.Clone(), hasPayload: hasPayload})
 		}

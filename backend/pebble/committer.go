@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"fmt"
+	"runtime"
 
 	cpebble "github.com/cockroachdb/pebble/v2"
 )
@@ -66,6 +67,20 @@ func (s *Store) commitLoop() {
 		for s.pending == nil && !s.stopping {
 			s.commitCond.Wait()
 		}
+		// Let writes that arrive together share one sync: yield once, so
+		// that goroutines woken with the writer (a worker's completer and
+		// fetcher, say) can ask for mu, then let every operation that has
+		// asked for mu add its writes to this group. Only those that asked
+		// before now are waited for, so a steady stream of operations
+		// cannot hold a group back.
+		s.mu.Unlock()
+		runtime.Gosched()
+		s.mu.Lock()
+		for target := s.entered.Load(); s.left < target && !s.stopping; {
+			s.waitLeft = target
+			s.commitCond.Wait()
+		}
+		s.waitLeft = 0
 		g := s.pending
 		if g == nil {
 			s.mu.Unlock()

@@ -7,7 +7,8 @@ import (
 )
 
 // The in-memory indexes, rebuilt from storage when the store opens and kept
-// under Store.mu. They hold ids and times only, never payloads or records.
+// under Store.mu. They hold ids and times, never payloads, and no records
+// but those of active jobs (see lease).
 // Entries are removed lazily: whoever pops an entry reads the job's record
 // and drops the entry when it no longer matches (the job moved on, or was
 // deleted). Time values are timeCode values (Unix nanoseconds).
@@ -59,10 +60,17 @@ type queueIndex struct {
 	timers minHeap[timeEntry]
 }
 
-// lease is the live claim on an active job.
+// lease is the live claim on an active job. It may carry the job's
+// current record, so that heartbeats and outcomes need not read it back
+// from storage: active jobs are few (at most the leases workers hold), so
+// their records are the one kind kept in memory.
 type lease struct {
 	token   int64
 	expires int64
+	// job is the current record when known (nil after a rebuild), with
+	// whether the job has a payload.
+	job        *backend.Job
+	hasPayload bool
 }
 
 // indexes are all the in-memory indexes of a store.

@@ -81,7 +81,7 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 	errs, err := s.leaseOp(ctx, p.Leases, p.Now, func(i int, id jobID, j *backend.Job, hasPayload bool) {
 		j.LeaseExpiresAt = expires
 		s.put(id, j, hasPayload)
-		le := lease{token: j.LeaseToken, expires: timeCode(expires)}
+		le := lease{token: j.LeaseToken, expires: timeCode(expires), job: j, hasPayload: hasPayload}
 		s.idx.leases[id] = le
 		s.idx.leaseExpiry.push(timeEntry{at: le.expires, id: id})
 		res.Leases[i].ExpiresAt = expires

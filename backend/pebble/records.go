@@ -25,6 +25,9 @@ func (s *Store) load(id jobID) (*backend.Job, bool, error) {
 	if e, ok := s.dirty[id]; ok {
 		return e.job, e.hasPayload, nil
 	}
+	if le, ok := s.idx.leases[id]; ok && le.job != nil {
+		return le.job, le.hasPayload, nil
+	}
 	j, hasPayload, err := s.read(&s.records, id)
 	if err != nil {
 		return nil, false, s.breakStore(err)
@@ -32,11 +35,17 @@ func (s *Store) load(id jobID) (*backend.Job, bool, error) {
 	return j, hasPayload, nil
 }
 
-// unlock ends a section under mu: it closes the record reader, which must
-// not outlive the section (it would miss later commits), then releases mu.
+// unlock ends a section under mu begun by lockState: it closes the record
+// reader, which must not outlive the section (it would miss later
+// commits), wakes the committer if it waits for this section, then
+// releases mu.
 func (s *Store) unlock() {
 	if err := s.records.Close(); err != nil {
 		_ = s.breakStore(err)
+	}
+	s.left++
+	if s.waitLeft != 0 && s.left >= s.waitLeft {
+		s.commitCond.Signal()
 	}
 	s.mu.Unlock()
 }

@@ -11,8 +11,9 @@
 // The indexes that Claim and the maintenance steps need (ready jobs per
 // queue, timers, leases, deadlines, retention, unique keys) are kept in
 // memory and rebuilt by one scan when the store opens; they hold ids and
-// times, never payloads or records, so a million pending jobs cost a few
-// tens of megabytes.
+// times, never payloads, and records only of active jobs (as many as the
+// leases workers hold), so a million pending jobs cost a few tens of
+// megabytes.
 package pebble
 
 import (
@@ -22,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	cpebble "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -55,7 +57,12 @@ type Store struct {
 	// took a group; nil when there are none.
 	pending    *commitGroup
 	commitCond *sync.Cond
-	stopping   bool
+	// left counts the sections under mu that have ended (see entered).
+	left uint64
+	// waitLeft, when not zero, is the count of left the committer waits
+	// for before it takes the pending group.
+	waitLeft uint64
+	stopping bool
 	// broken is set when a read or a commit failed; every later operation
 	// returns it, since memory and disk may disagree.
 	broken error
@@ -64,6 +71,12 @@ type Store struct {
 	records pointReader
 
 	committerDone chan struct{}
+
+	// entered counts the sections under mu that have begun or are waiting
+	// for mu (lockState). The committer, before it takes a group, waits
+	// until as many have ended: operations already at the door then add
+	// their writes to the group instead of waiting for a sync of their own.
+	entered atomic.Uint64
 
 	subsMu sync.Mutex
 	subs   map[string]map[*subscriber]struct{}
@@ -227,6 +240,7 @@ func (s *Store) end() { s.closeMu.RUnlock() }
 
 // lockState takes mu and reports a broken store.
 func (s *Store) lockState() error {
+	s.entered.Add(1)
 	s.mu.Lock()
 	if s.broken != nil {
 		err := s.broken

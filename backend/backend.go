@@ -16,7 +16,10 @@
 //     (higher first), then RunAt (earlier first), then id (UUIDv7, so
 //     enqueue order). A released or recovered job keeps its RunAt, so it
 //     goes back near the front of its priority.
-//   - Boundaries. A job is claimable when RunAt <= Now. A lease is live
+//   - Boundaries. A scheduled or retry job is claimable when RunAt <= Now;
+//     a pending job is claimable whatever the claimer's clock says (its
+//     state says it is due, and a claimer's clock may be behind the
+//     producer's by the allowed skew). A lease is live
 //     while Now < LeaseExpiresAt and dead from LeaseExpiresAt on. A job may
 //     start while Now < Deadline; from Deadline on it is cancelled with the
 //     reason "deadline" (by Claim or Promote), never handed out. A unique key
@@ -26,6 +29,10 @@
 //     attempt (recorded as lease_expired). Fail or RecoverLeases sends the
 //     job to failed when Attempt >= MaxAttempts. Release decrements Attempt
 //     again and records the attempt as interrupted.
+//   - Checks. Enqueue validates with EnqueueParams.Prepare, Claim with
+//     ClaimParams.Check, Heartbeat with HeartbeatParams.Check, Fail with
+//     FailParams.Check, and every call that takes a Now with CheckNow; a
+//     failed check returns its *ValidationError and changes nothing.
 //   - Fencing. Each claim sets LeaseToken to one more than the job's previous
 //     token (the first claim gives 1). Heartbeat, Complete, Fail and Release
 //     act only when the job is active, its LeaseToken equals the token given

@@ -32,17 +32,31 @@ func ValidQueueName(name string) bool {
 	return true
 }
 
-// The range of times a job may carry, so that every store (some keep Unix
-// nanoseconds in an int64) keeps them exactly.
-var (
-	MinTime = time.Date(1970, time.January, 1, 0, 0, 0, 0, time.UTC)
-	MaxTime = time.Date(2262, time.January, 1, 0, 0, 0, 0, time.UTC)
+// The range of times a job may carry, as Unix seconds, so that every store
+// (some keep Unix nanoseconds in an int64) keeps them exactly: from
+// 1970-01-01 to the end of 2261, UTC.
+const (
+	minUnix = 0
+	maxUnix = 9214646400 // 2262-01-01T00:00:00Z
 )
 
-// inTimeRange reports whether t is zero or within [MinTime, MaxTime).
-func inTimeRange(t time.Time) bool {
-	return t.IsZero() || !t.Before(MinTime) && t.Before(MaxTime)
+// MinTime and MaxTime bound the times a job may carry: [MinTime, MaxTime).
+func MinTime() time.Time { return time.Unix(minUnix, 0).UTC() }
+
+// MaxTime is the first instant after the range of times a job may carry.
+func MaxTime() time.Time { return time.Unix(maxUnix, 0).UTC() }
+
+// InTimeRange reports whether t is zero or within [MinTime, MaxTime).
+func InTimeRange(t time.Time) bool {
+	if t.IsZero() {
+		return true
+	}
+	u := t.Unix()
+	return u >= minUnix && u < maxUnix
 }
+
+// timeRangeReason is the reason given for a time out of range.
+const timeRangeReason = "outside the years 1970 to 2261"
 
 // NewJob is what a producer asks for. Zero fields take the defaults above.
 type NewJob struct {
@@ -100,8 +114,8 @@ func (p *EnqueueParams) Prepare() error {
 	if maxPayload <= 0 {
 		maxPayload = DefaultMaxPayload
 	}
-	if p.Now.IsZero() || !inTimeRange(p.Now) {
-		return invalid("now", "the caller's clock must be given, within %d to %d", MinTime.Year(), MaxTime.Year()-1)
+	if err := CheckNow(p.Now); err != nil {
+		return err
 	}
 	p.Jobs = slices.Clone(p.Jobs)
 	for i := range p.Jobs {
@@ -138,8 +152,8 @@ func (j *NewJob) prepare(now time.Time, maxPayload int) *ValidationError {
 		return invalid("max_attempts", "%d is less than 1", j.MaxAttempts)
 	case j.Timeout < 0:
 		return invalid("timeout", "must not be negative")
-	case !j.Deadline.IsZero() && !j.RunAt.IsZero() && j.Deadline.Before(j.RunAt):
-		return invalid("deadline", "is before run_at")
+	case !j.Deadline.IsZero() && !j.Deadline.After(laterOf(j.RunAt, now)):
+		return invalid("deadline", "must be after run_at (or after now for a job that runs at once): the job could never start")
 	case j.UniqueFor < 0:
 		return invalid("unique_for", "must not be negative")
 	case j.UniqueFor > 0 && j.UniqueKey == "":
@@ -148,12 +162,12 @@ func (j *NewJob) prepare(now time.Time, maxPayload int) *ValidationError {
 		return invalid("unique_key", "longer than 1024 bytes")
 	case !j.Retention.Valid():
 		return invalid("retention", "unknown value %d", int64(j.Retention))
-	case !inTimeRange(j.RunAt):
-		return invalid("run_at", "outside the years %d to %d", MinTime.Year(), MaxTime.Year()-1)
-	case !inTimeRange(j.Deadline):
-		return invalid("deadline", "outside the years %d to %d", MinTime.Year(), MaxTime.Year()-1)
-	case !inTimeRange(now.Add(j.UniqueFor)):
-		return invalid("unique_for", "ends outside the years %d to %d", MinTime.Year(), MaxTime.Year()-1)
+	case !InTimeRange(j.RunAt):
+		return invalid("run_at", timeRangeReason)
+	case !InTimeRange(j.Deadline):
+		return invalid("deadline", timeRangeReason)
+	case !InTimeRange(now.Add(j.UniqueFor)):
+		return invalid("unique_for", "ends "+timeRangeReason)
 	}
 	return nil
 }
@@ -198,4 +212,12 @@ func cloneMap(m map[string]string) map[string]string {
 		c[k] = v
 	}
 	return c
+}
+
+// laterOf returns the later of two times.
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -24,8 +24,10 @@ const (
 	StateCancelled State = "cancelled"
 )
 
-// States lists every state in lifecycle order.
-var States = []State{StateScheduled, StatePending, StateActive, StateRetry, StateCompleted, StateFailed, StateCancelled}
+// States lists every state in lifecycle order, in a new slice each call.
+func States() []State {
+	return []State{StateScheduled, StatePending, StateActive, StateRetry, StateCompleted, StateFailed, StateCancelled}
+}
 
 // Final reports whether a job in this state will never run again.
 func (s State) Final() bool {
@@ -34,10 +36,9 @@ func (s State) Final() bool {
 
 // Valid reports whether s is one of the known states.
 func (s State) Valid() bool {
-	for _, k := range States {
-		if s == k {
-			return true
-		}
+	switch s {
+	case StateScheduled, StatePending, StateActive, StateRetry, StateCompleted, StateFailed, StateCancelled:
+		return true
 	}
 	return false
 }

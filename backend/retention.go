@@ -6,8 +6,9 @@ import "time"
 //
 // The zero value, RetainDefault, keeps completed jobs 24 hours, cancelled
 // jobs 7 days and failed jobs 30 days. A positive value keeps the job that
-// long after it finished. RetainNone deletes the job in the same step that
-// makes it final; RetainForever never deletes it.
+// long after it finished (a deletion time past MaxTime means never).
+// RetainNone deletes the job in the same step that makes it final;
+// RetainForever never deletes it.
 type Retention time.Duration
 
 // Special retention values.

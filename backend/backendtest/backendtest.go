@@ -35,9 +35,6 @@
 // Where the contract leaves a choice open, the suite holds these readings
 // (and tests nothing beyond them):
 //
-//   - A scheduled or retry job becomes claimable through Promote; the suite
-//     always runs Promote before claiming such a job, and never tests
-//     whether Claim alone would hand it out once its RunAt has come.
 //   - MaintenanceResult.Moved of RecoverLeases counts every recovered job,
 //     those sent to failed included (Failed is a subset of Moved); Promote's
 //     Moved does not count jobs it cancelled by deadline.
@@ -68,6 +65,7 @@ func Run(t *testing.T, factory Factory) {
 	}{
 		{"Enqueue", testEnqueue},
 		{"Validation", testValidation},
+		{"ParamChecks", testParamChecks},
 		{"Order", testOrder},
 		{"Queues", testQueues},
 		{"Claim", testClaim},

@@ -79,6 +79,16 @@ func testClaim(t *testing.T, factory Factory) {
 		}
 	})
 
+	t.Run("ClaimerClockBehind", func(t *testing.T) {
+		f := start(t, factory)
+		// The producer's clock is a second ahead of the claimer's.
+		f.now = t0.Add(time.Second)
+		id := f.enqueueOne(backend.NewJob{})
+		f.wantState(id, backend.StatePending, "enqueued to run at once")
+		f.now = t0
+		f.claimID(id, "a pending job is claimable whatever the claimer's clock says")
+	})
+
 	t.Run("Exclusive", func(t *testing.T) {
 		f := start(t, factory)
 		const jobs, workers = 200, 8

@@ -19,7 +19,7 @@ func testClose(t *testing.T, factory Factory) {
 		_, checks["Claim"] = f.b.Claim(f.ctx, f.claimParams(1))
 		_, checks["Get"] = f.b.Get(f.ctx, backend.GetParams{ID: id})
 		checks["Delete"] = f.b.Delete(f.ctx, backend.DeleteParams{ID: id, Now: f.now})
-		_, checks["Heartbeat"] = f.b.Heartbeat(f.ctx, backend.HeartbeatParams{Leases: []backend.Lease{{JobID: id, Token: 1}}, Now: f.now})
+		_, checks["Heartbeat"] = f.b.Heartbeat(f.ctx, backend.HeartbeatParams{Leases: []backend.Lease{{JobID: id, Token: 1}}, Extend: testLease, Now: f.now})
 		_, checks["Complete"] = f.b.Complete(f.ctx, backend.CompleteParams{Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: id, Token: 1}}}, Now: f.now})
 		_, checks["Fail"] = f.b.Fail(f.ctx, backend.FailParams{Items: []backend.FailItem{{Lease: backend.Lease{JobID: id, Token: 1}}}, Now: f.now})
 		_, checks["Release"] = f.b.Release(f.ctx, backend.ReleaseParams{Leases: []backend.Lease{{JobID: id, Token: 1}}, Now: f.now})

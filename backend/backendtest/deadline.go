@@ -55,7 +55,7 @@ func testDeadline(t *testing.T, factory Factory) {
 	t.Run("PromoteCancels", func(t *testing.T) {
 		f := start(t, factory)
 		pending := f.enqueueOne(backend.NewJob{Deadline: f.now.Add(time.Minute)})
-		scheduled := f.enqueueOne(backend.NewJob{RunAt: f.now.Add(2 * time.Minute), Deadline: f.now.Add(2 * time.Minute)})
+		scheduled := f.enqueueOne(backend.NewJob{RunAt: f.now.Add(2*time.Minute - time.Millisecond), Deadline: f.now.Add(2 * time.Minute)})
 		retried := f.enqueueOne(backend.NewJob{Deadline: f.now.Add(3 * time.Minute), Priority: 1})
 		j := f.claimID(retried, "highest priority")
 		f.mustOK("Fail", f.fail(backend.FailItem{Lease: lease(j), Message: "later", RetryAt: f.now.Add(time.Hour)}))
@@ -71,7 +71,7 @@ func testDeadline(t *testing.T, factory Factory) {
 		f.now = t0.Add(2 * time.Minute)
 		res := f.promote()
 		if res.Cancelled != 1 {
-			t.Fatalf("Promote at the scheduled job's run-at and deadline = %+v; want Cancelled 1", res)
+			t.Fatalf("Promote at the scheduled job's deadline, just past its run-at = %+v; want Cancelled 1", res)
 		}
 		f.wantCancelledByDeadline(scheduled, f.now, "a scheduled job whose deadline came is cancelled, not promoted")
 

@@ -227,6 +227,9 @@ func testValidation(t *testing.T, factory Factory) {
 		{"MaxAttempts", "max_attempts", backend.NewJob{Type: testType, Queue: "q", MaxAttempts: -1}},
 		{"Timeout", "timeout", backend.NewJob{Type: testType, Queue: "q", Timeout: -time.Second}},
 		{"DeadlineBeforeRunAt", "deadline", backend.NewJob{Type: testType, Queue: "q", RunAt: t0.Add(2 * time.Hour), Deadline: t0.Add(time.Hour)}},
+		{"DeadlineAtRunAt", "deadline", backend.NewJob{Type: testType, Queue: "q", RunAt: t0.Add(time.Hour), Deadline: t0.Add(time.Hour)}},
+		{"DeadlinePassed", "deadline", backend.NewJob{Type: testType, Queue: "q", Deadline: t0.Add(-time.Second)}},
+		{"RunAtOutOfRange", "run_at", backend.NewJob{Type: testType, Queue: "q", RunAt: time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)}},
 		{"NegativeUniqueFor", "unique_for", backend.NewJob{Type: testType, Queue: "q", UniqueKey: "k", UniqueFor: -time.Second}},
 		{"UniqueForWithoutKey", "unique_for", backend.NewJob{Type: testType, Queue: "q", UniqueFor: time.Hour}},
 		{"LongUniqueKey", "unique_key", backend.NewJob{Type: testType, Queue: "q", UniqueKey: long(1025)}},
@@ -260,7 +263,8 @@ func testValidation(t *testing.T, factory Factory) {
 			backend.NewJob{Priority: backend.MaxPriority},
 			backend.NewJob{Priority: backend.MinPriority},
 			backend.NewJob{MaxAttempts: 1},
-			backend.NewJob{RunAt: f.now.Add(time.Hour), Deadline: f.now.Add(time.Hour)},
+			backend.NewJob{RunAt: f.now.Add(time.Hour), Deadline: f.now.Add(time.Hour + time.Millisecond)},
+			backend.NewJob{Deadline: f.now.Add(time.Millisecond)},
 			backend.NewJob{UniqueKey: long(1024)},
 			backend.NewJob{Retention: backend.RetainNone},
 			backend.NewJob{Retention: backend.RetainForever},
@@ -272,5 +276,44 @@ func testValidation(t *testing.T, factory Factory) {
 		_, err := f.b.Enqueue(f.ctx, backend.EnqueueParams{Jobs: []backend.NewJob{f.fill(backend.NewJob{})}})
 		wantInvalid(t, err, -1, "now")
 		f.claimNothing("an enqueue without the caller's clock must write nothing")
+	})
+}
+
+// testParamChecks proves that Claim, Heartbeat and Fail refuse parameters
+// that fail their Check, changing nothing.
+func testParamChecks(t *testing.T, factory Factory) {
+	t.Run("ClaimLease", func(t *testing.T) {
+		f := start(t, factory)
+		f.enqueueOne(backend.NewJob{})
+		for _, lease := range []time.Duration{0, -time.Second, 250 * 365 * 24 * time.Hour} {
+			_, err := f.b.Claim(f.ctx, backend.ClaimParams{Queues: []string{f.queue}, Max: 1, Lease: lease, Now: f.now})
+			wantInvalid(t, err, -1, "lease")
+		}
+		f.claimOne()
+	})
+	t.Run("ClaimQueueName", func(t *testing.T) {
+		f := start(t, factory)
+		_, err := f.b.Claim(f.ctx, backend.ClaimParams{Queues: []string{"no spaces"}, Max: 1, Lease: testLease, Now: f.now})
+		wantInvalid(t, err, -1, "queues")
+	})
+	t.Run("HeartbeatExtend", func(t *testing.T) {
+		f := start(t, factory)
+		f.enqueueOne(backend.NewJob{})
+		j := f.claimOne()
+		before := f.get(j.ID)
+		for _, extend := range []time.Duration{0, -time.Second} {
+			_, err := f.b.Heartbeat(f.ctx, backend.HeartbeatParams{Leases: []backend.Lease{lease(j)}, Extend: extend, Now: f.now})
+			wantInvalid(t, err, -1, "extend")
+		}
+		f.unchanged(before, "a refused heartbeat changes nothing")
+	})
+	t.Run("FailRetryAt", func(t *testing.T) {
+		f := start(t, factory)
+		f.enqueueOne(backend.NewJob{})
+		j := f.claimOne()
+		before := f.get(j.ID)
+		_, err := f.b.Fail(f.ctx, backend.FailParams{Items: []backend.FailItem{{Lease: lease(j), Message: "x", RetryAt: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)}}, Now: f.now})
+		wantInvalid(t, err, 0, "retry_at")
+		f.unchanged(before, "a refused Fail changes nothing")
 	})
 }

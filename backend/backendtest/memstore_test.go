@@ -144,6 +144,9 @@ func (s *memStore) cancelForDeadline(j *backend.Job, now time.Time) bool {
 }
 
 func (s *memStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+	if err := p.Check(); err != nil {
+		return backend.ClaimResult{}, err
+	}
 	if err := s.lock(); err != nil {
 		return backend.ClaimResult{}, err
 	}
@@ -228,6 +231,9 @@ func (s *memStore) live(l backend.Lease, now time.Time) (*backend.Job, error) {
 }
 
 func (s *memStore) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
+	if err := p.Check(); err != nil {
+		return backend.HeartbeatResult{}, err
+	}
 	if err := s.lock(); err != nil {
 		return backend.HeartbeatResult{}, err
 	}
@@ -264,6 +270,9 @@ func (s *memStore) Complete(ctx context.Context, p backend.CompleteParams) (back
 }
 
 func (s *memStore) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
+	if err := p.Check(); err != nil {
+		return backend.BatchResult{}, err
+	}
 	if err := s.lock(); err != nil {
 		return backend.BatchResult{}, err
 	}

@@ -13,7 +13,11 @@ func (f *fixture) finish(r backend.Retention, s backend.State) string {
 	f.t.Helper()
 	switch s {
 	case backend.StateCancelled:
-		id := f.enqueueOne(backend.NewJob{Retention: r, Deadline: f.now})
+		// Enqueued 1ms before its deadline, which is now.
+		now := f.now
+		f.now = now.Add(-time.Millisecond)
+		id := f.enqueueOne(backend.NewJob{Retention: r, Deadline: now})
+		f.now = now
 		f.promote()
 		return id
 	case backend.StateCompleted, backend.StateFailed:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
@@ -22,13 +23,8 @@ type claimed struct {
 // instead of handing out a job whose deadline has passed. All claimed jobs
 // are written in one commit.
 func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
-	switch {
-	case p.Now.IsZero():
-		return backend.ClaimResult{}, &backend.ValidationError{Index: -1, Field: "now", Reason: "the caller's clock must be given"}
-	case p.Lease <= 0:
-		return backend.ClaimResult{}, &backend.ValidationError{Index: -1, Field: "lease", Reason: "must be positive"}
-	case p.Mode != "" && p.Mode != backend.ClaimStrict && p.Mode != backend.ClaimWeighted:
-		return backend.ClaimResult{}, &backend.ValidationError{Index: -1, Field: "mode", Reason: "unknown claim mode " + string(p.Mode)}
+	if err := p.Check(); err != nil {
+		return backend.ClaimResult{}, err
 	}
 	if err := s.begin(ctx); err != nil {
 		return backend.ClaimResult{}, err
@@ -84,14 +80,13 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		case !a.RunAt.Equal(b.RunAt):
 			return a.RunAt.Compare(b.RunAt)
 		}
-		return compareIDs(a.ID, b.ID)
+		return strings.Compare(a.ID, b.ID) // the text form sorts as the binary one
 	})
 	return res, nil
 }
 
 // claimLocked pops and leases jobs; mu must be held.
 func (s *Store) claimLocked(order []string, max int, leaseFor time.Duration, worker string, now time.Time) ([]claimed, error) {
-	nowCode := timeCode(now)
 	var got []claimed
 	for _, q := range order {
 		if len(got) >= max {
@@ -104,15 +99,10 @@ func (s *Store) claimLocked(order []string, max int, leaseFor time.Duration, wor
 		if _, _, err := s.promoteQueue(qi, now, s.opts.MaintenanceLimit); err != nil {
 			return nil, err
 		}
-		// Entries whose run-at is after now (a caller whose clock is behind
-		// the enqueuer's) are set aside and put back.
-		var later []readyEntry
+		// A pending job is claimable whatever the claimer's clock says (it
+		// may be behind the enqueuer's), so the heap is popped in order.
 		for len(got) < max && qi.ready.len() > 0 {
 			e := qi.ready.pop()
-			if e.runAt > nowCode {
-				later = append(later, e)
-				continue
-			}
 			j, hasPayload, err := s.load(e.id)
 			if err != nil {
 				return nil, err
@@ -137,9 +127,6 @@ func (s *Store) claimLocked(order []string, max int, leaseFor time.Duration, wor
 			s.idx.leases[e.id] = le
 			s.noteState(e.id, j)
 			got = append(got, claimed{id: e.id, job: j.Clone(), hasPayload: hasPayload})
-		}
-		for _, e := range later {
-			qi.ready.push(e)
 		}
 	}
 	return got, nil
@@ -209,16 +196,4 @@ func weightedOrder(queues []string, weights map[string]int) []string {
 		rest = slices.Delete(rest, i, i+1)
 	}
 	return out
-}
-
-// compareIDs orders ids as their binary forms do (the canonical text form
-// sorts the same way).
-func compareIDs(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -22,22 +22,34 @@ const (
 	flagHasPayload = 1 << 0
 )
 
-// stateCodes maps states to their one-byte codes; the code is the index in
-// backend.States plus one, so zero is never a valid state.
+// stateCodes are the states' one-byte codes on disk. They are fixed: a
+// code is never reused or renumbered, and zero is never a valid state.
+var stateCodes = [...]backend.State{
+	1: backend.StateScheduled,
+	2: backend.StatePending,
+	3: backend.StateActive,
+	4: backend.StateRetry,
+	5: backend.StateCompleted,
+	6: backend.StateFailed,
+	7: backend.StateCancelled,
+}
+
+// stateCode is the on-disk code of s; 0 for an unknown state.
 func stateCode(s backend.State) byte {
-	for i, k := range backend.States {
-		if k == s {
-			return byte(i + 1)
+	for c, k := range stateCodes {
+		if c > 0 && k == s {
+			return byte(c)
 		}
 	}
 	return 0
 }
 
+// stateFromCode reads an on-disk state code.
 func stateFromCode(c byte) (backend.State, bool) {
-	if c == 0 || int(c) > len(backend.States) {
+	if c == 0 || int(c) >= len(stateCodes) {
 		return "", false
 	}
-	return backend.States[c-1], true
+	return stateCodes[c], true
 }
 
 // encodeJob appends the binary form of j (without ID and Payload) to buf.

@@ -97,3 +97,25 @@ func TestUniqueValueRoundTrip(t *testing.T) {
 		t.Fatal("garbage decoded")
 	}
 }
+
+// TestStateCodesAreFixed pins the on-disk state codes: changing one would
+// make every existing store decode to the wrong states.
+func TestStateCodesAreFixed(t *testing.T) {
+	want := map[backend.State]byte{
+		backend.StateScheduled: 1, backend.StatePending: 2, backend.StateActive: 3, backend.StateRetry: 4,
+		backend.StateCompleted: 5, backend.StateFailed: 6, backend.StateCancelled: 7,
+	}
+	for _, st := range backend.States() {
+		if got := stateCode(st); got != want[st] {
+			t.Errorf("stateCode(%s) = %d; the on-disk code is %d", st, got, want[st])
+		}
+		if back, ok := stateFromCode(want[st]); !ok || back != st {
+			t.Errorf("stateFromCode(%d) = %s, %v; want %s", want[st], back, ok, st)
+		}
+	}
+	for _, c := range []byte{0, 8, 255} {
+		if _, ok := stateFromCode(c); ok {
+			t.Errorf("stateFromCode(%d) accepted an unknown code", c)
+		}
+	}
+}

@@ -3,9 +3,6 @@ package pebble
 import (
 	"context"
 	"fmt"
-	"math"
-	"slices"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/kyuhq/kyu/backend"
@@ -14,12 +11,9 @@ import (
 // Enqueue writes new jobs atomically, in one commit. An item whose unique
 // key is held reports Duplicate with the holder's id and state.
 func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
-	// Prepare fills defaults in place: work on our own copy of the items.
-	p.Jobs = slices.Clone(p.Jobs)
+	// Prepare fills defaults in its own copy of the items, and bounds
+	// every time to the range a timeCode holds.
 	if err := p.Prepare(); err != nil {
-		return backend.EnqueueResult{}, err
-	}
-	if err := checkTimes(&p); err != nil {
 		return backend.EnqueueResult{}, err
 	}
 	if err := s.begin(ctx); err != nil {
@@ -101,37 +95,4 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 		return backend.EnqueueResult{}, err
 	}
 	return res, nil
-}
-
-// maxUnixSeconds bounds the times this store keeps: they are stored as
-// Unix nanoseconds in an int64, which covers the years 1678 to 2262.
-const maxUnixSeconds = math.MaxInt64/int64(time.Second) - 1
-
-// keepable reports whether t is zero or within the range the store keeps.
-func keepable(t time.Time) bool {
-	if t.IsZero() {
-		return true
-	}
-	sec := t.Unix()
-	return sec > -maxUnixSeconds && sec < maxUnixSeconds
-}
-
-// checkTimes refuses times this store cannot keep exactly.
-func checkTimes(p *backend.EnqueueParams) error {
-	const reason = "outside the years 1678 to 2262 that this store keeps"
-	if !keepable(p.Now) {
-		return &backend.ValidationError{Index: -1, Field: "now", Reason: reason}
-	}
-	for i := range p.Jobs {
-		j := &p.Jobs[i]
-		switch {
-		case !keepable(j.RunAt):
-			return &backend.ValidationError{Index: i, Field: "run_at", Reason: reason}
-		case !keepable(j.Deadline):
-			return &backend.ValidationError{Index: i, Field: "deadline", Reason: reason}
-		case !keepable(p.Now.Add(j.UniqueFor)):
-			return &backend.ValidationError{Index: i, Field: "unique_for", Reason: "ends " + reason}
-		}
-	}
-	return nil
 }

@@ -60,6 +60,9 @@ func (s *Store) readJob(r reader, id jobID) (*backend.Job, error) {
 // Delete removes a job that is not active. A unique key held for a
 // UniqueFor period keeps holding until the period ends.
 func (s *Store) Delete(ctx context.Context, p backend.DeleteParams) error {
+	if err := backend.CheckNow(p.Now); err != nil {
+		return err
+	}
 	id, ok := parseID(p.ID)
 	if !ok {
 		return backend.ErrNotFound

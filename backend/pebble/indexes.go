@@ -121,7 +121,9 @@ func (x *indexes) index(id jobID, j *backend.Job) {
 		x.leases[id] = l
 		x.leaseExpiry.push(timeEntry{at: l.expires, id: id})
 	default:
-		if at, ok := j.DeleteAt(); ok {
+		// A deletion time past the range of times (a long retention) is
+		// never reached by a valid Now, and its timeCode would overflow.
+		if at, ok := j.DeleteAt(); ok && backend.InTimeRange(at) {
 			x.retention.push(timeEntry{at: timeCode(at), id: id})
 		}
 	}

@@ -23,12 +23,15 @@ const markerHeader = "kyu store"
 type dirKind int
 
 const (
-	dirNew   dirKind = iota // absent, empty, or only our lock files
+	dirNew   dirKind = iota // absent, empty, or only our lock files and a half-written marker
 	dirStore                // has a marker file
 )
 
 // inspectDir classifies dir without changing anything in it. A directory
-// that is not empty and holds no marker is refused with ErrNotStore.
+// that is not empty and holds no marker is refused with ErrNotStore, unless
+// it holds only our lock files and a temporary marker: an Open that
+// crashed while creating the store leaves just those, and a store is
+// created there again.
 func inspectDir(fs vfs.FS, dir string) (dirKind, error) {
 	names, err := fs.List(dir)
 	if err != nil {
@@ -42,7 +45,7 @@ func inspectDir(fs vfs.FS, dir string) (dirKind, error) {
 		switch n {
 		case markerFile:
 			return dirStore, nil
-		case lockFile, ownerFile, ".", "..":
+		case lockFile, ownerFile, markerTemp, ".", "..":
 		default:
 			foreign = append(foreign, n)
 		}
@@ -91,9 +94,13 @@ func readMarker(fs vfs.FS, dir string) (int, error) {
 }
 
 // writeMarker records dir as a kyu store of the current format, durably
-// (write a temporary file, sync, rename, sync the directory).
+// (write a temporary file, sync, rename, sync the directory). A temporary
+// file left by a crashed Open is removed first.
 func writeMarker(fs vfs.FS, dir string) error {
-	tmp := fs.PathJoin(dir, markerFile+".tmp")
+	tmp := fs.PathJoin(dir, markerTemp)
+	if err := fs.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("kyu/pebble: remove stale %s: %w", markerTemp, err)
+	}
 	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("kyu/pebble: create marker: %w", err)

@@ -32,11 +32,9 @@ func (s *Store) checkLease(l backend.Lease, now time.Time) (jobID, error) {
 
 // leaseOp runs fn for every lease in one commit. fn is called with mu held
 // for each live lease, with the job's current record; items whose lease is
-// not live get their error and change nothing.
+// not live get their error and change nothing. The caller has checked its
+// parameters.
 func (s *Store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Time, fn func(i int, id jobID, j *backend.Job, hasPayload bool)) ([]error, error) {
-	if now.IsZero() {
-		return nil, &backend.ValidationError{Index: -1, Field: "now", Reason: "the caller's clock must be given"}
-	}
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -76,6 +74,9 @@ func (s *Store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Ti
 // Heartbeat extends live leases to Now+Extend; the new expiry is durable
 // when it returns.
 func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
+	if err := p.Check(); err != nil {
+		return backend.HeartbeatResult{}, err
+	}
 	res := backend.HeartbeatResult{Leases: make([]backend.LeaseStatus, len(p.Leases))}
 	expires := p.Now.Add(p.Extend)
 	errs, err := s.leaseOp(ctx, p.Leases, p.Now, func(i int, id jobID, j *backend.Job, hasPayload bool) {
@@ -97,6 +98,9 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 
 // Complete finishes jobs whose leases are live, storing their results.
 func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
+	if err := backend.CheckNow(p.Now); err != nil {
+		return backend.BatchResult{}, err
+	}
 	leases := make([]backend.Lease, len(p.Items))
 	for i, it := range p.Items {
 		leases[i] = it.Lease
@@ -113,6 +117,9 @@ func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 // Fail ends attempts with an error: retry at RetryAt (pending at once when
 // it is not after Now), or failed when Final or the attempts are used up.
 func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
+	if err := p.Check(); err != nil {
+		return backend.BatchResult{}, err
+	}
 	leases := make([]backend.Lease, len(p.Items))
 	for i, it := range p.Items {
 		leases[i] = it.Lease
@@ -138,6 +145,9 @@ func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 // Release hands active jobs back to pending at once, keeping their RunAt;
 // the attempt is recorded as interrupted and given back.
 func (s *Store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
+	if err := backend.CheckNow(p.Now); err != nil {
+		return backend.BatchResult{}, err
+	}
 	errs, err := s.leaseOp(ctx, p.Leases, p.Now, func(i int, id jobID, j *backend.Job, hasPayload bool) {
 		j.Errors = append(j.Errors, backend.AttemptError{
 			Attempt: j.Attempt, At: p.Now, Kind: backend.AttemptInterrupted, Message: "released",

@@ -15,6 +15,7 @@ const (
 	lockFile   = "kyu.lock"  // locked while a Store has the directory open
 	ownerFile  = "kyu.owner" // the holder, on file systems other than the disk
 	markerFile = "KYU"       // names the directory a kyu store and its format
+	markerTemp = "KYU.tmp"   // the marker while it is written (layout.go)
 	dataDir    = "data"      // Pebble's directory
 )
 

@@ -9,8 +9,8 @@ import (
 
 // maintain runs one maintenance step under mu and waits for its commit.
 func (s *Store) maintain(ctx context.Context, p backend.MaintenanceParams, step func(now time.Time, limit int) (backend.MaintenanceResult, error)) (backend.MaintenanceResult, error) {
-	if p.Now.IsZero() {
-		return backend.MaintenanceResult{}, &backend.ValidationError{Index: -1, Field: "now", Reason: "the caller's clock must be given"}
+	if err := backend.CheckNow(p.Now); err != nil {
+		return backend.MaintenanceResult{}, err
 	}
 	limit := p.Limit
 	if limit <= 0 {

@@ -60,7 +60,7 @@ func (s *Store) rebuild() (err error) {
 		return err
 	}
 	args := []any{"unique_keys", len(x.uniques)}
-	for _, st := range backend.States {
+	for _, st := range backend.States() {
 		args = append(args, string(st), counts[st])
 	}
 	s.log.Info("store opened", args...)

@@ -67,6 +67,50 @@ func TestOpenForeignDirectory(t *testing.T) {
 	}
 }
 
+// TestOpenAfterCrashedCreate opens a directory that an Open crashed in
+// while creating the store: it holds the lock file and a half-written
+// temporary marker. The store is created there; the stale file is gone.
+func TestOpenAfterCrashedCreate(t *testing.T) {
+	t.Parallel()
+	for _, leftover := range [][]string{{markerTemp}, {lockFile, markerTemp}} {
+		dir := t.TempDir()
+		for _, name := range leftover {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte("kyu st"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatalf("Open with %v left over = %v; want a new store", leftover, err)
+		}
+		id := enqueue(t, s, t0, backend.NewJob{})[0].ID
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, markerTemp)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s still there after Open: %v", markerTemp, err)
+		}
+		if v, err := readMarker(vfs.Default, dir); err != nil || v != formatVersion {
+			t.Fatalf("marker after Open = %d, %v; want format %d", v, err, formatVersion)
+		}
+		get(t, openStore(t, dir, Options{}), id)
+	}
+
+	// A temporary marker beside a foreign file is still refused, and left.
+	dir := t.TempDir()
+	for _, name := range []string{markerTemp, "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrNotStore) {
+		t.Fatalf("Open of a foreign directory holding %s = %v; want ErrNotStore", markerTemp, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, markerTemp)); err != nil {
+		t.Fatalf("Open removed a file from a foreign directory: %v", err)
+	}
+}
+
 func TestOpenNewerFormat(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -152,7 +196,7 @@ func TestReopenRebuildsIndexes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := enqueue(t, s, t0,
+	enqueue(t, s, t0,
 		backend.NewJob{Title: "a", Payload: []byte("pa")},
 		backend.NewJob{Title: "b", Priority: 5},
 		backend.NewJob{Title: "c", Payload: []byte{}},
@@ -189,7 +233,6 @@ func TestReopenRebuildsIndexes(t *testing.T) {
 	if string(got[1].Payload) != "pa" || got[0].Payload != nil || got[2].Payload == nil {
 		t.Fatalf("payloads after reopen = %q, %q, %q", got[0].Payload, got[1].Payload, got[2].Payload)
 	}
-	_ = ready
 
 	dup := enqueue(t, s, t0.Add(30*time.Minute), backend.NewJob{Queue: "u", UniqueKey: "k"})[0]
 	if !dup.Duplicate || dup.ID != held {
@@ -238,6 +281,33 @@ func TestReopenRebuildsIndexes(t *testing.T) {
 	if r := enqueue(t, s, t0.Add(time.Hour), backend.NewJob{Queue: "u", UniqueKey: "k"})[0]; r.Duplicate {
 		t.Fatalf("unique key still held after its period: %+v", r)
 	}
+}
+
+// A retention that ends past the range of times never deletes the job
+// (its deletion time must not wrap around to the past).
+func TestRetentionPastTimeRange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore(t, dir, Options{})
+	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	id := enqueue(t, s, now, backend.NewJob{Retention: backend.RetainFor(200 * 365 * 24 * time.Hour)})[0].ID
+	j := claim(t, s, now, 1)[0]
+	if _, err := s.Complete(ctx, backend.CompleteParams{Items: []backend.CompleteItem{{Lease: leaseOf(j)}}, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *Store) {
+		t.Helper()
+		if m, err := s.ApplyRetention(ctx, backend.MaintenanceParams{Now: backend.MaxTime().Add(-time.Second)}); err != nil || m.Moved != 0 {
+			t.Fatalf("ApplyRetention = %+v, %v; want nothing deleted", m, err)
+		}
+		get(t, s, id)
+	}
+	check(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check(openStore(t, dir, Options{}))
 }
 
 // TestGroupCommit checks that concurrent writers share commits.

@@ -49,7 +49,7 @@ func TestStressIndexesMatchStorage(t *testing.T) {
 						case 0:
 							jobs[i].RunAt = n.Add(time.Duration(rng.IntN(50)) * time.Millisecond)
 						case 1:
-							jobs[i].Deadline = n.Add(time.Duration(rng.IntN(200)) * time.Millisecond)
+							jobs[i].Deadline = n.Add(time.Duration(1+rng.IntN(200)) * time.Millisecond)
 						case 2:
 							jobs[i].UniqueKey = string(rune('a' + rng.IntN(5)))
 							jobs[i].UniqueFor = time.Duration(rng.IntN(2)) * 20 * time.Millisecond

@@ -1,0 +1,62 @@
+package backend
+
+import "time"
+
+// Check validates a claim before a store acts on it: Now given and in
+// range, a positive Lease whose end is in range, a known Mode, legal queue
+// names. Max <= 0 or no queues is valid and claims nothing.
+func (p *ClaimParams) Check() error {
+	if err := CheckNow(p.Now); err != nil {
+		return err
+	}
+	switch {
+	case p.Lease <= 0:
+		return invalid("lease", "must be positive")
+	case !InTimeRange(p.Now.Add(p.Lease)):
+		return invalid("lease", "ends "+timeRangeReason)
+	case p.Mode != "" && p.Mode != ClaimStrict && p.Mode != ClaimWeighted:
+		return invalid("mode", "unknown claim mode %q", p.Mode)
+	}
+	for _, q := range p.Queues {
+		if !ValidQueueName(q) {
+			return invalid("queues", "%q is not 1-128 characters of [A-Za-z0-9._:-]", q)
+		}
+	}
+	return nil
+}
+
+// Check validates a heartbeat: Now given and in range, a positive Extend
+// whose end is in range.
+func (p *HeartbeatParams) Check() error {
+	if err := CheckNow(p.Now); err != nil {
+		return err
+	}
+	switch {
+	case p.Extend <= 0:
+		return invalid("extend", "must be positive")
+	case !InTimeRange(p.Now.Add(p.Extend)):
+		return invalid("extend", "ends "+timeRangeReason)
+	}
+	return nil
+}
+
+// Check validates failures: Now given and in range, every RetryAt in range.
+func (p *FailParams) Check() error {
+	if err := CheckNow(p.Now); err != nil {
+		return err
+	}
+	for i, it := range p.Items {
+		if !InTimeRange(it.RetryAt) {
+			return &ValidationError{Index: i, Field: "retry_at", Reason: timeRangeReason}
+		}
+	}
+	return nil
+}
+
+// CheckNow validates the caller's clock of any call that takes one.
+func CheckNow(now time.Time) error {
+	if now.IsZero() || !InTimeRange(now) {
+		return invalid("now", "the caller's clock must be given, within the years 1970 to 2261")
+	}
+	return nil
+}

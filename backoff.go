@@ -2,6 +2,7 @@ package kyu
 
 import (
 	"math/rand/v2"
+	"runtime/debug"
 	"time"
 )
 
@@ -52,4 +53,30 @@ func FixedBackoff(d time.Duration) BackoffFunc {
 		d = 0
 	}
 	return func(int, error) time.Duration { return d }
+}
+
+// defaultBackoff is the backoff used when WorkerConfig.Backoff is nil, and
+// in place of a custom backoff that panics.
+var defaultBackoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
+
+// backoff returns the delay before the attempt after the given one of a
+// job of type jobType failed with err: the delay asked for by RetryAfter,
+// else the type's or the worker's BackoffFunc. A BackoffFunc that panics
+// is logged and replaced by the default for this call.
+func (w *Worker) backoff(jobType string, attempt int, err error) (d time.Duration) {
+	if d, ok := retryDelay(err); ok {
+		return d
+	}
+	f := w.cfg.BackoffByType[jobType]
+	if f == nil {
+		f = w.cfg.Backoff
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error("kyu: backoff function panicked; using the default backoff",
+				"type", jobType, "attempt", attempt, "panic", p, "stack", string(debug.Stack()))
+			d = defaultBackoff(attempt, err)
+		}
+	}()
+	return f(attempt, err)
 }

@@ -72,7 +72,11 @@ func benchmarkDrain(b *testing.B, concurrency int) {
 func BenchmarkEnqueue(b *testing.B) {
 	s := newStore(b)
 	c := kyu.NewClient(s, kyu.ClientConfig{})
-	payload := []byte(`{"to":"someone@example.com","subject":"hello"}`)
+	// A 100-byte payload, the size of a typical small JSON job.
+	payload := []byte(`{"to":"someone@example.com","subject":"hello","body":"see you at 10","lang":"en","n":1234,"x":"abc"}`)
+	if len(payload) != 100 {
+		b.Fatalf("payload is %d bytes, want 100", len(payload))
+	}
 	var seq atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()

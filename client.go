@@ -3,6 +3,7 @@ package kyu
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/kyuhq/kyu/backend"
@@ -22,8 +23,12 @@ type Client struct {
 	cfg ClientConfig
 }
 
-// NewClient returns a Client over b.
+// NewClient returns a Client over b. It panics when b is nil, a
+// programming error better found at construction than at the first call.
 func NewClient(b backend.Backend, cfg ClientConfig) *Client {
+	if b == nil {
+		panic("kyu: NewClient: nil backend")
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
 	}
@@ -69,10 +74,15 @@ func (c *Client) EnqueueJSON(ctx context.Context, jobType string, v any, opts En
 
 // EnqueueMany adds jobs atomically: all are written, or none on error. A
 // unique-key duplicate is not an error here: its result has Duplicate set.
+// Bad input is reported as a *ValidationError naming the job's index and
+// field, returned as it is; other errors are wrapped.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]EnqueueResult, error) {
 	now := c.cfg.Clock.Now()
 	p := backend.EnqueueParams{Now: now, MaxPayload: c.cfg.MaxPayload, Jobs: make([]backend.NewJob, len(jobs))}
 	for i, j := range jobs {
+		if j.Delay < 0 {
+			return nil, &ValidationError{Index: i, Field: "delay", Reason: "must not be negative"}
+		}
 		runAt := j.RunAt
 		if runAt.IsZero() && j.Delay > 0 {
 			runAt = now.Add(j.Delay)
@@ -86,6 +96,10 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]EnqueueResul
 	}
 	res, err := c.b.Enqueue(ctx, p)
 	if err != nil {
+		var verr *ValidationError
+		if errors.As(err, &verr) {
+			return nil, verr
+		}
 		return nil, fmt.Errorf("kyu: enqueue: %w", err)
 	}
 	out := make([]EnqueueResult, len(res.Jobs))

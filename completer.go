@@ -62,12 +62,10 @@ func (c *completer) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			// Record what is already queued, with a context of its own.
+			// Record what is already queued.
 			c.gather(nil)
 			if len(c.batch) > 0 {
-				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-				c.flush(fctx)
-				cancel()
+				c.flush(ctx)
 			}
 			return
 		case run := <-c.in:
@@ -117,8 +115,12 @@ func (c *completer) gather(first *jobRun) {
 	}
 }
 
-// flush records c.batch and frees its slots.
+// flush records c.batch and frees its slots. It records with a context of
+// its own, bounded by outcomeTimeout: stopping the completer (which
+// cancels ctx) must not throw away outcomes being recorded.
 func (c *completer) flush(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.w.outcomeTimeout)
+	defer cancel()
 	c.done, c.failed = c.done[:0], c.failed[:0]
 	c.completes, c.fails = c.completes[:0], c.fails[:0]
 	for _, run := range c.batch {

@@ -23,14 +23,18 @@
 // concurrency. It claims jobs in batches as slots free up, waking on the
 // backend's signals and polling as a fallback, and runs each job in its own
 // goroutine with a context that ends at the job's timeout, when its lease is
-// lost, or at a forced shutdown. One heartbeater extends all leases; one
-// completer records the outcomes of many jobs in one backend call.
+// lost or about to expire unrenewed (the cause is then ErrLeaseLost), or at
+// a forced shutdown. One heartbeater extends all leases; one completer
+// records the outcomes of many jobs in one backend call. A handler that
+// ignores its context for a Lease past its timeout is abandoned: its
+// attempt fails and is retried, its slot is freed, and its goroutine is
+// left to itself (and logged).
 //
 // A handler's error fails the attempt and the job is retried after its
 // backoff (ExponentialBackoff by default, FixedBackoff, or any BackoffFunc,
 // per type if wanted). RetryAfter chooses the delay for one failure;
-// Permanent fails the job at once. A panic is recovered into a failure with
-// its stack. A Mux dispatches by job type; a type it does not know fails
+// Permanent fails the job at once. A panic, or a call to runtime.Goexit, is
+// recovered into a failure with its stack. A Mux dispatches by job type; a type it does not know fails
 // with ErrNoHandler and is retried, so a rolling deploy loses nothing.
 //
 // Run (or Shutdown) stops gracefully: claiming stops at once, running jobs

@@ -2,7 +2,6 @@ package kyu
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
@@ -18,13 +17,15 @@ var (
 	ErrDuplicate = errors.New("kyu: duplicate unique key")
 )
 
-// ValidationError is bad input to Enqueue, naming the field; nothing was written.
+// ValidationError is bad input to Enqueue, naming the field; nothing was
+// written. Client returns it as it is, not wrapped.
 type ValidationError = backend.ValidationError
 
 // permanentError marks an error that must not be retried.
 type permanentError struct{ err error }
 
-func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+// Error is the wrapped error's own message: it is what the job records.
+func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
 // Permanent wraps err so the job fails at once, skipping remaining attempts.
@@ -47,9 +48,8 @@ type retryAfterError struct {
 	err   error
 }
 
-func (e *retryAfterError) Error() string {
-	return fmt.Sprintf("retry after %s: %v", e.delay, e.err)
-}
+// Error is the wrapped error's own message: it is what the job records.
+func (e *retryAfterError) Error() string { return e.err.Error() }
 func (e *retryAfterError) Unwrap() error { return e.err }
 
 // RetryAfter fails this attempt and schedules the next one after d,

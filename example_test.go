@@ -148,7 +148,7 @@ func ExamplePermanent() {
 	}
 	fmt.Printf("%s after %d of %d attempts: %s\n", job.State, job.Attempt, job.MaxAttempts, job.Errors[0].Message)
 	// Output:
-	// failed after 1 of 5 attempts: permanent: invalid address
+	// failed after 1 of 5 attempts: invalid address
 }
 
 func ExampleRetryAfter() {
@@ -175,7 +175,7 @@ func ExampleRetryAfter() {
 	fmt.Println(job.Errors[0].Message)
 	// Output:
 	// retry in about 1h0m0s
-	// retry after 1h0m0s: rate limited
+	// rate limited
 }
 
 func ExampleEnqueueOptions_uniqueKey() {

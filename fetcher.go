@@ -27,12 +27,15 @@ type fetcher struct {
 	// whose handler has returned but whose slot is held until their
 	// outcome is recorded (see freeEarly).
 	running atomic.Int32
-	// returned counts jobs of this queue whose handler has returned and
-	// whose outcome is on its way to the backend.
-	returned atomic.Int32
-	// early counts the jobs among returned whose slot was freed when
-	// their handler returned; it never exceeds limit, so a queue holds at
-	// most twice its concurrency in leases.
+	// held counts the jobs among running whose handler has returned and
+	// whose slot is held until their outcome is recorded. It is its own
+	// counter, not a difference of two, so a reader never sees a transient
+	// value: it is raised before the outcome is queued and lowered, in
+	// finish, before the slot is freed and the fetcher woken.
+	held atomic.Int32
+	// early counts the jobs whose slot was freed when their handler
+	// returned and whose outcome is not yet recorded; it never exceeds
+	// limit, so a queue holds at most twice its concurrency in leases.
 	early atomic.Int32
 	freed chan struct{} // signalled (coalescing) when slots free up
 	loop  lifecycle.Loop
@@ -62,9 +65,14 @@ func (f *fetcher) free(n int32) {
 // taken until the outcome is recorded; it reports whether it freed the
 // slot.
 func (f *fetcher) freeEarly() bool {
-	if f.early.Add(1) > f.limit {
-		f.early.Add(-1)
-		return false
+	for {
+		n := f.early.Load()
+		if n >= f.limit {
+			return false
+		}
+		if f.early.CompareAndSwap(n, n+1) {
+			break
+		}
 	}
 	f.free(1)
 	return true
@@ -172,11 +180,11 @@ func (f *fetcher) claimSize(lingered bool) (n int32, wait bool) {
 	case free >= f.batch:
 		return f.batch, false
 	}
-	held := f.returned.Load() - f.early.Load()
-	if held > 0 {
+	if f.held.Load() > 0 {
 		return 0, false // the completer frees them and wakes us
 	}
-	if running := f.running.Load() - held; running > 0 && !lingered {
+	// Every taken slot is a running handler now.
+	if free < f.limit && !lingered {
 		return 0, true
 	}
 	return free, false

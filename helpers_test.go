@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kyuhq/kyu"
+	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/pebble"
 )
 
@@ -27,7 +28,7 @@ func newStore(tb testing.TB) *pebble.Store {
 }
 
 // startWorker builds and starts a worker, shut down at cleanup.
-func startWorker(tb testing.TB, s *pebble.Store, cfg kyu.WorkerConfig) *kyu.Worker {
+func startWorker(tb testing.TB, s backend.Backend, cfg kyu.WorkerConfig) *kyu.Worker {
 	tb.Helper()
 	w, err := kyu.NewWorker(s, cfg)
 	if err != nil {

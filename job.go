@@ -97,10 +97,18 @@ func (j *Job) SetResultJSON(v any) error {
 	return nil
 }
 
-// jobFromRecord copies a stored job into the public type.
+// jobFromRecord copies a stored job into the public type; the Job owns
+// its slices and map.
 func jobFromRecord(r *backend.Job) *Job {
-	r = r.Clone()
-	return &Job{
+	j := new(Job)
+	fillJob(j, r.Clone())
+	return j
+}
+
+// fillJob sets every public field of j from r, sharing r's slices and map:
+// the one place that maps backend.Job onto Job.
+func fillJob(j *Job, r *backend.Job) {
+	*j = Job{
 		ID: r.ID, Type: r.Type, Queue: r.Queue, Payload: r.Payload, Title: r.Title,
 		Priority: r.Priority, State: r.State, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
 		RunAt: r.RunAt, Timeout: r.Timeout, Deadline: r.Deadline,

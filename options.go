@@ -12,7 +12,8 @@ type EnqueueOptions struct {
 	Title string
 	// Priority in [-100, 100]; higher runs first.
 	Priority int
-	// Delay runs the job this long from now; RunAt, if set, wins.
+	// Delay runs the job this long from now; RunAt, if set, wins. A
+	// negative Delay is refused with a *ValidationError naming "delay".
 	Delay time.Duration
 	RunAt time.Time
 	// MaxAttempts defaults to 25.

@@ -21,8 +21,14 @@ var ErrWorkerStopped = errors.New("kyu: worker stopped")
 // outcomes of handlers that had already returned to reach the backend.
 const shutdownFlushWait = 5 * time.Second
 
-// releaseTimeout bounds the Release call that hands interrupted jobs back.
+// releaseTimeout bounds the Release call that hands interrupted jobs back,
+// and the Fail call that records an abandoned attempt.
 const releaseTimeout = 10 * time.Second
+
+// outcomeTimeout bounds one recording of outcomes by the completer, its
+// retries included. Stopping the worker does not cut it short, so
+// outcomes being recorded when Shutdown stops the completer still land.
+const outcomeTimeout = 10 * time.Second
 
 // Worker claims jobs from a backend and runs them with a Handler. Build one
 // with NewWorker, then call Run, or Start and Shutdown. A Worker runs once:
@@ -57,6 +63,10 @@ type Worker struct {
 	idle   chan struct{}        // if set, closed when runs becomes empty
 
 	stats workerCounters
+
+	// flushWait and outcomeTimeout are shutdownFlushWait and
+	// outcomeTimeout; tests shorten them.
+	flushWait, outcomeTimeout time.Duration
 }
 
 type workerState int
@@ -84,6 +94,9 @@ func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
 		log:     cfg.Logger.With("worker_id", cfg.ID),
 		stopped: make(chan struct{}),
 		runs:    make(map[*jobRun]struct{}),
+
+		flushWait:      shutdownFlushWait,
+		outcomeTimeout: outcomeTimeout,
 	}
 	total := 0
 	for _, q := range cfg.queueNames() {
@@ -209,9 +222,13 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	var err error
 	if abandoned := w.abandonRunning(); len(abandoned) > 0 {
 		err = w.releaseAbandoned(abandoned)
-		// Handlers that returned before they were abandoned have outcomes
-		// on their way to the completer; let them land.
-		flush := time.NewTimer(shutdownFlushWait)
+	}
+	// Handlers that returned before the grace ended have outcomes on their
+	// way to the completer, even when no handler is left running: let them
+	// land before the completer stops.
+	if n := w.countRuns(); n > 0 {
+		w.log.Debug("kyu: waiting for outcomes to be recorded", "count", n)
+		flush := time.NewTimer(w.flushWait)
 		select {
 		case <-w.waitIdle():
 		case <-flush.C:
@@ -239,10 +256,10 @@ func (w *Worker) abandonRunning() []*jobRun {
 	for run := range w.runs {
 		if run.state.CompareAndSwap(runRunning, runAbandoned) {
 			abandoned = append(abandoned, run)
-			delete(w.runs, run)
 		}
 	}
 	w.runsMu.Unlock()
+	w.untrack(abandoned...)
 	w.cancelJobs()
 	return abandoned
 }
@@ -287,28 +304,35 @@ func (w *Worker) track(run *jobRun) {
 // finish forgets runs whose outcome is recorded (or dropped) and frees
 // the slots they still hold, waking each fetcher that got slots back.
 func (w *Worker) finish(runs []*jobRun) {
-	w.runsMu.Lock()
-	for _, run := range runs {
-		delete(w.runs, run)
-	}
-	if len(w.runs) == 0 && w.idle != nil {
-		close(w.idle)
-		w.idle = nil
-	}
-	w.runsMu.Unlock()
+	w.untrack(runs...)
 	var woken *fetcher
 	for _, run := range runs {
 		f := run.f
-		f.returned.Add(-1)
 		if run.early {
 			f.early.Add(-1)
 			continue
+		}
+		if run.held {
+			f.held.Add(-1)
 		}
 		f.running.Add(-1)
 		if f != woken {
 			f.wake()
 			woken = f
 		}
+	}
+}
+
+// untrack forgets runs, and wakes waitIdle's callers when none is left.
+func (w *Worker) untrack(runs ...*jobRun) {
+	w.runsMu.Lock()
+	defer w.runsMu.Unlock()
+	for _, run := range runs {
+		delete(w.runs, run)
+	}
+	if len(w.runs) == 0 && w.idle != nil {
+		close(w.idle)
+		w.idle = nil
 	}
 }
 
@@ -339,12 +363,14 @@ type WorkerStats struct {
 	Processed int64
 	// Succeeded counts jobs recorded completed.
 	Succeeded int64
-	// Failed counts attempts recorded failed (to be retried or final).
+	// Failed counts attempts recorded failed (to be retried or final),
+	// including attempts abandoned past their timeout.
 	Failed int64
 	// UnknownType counts attempts failed for want of a handler for their
 	// type (also counted in Failed).
 	UnknownType int64
-	// Running is how many handlers are running now.
+	// Running is how many handlers are running now, including any
+	// abandoned past its timeout that has not returned yet.
 	Running int64
 }
 

@@ -23,6 +23,16 @@ const (
 	DefaultMaintenanceInterval = time.Second
 )
 
+// Upper bounds of WorkerConfig's durations: a lease must end within the
+// range of times a store keeps, and a worker must poll and maintain its
+// queues now and then.
+const (
+	MaxLease               = 24 * time.Hour
+	MaxPollInterval        = time.Hour
+	MaxMaintenanceInterval = time.Hour
+	MaxShutdownGrace       = 24 * time.Hour
+)
+
 // WorkerConfig configures a Worker. Only Handler is required; every other
 // field has the default named in its comment.
 type WorkerConfig struct {
@@ -39,11 +49,21 @@ type WorkerConfig struct {
 
 	// Lease is how long a claim holds a job without a heartbeat; a worker
 	// that dies loses its jobs to another after at most this long.
-	// Default 30s.
+	// Default 30s, at most MaxLease (24h).
+	//
+	// A handler whose lease has not been renewed by the time it is within
+	// max(1s, Lease/10) of its expiry (less for leases of a few seconds:
+	// at most (Lease-HeartbeatInterval)/2) has its context
+	// cancelled with the cause ErrLeaseLost, and its outcome is dropped,
+	// so that it does not overlap with a new attempt elsewhere. Lease is
+	// also the grace a handler gets past its job's timeout: one that has
+	// not returned by Timeout+Lease is abandoned (its attempt failed and
+	// retried, its slot freed, its goroutine left to itself).
 	Lease time.Duration
 
 	// HeartbeatInterval is how often the leases of running jobs are
-	// extended; it must be shorter than Lease. Default Lease/3.
+	// extended; it must be positive and at most Lease/2, so that one
+	// failed heartbeat is survived. Default Lease/3.
 	HeartbeatInterval time.Duration
 
 	// ClaimBatch is the most jobs one claim call may take. Default, per
@@ -51,15 +71,19 @@ type WorkerConfig struct {
 	ClaimBatch int
 
 	// PollInterval is how often an idle queue is polled when no wake-up
-	// signal arrives from the backend. Default 1s.
+	// signal arrives from the backend. Default 1s, at most 1h.
 	PollInterval time.Duration
 
 	// ShutdownGrace is how long Shutdown waits for running jobs before it
-	// cancels them and hands them back to the queue. Default 30s.
+	// cancels them and hands them back to the queue. Default 30s, at
+	// most 24h.
 	ShutdownGrace time.Duration
 
 	// Backoff chooses the delay before a failed job's next attempt.
 	// Default ExponentialBackoff(1s, 1h): 1s, 2s, 4s … up to 1h, ±20%.
+	// A backoff that panics is logged as an error and the default is used
+	// for that attempt. A retry time past the range of times a store keeps
+	// (see backend.MaxTime) is clamped to its end.
 	Backoff BackoffFunc
 
 	// BackoffByType overrides Backoff for the job types it names.
@@ -137,18 +161,18 @@ func (c WorkerConfig) validate() error {
 	switch {
 	case c.Handler == nil:
 		return errors.New("kyu: WorkerConfig.Handler is required")
-	case c.Lease < 0:
-		return fmt.Errorf("kyu: WorkerConfig.Lease %s is negative", c.Lease)
-	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.Lease:
-		return fmt.Errorf("kyu: WorkerConfig.HeartbeatInterval %s must be positive and shorter than Lease %s", c.HeartbeatInterval, c.Lease)
+	case c.Lease < 0 || c.Lease > MaxLease:
+		return fmt.Errorf("kyu: WorkerConfig.Lease %s is outside (0, %s]", c.Lease, MaxLease)
+	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval > c.Lease/2:
+		return fmt.Errorf("kyu: WorkerConfig.HeartbeatInterval %s must be positive and at most half of Lease %s", c.HeartbeatInterval, c.Lease)
 	case c.ClaimBatch < 0:
 		return fmt.Errorf("kyu: WorkerConfig.ClaimBatch %d is negative", c.ClaimBatch)
-	case c.PollInterval < 0:
-		return fmt.Errorf("kyu: WorkerConfig.PollInterval %s is negative", c.PollInterval)
-	case c.ShutdownGrace < 0:
-		return fmt.Errorf("kyu: WorkerConfig.ShutdownGrace %s is negative", c.ShutdownGrace)
-	case c.MaintenanceInterval < 0:
-		return fmt.Errorf("kyu: WorkerConfig.MaintenanceInterval %s is negative", c.MaintenanceInterval)
+	case c.PollInterval < 0 || c.PollInterval > MaxPollInterval:
+		return fmt.Errorf("kyu: WorkerConfig.PollInterval %s is outside (0, %s]", c.PollInterval, MaxPollInterval)
+	case c.ShutdownGrace < 0 || c.ShutdownGrace > MaxShutdownGrace:
+		return fmt.Errorf("kyu: WorkerConfig.ShutdownGrace %s is outside (0, %s]", c.ShutdownGrace, MaxShutdownGrace)
+	case c.MaintenanceInterval < 0 || c.MaintenanceInterval > MaxMaintenanceInterval:
+		return fmt.Errorf("kyu: WorkerConfig.MaintenanceInterval %s is outside (0, %s]", c.MaintenanceInterval, MaxMaintenanceInterval)
 	}
 	for _, name := range c.queueNames() {
 		if !backend.ValidQueueName(name) {
@@ -186,17 +210,20 @@ func (c WorkerConfig) claimBatch(concurrency int) int {
 	return min(n, concurrency)
 }
 
-// backoff returns the delay before the attempt after the given one of a
-// job of type jobType failed with err.
-func (c WorkerConfig) backoff(jobType string, attempt int, err error) time.Duration {
-	if d, ok := retryDelay(err); ok {
-		return d
-	}
-	if f := c.BackoffByType[jobType]; f != nil {
-		return f(attempt, err)
-	}
-	return c.Backoff(attempt, err)
+// leaseMargin is how long before its known expiry an unrenewed lease is
+// given up: max(1s, Lease/10), the 1 s covering the clock skew allowed
+// between processes (docs/architecture.md), but at most half of the time
+// between a renewal and the lease's end (Lease-HeartbeatInterval), so
+// that a lease renewed on time is never given up, even when the next
+// heartbeat is late by up to that much. Only short leases (under about
+// 3 s with the default heartbeat) reach that bound.
+func (c WorkerConfig) leaseMargin() time.Duration {
+	return min(max(time.Second, c.Lease/10), (c.Lease-c.HeartbeatInterval)/2)
 }
+
+// timeoutGrace is how long past its job's timeout a handler may run before
+// the worker abandons it: one Lease.
+func (c WorkerConfig) timeoutGrace() time.Duration { return c.Lease }
 
 // defaultWorkerID is "host-pid-random".
 func defaultWorkerID() string {

@@ -2,22 +2,35 @@ package kyu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kyuhq/kyu/backend"
 )
 
 // The states of a jobRun. A run starts running; the handler goroutine moves
-// it to returned when the handler returns, unless Shutdown has abandoned it
-// first (its lease released).
+// it to returned when the handler returns, unless the worker has abandoned
+// it first: Shutdown past its grace (its lease released), or the
+// heartbeater once the handler has overrun its timeout by timeoutGrace
+// (its attempt failed).
 const (
 	runRunning int32 = iota
 	runReturned
 	runAbandoned
+	runTimedOut
 )
+
+// errGoexit is the outcome of a handler that called runtime.Goexit (as
+// t.FailNow does) instead of returning.
+var errGoexit = errors.New("handler called runtime.Goexit")
+
+// abandonedMessage is the error recorded for an attempt whose handler did
+// not return within its timeout plus timeoutGrace.
+const abandonedMessage = "handler did not return within its timeout (plus grace); abandoned"
 
 // jobRun is the worker's side of a running job: the handler's view of the
 // job, its lease, and what the handler reports back through the Job's
@@ -25,22 +38,41 @@ const (
 type jobRun struct {
 	job   Job
 	lease backend.Lease
-	// jobType and attempt are kept apart from job, which the handler may
-	// change.
+	// jobType, attempt and timeout are kept apart from job, which the
+	// handler may change.
 	jobType string
 	attempt int
+	timeout time.Duration
+	// started is when the handler was started, on the real (monotonic)
+	// clock: timeouts run on real time whatever the Clock says.
+	started time.Time
 	f       *fetcher
-	cancel  context.CancelFunc
+	// cancel ends the handler's context with a cause (ErrLeaseLost when
+	// the lease is lost or about to expire unrenewed).
+	cancel context.CancelCauseFunc
+	// stopTimer releases the timeout's timer once the handler is done.
+	stopTimer context.CancelFunc
 	// early is set, before the run is queued to the completer, when its
-	// slot was freed as its handler returned (fetcher.freeEarly).
-	early bool
+	// slot was freed as its handler returned (fetcher.freeEarly); held is
+	// set instead when the slot stays taken until the outcome is recorded
+	// (counted in fetcher.held).
+	early, held bool
 
-	state atomic.Int32 // runRunning, runReturned or runAbandoned
+	state atomic.Int32 // runRunning, runReturned, runAbandoned or runTimedOut
 	// exited is set once the handler has returned (or panicked).
 	exited atomic.Bool
 	// lost is set by the heartbeater before it cancels the context of a
-	// job whose lease is no longer live.
+	// job whose lease is no longer live (or is about to expire unrenewed).
 	lost atomic.Bool
+	// expired is set, beside lost, when the worker itself gave up on the
+	// lease because it was not renewed in time: whatever the handler
+	// returns is then dropped.
+	expired atomic.Bool
+	// expires is the lease's known expiry in Unix nanoseconds of the
+	// worker's Clock: the claim's LeaseExpiresAt, then the ExpiresAt of
+	// each successful heartbeat. Only the heartbeater reads and writes it
+	// after the run starts.
+	expires atomic.Int64
 
 	mu     sync.Mutex
 	result []byte
@@ -70,18 +102,12 @@ func newRun(rec *backend.Job, f *fetcher) *jobRun {
 		lease:   backend.Lease{JobID: rec.ID, Token: rec.LeaseToken},
 		jobType: rec.Type,
 		attempt: rec.Attempt,
+		timeout: rec.Timeout,
 		f:       f,
 	}
-	r.job = Job{
-		ID: rec.ID, Type: rec.Type, Queue: rec.Queue, Payload: rec.Payload, Title: rec.Title,
-		Priority: rec.Priority, State: rec.State, Attempt: rec.Attempt, MaxAttempts: rec.MaxAttempts,
-		RunAt: rec.RunAt, Timeout: rec.Timeout, Deadline: rec.Deadline,
-		UniqueKey: rec.UniqueKey, UniqueFor: rec.UniqueFor, Tags: rec.Tags, Metadata: rec.Metadata,
-		Retention: rec.Retention, CreatedAt: rec.CreatedAt, StartedAt: rec.StartedAt,
-		FinishedAt: rec.FinishedAt, WorkerID: rec.WorkerID, Errors: rec.Errors,
-		Result: rec.Result, CancelReason: rec.CancelReason,
-		run: r,
-	}
+	r.expires.Store(rec.LeaseExpiresAt.UnixNano())
+	fillJob(&r.job, rec)
+	r.job.run = r
 	return r
 }
 
@@ -89,87 +115,115 @@ func newRun(rec *backend.Job, f *fetcher) *jobRun {
 // is already taken.
 func (w *Worker) startJob(f *fetcher, rec *backend.Job) {
 	run := newRun(rec, f)
-	var ctx context.Context
+	ctx := w.jobsCtx
 	if rec.Timeout > 0 {
-		ctx, run.cancel = context.WithTimeout(w.jobsCtx, rec.Timeout)
+		ctx, run.stopTimer = context.WithTimeout(ctx, rec.Timeout)
 	} else {
-		ctx, run.cancel = context.WithCancel(w.jobsCtx)
+		run.stopTimer = func() {}
 	}
+	// The cancellable context is the inner one, so a cancel's cause is
+	// what the handler sees; the timeout still ends it from outside.
+	ctx, run.cancel = context.WithCancelCause(ctx)
+	run.started = time.Now()
 	w.track(run)
 	w.stats.running.Add(1)
 	go w.execute(ctx, run)
 }
 
-// execute runs the handler and hands its outcome to the completer.
+// execute runs the handler and hands its outcome to the completer. The
+// bookkeeping runs deferred, so a handler that panics or calls
+// runtime.Goexit still gives back its slot and has its attempt recorded.
 func (w *Worker) execute(ctx context.Context, run *jobRun) {
-	stack, err := w.callHandler(ctx, &run.job)
-	run.cancel()
+	var err error
+	returned := false
+	defer func() {
+		var stack string
+		if !returned {
+			stack = string(debug.Stack())
+			switch p := recover(); {
+			case p == nil:
+				err = errGoexit
+			case isError(p):
+				err = fmt.Errorf("panic: %w", p.(error))
+			default:
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}
+		w.settle(run, err, stack)
+	}()
+	err = w.cfg.Handler.ProcessJob(ctx, &run.job)
+	returned = true
+}
+
+func isError(v any) bool {
+	_, ok := v.(error)
+	return ok
+}
+
+// settle deals with the outcome of a handler that has ended: it is dropped
+// when the worker has abandoned the run or given up on its lease, and
+// otherwise queued to the completer.
+func (w *Worker) settle(run *jobRun, err error, stack string) {
+	run.cancel(nil)
+	run.stopTimer()
 	run.exited.Store(true)
 	w.stats.processed.Add(1)
 	w.stats.running.Add(-1)
 
 	if !run.state.CompareAndSwap(runRunning, runReturned) {
-		w.dropAbandoned(run, err)
+		w.log.Debug("kyu: outcome of an abandoned job dropped",
+			"job_id", run.lease.JobID, "type", run.jobType, "error", err)
 		return
 	}
-	run.f.returned.Add(1)
+	if run.expired.Load() || (err != nil && run.lost.Load()) {
+		// The lease is lost, or was about to expire unrenewed: the job is
+		// (or will soon be) someone else's.
+		w.log.Debug("kyu: job's lease was lost; outcome dropped",
+			"job_id", run.lease.JobID, "type", run.jobType, "error", err)
+		w.finish([]*jobRun{run})
+		return
+	}
 	if err != nil {
-		if run.lost.Load() {
-			w.dropLost(run, err)
-			return
-		}
 		w.setFailure(run, err, stack)
 	}
 	run.early = run.f.freeEarly()
+	if !run.early {
+		run.held = true
+		run.f.held.Add(1)
+	}
 	w.comp.send(run)
 }
 
-// dropAbandoned drops the outcome of a job Shutdown gave up on: its lease
-// was released, so whatever the handler says now belongs to nobody.
-//
-//go:noinline
-func (w *Worker) dropAbandoned(run *jobRun, err error) {
-	w.log.Debug("kyu: outcome of a job released at shutdown dropped",
-		"job_id", run.lease.JobID, "type", run.jobType, "error", err)
-}
-
-// dropLost drops the failure of a job whose lease was lost (its context
-// was cancelled for that reason): the job is someone else's now.
-//
-//go:noinline
-func (w *Worker) dropLost(run *jobRun, err error) {
-	w.log.Debug("kyu: job's lease was lost; outcome dropped",
-		"job_id", run.lease.JobID, "type", run.jobType, "error", err)
-	w.finish([]*jobRun{run})
-}
-
 // setFailure records err as the run's outcome, with its retry time.
-//
-//go:noinline
 func (w *Worker) setFailure(run *jobRun, err error, stack string) {
 	run.err = err
-	run.failure = backend.FailItem{
+	run.failure = w.failItem(run, err, stack)
+}
+
+// failItem builds the backend's record of a failed attempt.
+func (w *Worker) failItem(run *jobRun, err error, stack string) backend.FailItem {
+	item := backend.FailItem{
 		Lease:   run.lease,
 		Message: err.Error(),
 		Stack:   stack,
 		Final:   IsPermanent(err),
 	}
-	if !run.failure.Final {
-		run.failure.RetryAt = w.cfg.Clock.Now().Add(w.cfg.backoff(run.jobType, run.attempt, err))
+	if !item.Final {
+		item.RetryAt = retryTime(w.cfg.Clock.Now(), w.backoff(run.jobType, run.attempt, err))
 	}
+	return item
 }
 
-// callHandler runs the handler, turning a panic into an error and a stack.
-func (w *Worker) callHandler(ctx context.Context, job *Job) (stack string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			stack = string(debug.Stack())
-			if perr, ok := p.(error); ok {
-				err = fmt.Errorf("panic: %w", perr)
-			} else {
-				err = fmt.Errorf("panic: %v", p)
-			}
-		}
-	}()
-	return "", w.cfg.Handler.ProcessJob(ctx, job)
+// retryTime is now+d, kept within the range of times a job may carry: a
+// negative delay means now, and a delay past backend.MaxTime gives the
+// last representable instant.
+func retryTime(now time.Time, d time.Duration) time.Time {
+	last := backend.MaxTime().Add(-time.Nanosecond)
+	switch {
+	case d <= 0:
+		return now
+	case d >= last.Sub(now): // Sub saturates, so this never overflows
+		return last
+	}
+	return now.Add(d)
 }

@@ -39,7 +39,7 @@ func TestWorkerProcessesJob(t *testing.T) {
 	if job.Attempt != 1 || len(job.Errors) != 0 {
 		t.Errorf("attempt %d with errors %v, want 1 attempt and none", job.Attempt, job.Errors)
 	}
-	if job.WorkerID != w.ID() && job.WorkerID != "" {
+	if job.WorkerID != w.ID() {
 		t.Errorf("worker id = %q, want %q", job.WorkerID, w.ID())
 	}
 	eventually(t, "succeeded count", func() bool { return w.Stats().Succeeded == 1 })
@@ -94,8 +94,8 @@ func TestWorkerPermanentError(t *testing.T) {
 	if job.Attempt != 1 || len(job.Errors) != 1 {
 		t.Fatalf("attempt %d, errors %+v; want 1 attempt, 1 error", job.Attempt, job.Errors)
 	}
-	if !strings.Contains(job.Errors[0].Message, "bad input") {
-		t.Errorf("message = %q", job.Errors[0].Message)
+	if got := job.Errors[0].Message; got != "bad input" {
+		t.Errorf("message = %q, want the wrapped error's own %q", got, "bad input")
 	}
 	if n := calls.Load(); n != 1 {
 		t.Errorf("handler called %d times, want 1", n)
@@ -119,8 +119,8 @@ func TestWorkerRetryAfter(t *testing.T) {
 	if want := now.Add(90 * time.Minute); !job.RunAt.Equal(want) {
 		t.Errorf("run_at = %s, want %s", job.RunAt, want)
 	}
-	if len(job.Errors) != 1 || !strings.Contains(job.Errors[0].Message, "rate limited") {
-		t.Errorf("errors = %+v", job.Errors)
+	if len(job.Errors) != 1 || job.Errors[0].Message != "rate limited" {
+		t.Errorf("errors = %+v, want one with the wrapped error's own message", job.Errors)
 	}
 }
 
@@ -428,7 +428,7 @@ func TestShutdownDoesNotWaitForHungHandler(t *testing.T) {
 	// it is dropped, safely, and the job stays pending.
 	close(hang)
 	eventually(t, "the late outcome to be dropped", func() bool {
-		return strings.Contains(logs.String(), "outcome of a job released at shutdown dropped")
+		return strings.Contains(logs.String(), "outcome of an abandoned job dropped")
 	})
 	if job, err := c.Get(t.Context(), id); err != nil || job.State != kyu.StatePending {
 		t.Fatalf("after the late outcome: %v, %v", job, err)
@@ -557,12 +557,16 @@ func TestWorkerConcurrencyPerQueue(t *testing.T) {
 	}
 }
 
+// The maintenance loop's Promote makes a due scheduled job pending, and
+// the wake-up it signals gets the job claimed: with an hour between polls,
+// nothing else would claim it.
 func TestWorkerPromotesScheduledJobs(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	c := kyu.NewClient(s, kyu.ClientConfig{})
 	startWorker(t, s, kyu.WorkerConfig{
 		Handler:             kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
+		PollInterval:        time.Hour,
 		MaintenanceInterval: 10 * time.Millisecond,
 	})
 	res, err := c.Enqueue(t.Context(), "later", nil, kyu.EnqueueOptions{Delay: 50 * time.Millisecond})
@@ -588,6 +592,7 @@ func TestWorkerRecoversExpiredLeases(t *testing.T) {
 	}
 	startWorker(t, s, kyu.WorkerConfig{
 		Handler:             kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
+		PollInterval:        time.Hour, // only the maintenance loop's wake-up gets the job claimed
 		MaintenanceInterval: 10 * time.Millisecond,
 	})
 	job := waitState(t, c, id, kyu.StateCompleted)
@@ -601,12 +606,18 @@ func TestNewWorkerValidates(t *testing.T) {
 	s := newStore(t)
 	h := kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil })
 	for name, cfg := range map[string]kyu.WorkerConfig{
-		"no handler":         {},
-		"bad queue":          {Handler: h, Queues: map[string]int{"no spaces": 1}},
-		"zero concurrency":   {Handler: h, Queues: map[string]int{"q": 0}},
-		"heartbeat >= lease": {Handler: h, Lease: time.Second, HeartbeatInterval: time.Second},
-		"negative batch":     {Handler: h, ClaimBatch: -1},
-		"nil type backoff":   {Handler: h, BackoffByType: map[string]kyu.BackoffFunc{"x": nil}},
+		"no handler":          {},
+		"bad queue":           {Handler: h, Queues: map[string]int{"no spaces": 1}},
+		"zero concurrency":    {Handler: h, Queues: map[string]int{"q": 0}},
+		"heartbeat >= lease":  {Handler: h, Lease: time.Second, HeartbeatInterval: time.Second},
+		"heartbeat > lease/2": {Handler: h, Lease: time.Second, HeartbeatInterval: 600 * time.Millisecond},
+		"lease over 24h":      {Handler: h, Lease: 25 * time.Hour},
+		"negative lease":      {Handler: h, Lease: -time.Second},
+		"poll over 1h":        {Handler: h, PollInterval: 2 * time.Hour},
+		"maintenance over 1h": {Handler: h, MaintenanceInterval: 2 * time.Hour},
+		"grace over 24h":      {Handler: h, ShutdownGrace: 25 * time.Hour},
+		"negative batch":      {Handler: h, ClaimBatch: -1},
+		"nil type backoff":    {Handler: h, BackoffByType: map[string]kyu.BackoffFunc{"x": nil}},
 	} {
 		if _, err := kyu.NewWorker(s, cfg); err == nil {
 			t.Errorf("%s: NewWorker accepted the config", name)

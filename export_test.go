@@ -1,0 +1,13 @@
+package kyu
+
+import "time"
+
+// SetShutdownTimings shortens, for a test, how long Shutdown waits for
+// outcomes on their way (shutdownFlushWait) and how long one recording of
+// outcomes may take (outcomeTimeout). Call it before Start.
+func SetShutdownTimings(w *Worker, flushWait, outcomeTimeout time.Duration) {
+	w.flushWait, w.outcomeTimeout = flushWait, outcomeTimeout
+}
+
+// AbandonedMessage is the error recorded for an abandoned attempt.
+const AbandonedMessage = abandonedMessage

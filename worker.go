@@ -53,10 +53,10 @@ type Worker struct {
 	mu      sync.Mutex // guards state and the contexts below
 	state   workerState
 	stopped chan struct{} // closed when Shutdown has finished
-	// jobsCtx is the parent of every handler's context; cancelJobs ends it
-	// at a forced shutdown.
-	jobsCtx    context.Context
-	cancelJobs context.CancelFunc
+	// jobsCtx is the parent of every handler's context. It is never
+	// cancelled (it only carries Start's values): each handler's context is
+	// cancelled on its own, so starting a job touches no shared context.
+	jobsCtx context.Context
 
 	runsMu sync.Mutex
 	runs   map[*jobRun]struct{} // claimed jobs whose outcome is not yet recorded
@@ -140,7 +140,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return ErrWorkerStopped
 	}
 	base := context.WithoutCancel(ctx)
-	w.jobsCtx, w.cancelJobs = context.WithCancel(base)
+	w.jobsCtx = base
 	w.comp.loop.Start(base, w.comp.run)
 	w.heartbeat.Start(base, w.heartbeatLoop)
 	if !w.cfg.DisableMaintenance {
@@ -242,14 +242,13 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	for i := range w.maint {
 		w.maint[i].Stop()
 	}
-	w.cancelJobs()
 	w.log.Info("kyu: worker stopped", "took", time.Since(start).Round(time.Millisecond))
 	return err
 }
 
 // abandonRunning takes every job whose handler is still running away from
 // its handler: the run is marked abandoned, so whatever the handler returns
-// later is dropped, and every handler's context is cancelled.
+// later is dropped, and its context is cancelled.
 func (w *Worker) abandonRunning() []*jobRun {
 	w.runsMu.Lock()
 	var abandoned []*jobRun
@@ -260,7 +259,9 @@ func (w *Worker) abandonRunning() []*jobRun {
 	}
 	w.runsMu.Unlock()
 	w.untrack(abandoned...)
-	w.cancelJobs()
+	for _, run := range abandoned {
+		run.cancel(nil)
+	}
 	return abandoned
 }
 
@@ -272,7 +273,7 @@ func (w *Worker) releaseAbandoned(runs []*jobRun) error {
 	for i, run := range runs {
 		leases[i] = run.lease
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.jobsCtx), releaseTimeout)
+	ctx, cancel := context.WithTimeout(w.jobsCtx, releaseTimeout)
 	defer cancel()
 	res, err := w.b.Release(ctx, backend.ReleaseParams{Leases: leases, Now: w.cfg.Clock.Now()})
 	if err != nil {

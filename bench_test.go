@@ -20,11 +20,11 @@ func benchmarkDrain(b *testing.B, concurrency int) {
 	c := kyu.NewClient(s, kyu.ClientConfig{})
 	ctx := context.Background()
 	const batch = 1000
-	jobs := make([]kyu.NewJob, 0, batch)
+	jobs := make([]kyu.JobSpec, 0, batch)
 	for i := 0; i < b.N; i += batch {
 		jobs = jobs[:0]
 		for j := i; j < min(i+batch, b.N); j++ {
-			jobs = append(jobs, kyu.NewJob{Type: "noop", EnqueueOptions: kyu.EnqueueOptions{Queue: "bench"}})
+			jobs = append(jobs, kyu.JobSpec{Type: "noop", EnqueueOptions: kyu.EnqueueOptions{Queue: "bench"}})
 		}
 		if _, err := c.EnqueueMany(ctx, jobs); err != nil {
 			b.Fatal(err)

@@ -35,8 +35,8 @@ func NewClient(b backend.Backend, cfg ClientConfig) *Client {
 	return &Client{b: b, cfg: cfg}
 }
 
-// NewJob is one job for EnqueueMany.
-type NewJob struct {
+// JobSpec describes one job to enqueue with EnqueueMany.
+type JobSpec struct {
 	Type    string
 	Payload []byte
 	EnqueueOptions
@@ -53,7 +53,7 @@ type EnqueueResult struct {
 // Enqueue adds one job. When its unique key is held it returns the holder's
 // id in the result and an error matching ErrDuplicate.
 func (c *Client) Enqueue(ctx context.Context, jobType string, payload []byte, opts EnqueueOptions) (EnqueueResult, error) {
-	res, err := c.EnqueueMany(ctx, []NewJob{{Type: jobType, Payload: payload, EnqueueOptions: opts}})
+	res, err := c.EnqueueMany(ctx, []JobSpec{{Type: jobType, Payload: payload, EnqueueOptions: opts}})
 	if err != nil {
 		return EnqueueResult{}, err
 	}
@@ -76,7 +76,7 @@ func (c *Client) EnqueueJSON(ctx context.Context, jobType string, v any, opts En
 // unique-key duplicate is not an error here: its result has Duplicate set.
 // Bad input is reported as a *ValidationError naming the job's index and
 // field, returned as it is; other errors are wrapped.
-func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]EnqueueResult, error) {
+func (c *Client) EnqueueMany(ctx context.Context, jobs []JobSpec) ([]EnqueueResult, error) {
 	now := c.cfg.Clock.Now()
 	p := backend.EnqueueParams{Now: now, MaxPayload: c.cfg.MaxPayload, Jobs: make([]backend.NewJob, len(jobs))}
 	for i, j := range jobs {

@@ -101,9 +101,9 @@ func TestWorkerCrashChild(t *testing.T) {
 		if first >= crashBurst*crashBatch {
 			time.Sleep(crashPace)
 		}
-		jobs := make([]kyu.NewJob, crashBatch)
+		jobs := make([]kyu.JobSpec, crashBatch)
 		for i := range jobs {
-			jobs[i] = kyu.NewJob{Type: "crash", Payload: []byte(strconv.Itoa(first + i))}
+			jobs[i] = kyu.JobSpec{Type: "crash", Payload: []byte(strconv.Itoa(first + i))}
 		}
 		res, err := c.EnqueueMany(ctx, jobs)
 		if err != nil {

@@ -31,6 +31,9 @@ const (
 	MaxPollInterval        = time.Hour
 	MaxMaintenanceInterval = time.Hour
 	MaxShutdownGrace       = 24 * time.Hour
+	// NoShutdownGrace as WorkerConfig.ShutdownGrace makes Shutdown cancel
+	// running jobs and hand them back at once.
+	NoShutdownGrace = time.Duration(-1)
 )
 
 // WorkerConfig configures a Worker. Only Handler is required; every other
@@ -76,7 +79,7 @@ type WorkerConfig struct {
 
 	// ShutdownGrace is how long Shutdown waits for running jobs before it
 	// cancels them and hands them back to the queue. Default 30s, at
-	// most 24h.
+	// most 24h; NoShutdownGrace (any negative value) cancels them at once.
 	ShutdownGrace time.Duration
 
 	// Backoff chooses the delay before a failed job's next attempt.
@@ -169,8 +172,8 @@ func (c WorkerConfig) validate() error {
 		return fmt.Errorf("kyu: WorkerConfig.ClaimBatch %d is negative", c.ClaimBatch)
 	case c.PollInterval < 0 || c.PollInterval > MaxPollInterval:
 		return fmt.Errorf("kyu: WorkerConfig.PollInterval %s is outside (0, %s]", c.PollInterval, MaxPollInterval)
-	case c.ShutdownGrace < 0 || c.ShutdownGrace > MaxShutdownGrace:
-		return fmt.Errorf("kyu: WorkerConfig.ShutdownGrace %s is outside (0, %s]", c.ShutdownGrace, MaxShutdownGrace)
+	case c.ShutdownGrace > MaxShutdownGrace:
+		return fmt.Errorf("kyu: WorkerConfig.ShutdownGrace %s is over %s", c.ShutdownGrace, MaxShutdownGrace)
 	case c.MaintenanceInterval < 0 || c.MaintenanceInterval > MaxMaintenanceInterval:
 		return fmt.Errorf("kyu: WorkerConfig.MaintenanceInterval %s is outside (0, %s]", c.MaintenanceInterval, MaxMaintenanceInterval)
 	}

@@ -540,10 +540,10 @@ func TestWorkerConcurrencyPerQueue(t *testing.T) {
 		Queues: limits,
 	})
 	const perQueue = 40
-	var jobs []kyu.NewJob
+	var jobs []kyu.JobSpec
 	for q := range limits {
 		for range perQueue {
-			jobs = append(jobs, kyu.NewJob{Type: "work", EnqueueOptions: kyu.EnqueueOptions{Queue: q}})
+			jobs = append(jobs, kyu.JobSpec{Type: "work", EnqueueOptions: kyu.EnqueueOptions{Queue: q}})
 		}
 	}
 	if _, err := c.EnqueueMany(t.Context(), jobs); err != nil {
@@ -642,13 +642,13 @@ func TestWorkerMixedOutcomes(t *testing.T) {
 		}),
 		Queues: map[string]int{"default": 20},
 	})
-	var jobs []kyu.NewJob
+	var jobs []kyu.JobSpec
 	for i := range 100 {
 		typ := "good"
 		if i%2 == 1 {
 			typ = "bad"
 		}
-		jobs = append(jobs, kyu.NewJob{Type: typ, EnqueueOptions: kyu.EnqueueOptions{Title: fmt.Sprint(i)}})
+		jobs = append(jobs, kyu.JobSpec{Type: typ, EnqueueOptions: kyu.EnqueueOptions{Title: fmt.Sprint(i)}})
 	}
 	res, err := c.EnqueueMany(t.Context(), jobs)
 	if err != nil {
@@ -681,9 +681,9 @@ func TestWorkerHeartbeatSkipsRecordedLeases(t *testing.T) {
 	s := newStore(t)
 	c := kyu.NewClient(s, kyu.ClientConfig{})
 	const n = 2000
-	jobs := make([]kyu.NewJob, n)
+	jobs := make([]kyu.JobSpec, n)
 	for i := range jobs {
-		jobs[i] = kyu.NewJob{Type: "noop"}
+		jobs[i] = kyu.JobSpec{Type: "noop"}
 	}
 	if _, err := c.EnqueueMany(context.Background(), jobs); err != nil {
 		t.Fatal(err)
@@ -699,5 +699,38 @@ func TestWorkerHeartbeatSkipsRecordedLeases(t *testing.T) {
 	eventually(t, "every job to complete", func() bool { return w.Stats().Succeeded == n })
 	if strings.Contains(logs.String(), "lease lost") {
 		t.Errorf("a lease was reported lost during a normal drain:\n%s", logs.String())
+	}
+}
+
+func TestShutdownWithNoGrace(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	started := make(chan struct{}, 1)
+	w := startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}),
+		ShutdownGrace: kyu.NoShutdownGrace,
+	})
+	id := enqueue(t, c, "endless", nil, kyu.EnqueueOptions{})
+	recv(t, started, "handler start")
+	// With no grace Shutdown must not wait for the handler: it returns far
+	// sooner than the default grace of 30s would let it.
+	begin := time.Now()
+	if err := w.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took >= kyu.DefaultShutdownGrace/2 {
+		t.Fatalf("Shutdown with no grace took %s", took)
+	}
+	job, err := c.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.State != kyu.StatePending || job.Attempt != 0 {
+		t.Fatalf("job is %s at attempt %d right after Shutdown with no grace; want pending at attempt 0", job.State, job.Attempt)
 	}
 }

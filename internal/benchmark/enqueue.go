@@ -25,7 +25,7 @@ func (r *runner) enqueue(ctx context.Context, queue string, perCall int) (Throug
 	start := time.Now()
 	for range min(r.cfg.Producers, calls) {
 		wg.Go(func() {
-			batch := make([]kyu.NewJob, 0, perCall)
+			batch := make([]kyu.JobSpec, 0, perCall)
 			for ctx.Err() == nil {
 				call := int(next.Add(1)) - 1
 				if call >= calls {
@@ -38,7 +38,7 @@ func (r *runner) enqueue(ctx context.Context, queue string, perCall int) (Throug
 					n := min(perCall, jobs-call*perCall)
 					batch = batch[:0]
 					for range n {
-						batch = append(batch, kyu.NewJob{Type: JobType, Payload: r.payload, EnqueueOptions: opts})
+						batch = append(batch, kyu.JobSpec{Type: JobType, Payload: r.payload, EnqueueOptions: opts})
 					}
 					_, err = r.client.EnqueueMany(ctx, batch)
 				}

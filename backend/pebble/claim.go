@@ -41,12 +41,9 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	if err := s.lockState(); err != nil {
 		return backend.ClaimResult{}, err
 	}
-	ver := s.ver
+	mark := s.writes
 	got, err := s.claimLocked(order, p.Max, p.Lease, p.WorkerID, p.Now)
-	var g *commitGroup
-	if s.ver != ver {
-		g = s.pending
-	}
+	g := s.groupSince(mark)
 	s.unlock()
 	if err != nil {
 		return backend.ClaimResult{}, err

@@ -27,6 +27,7 @@ type dirtyRef struct {
 // group returns the group collecting writes now, starting one if needed;
 // mu must be held.
 func (s *Store) group() *commitGroup {
+	s.writes++
 	if s.pending == nil {
 		s.pending = &commitGroup{
 			batch: s.db.NewBatch(),
@@ -45,6 +46,16 @@ func (s *Store) wake(queue string) {
 		g.wake = make(map[string]struct{})
 	}
 	g.wake[queue] = struct{}{}
+}
+
+// groupSince returns the group that holds the writes queued since mark (a
+// value of s.writes taken earlier in the same section under mu), or nil
+// when the section queued none; mu must be held.
+func (s *Store) groupSince(mark uint64) *commitGroup {
+	if s.writes == mark {
+		return nil
+	}
+	return s.pending
 }
 
 // wait blocks until g is durable (g may be nil: nothing was written).

@@ -43,7 +43,7 @@ func (s *Store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Ti
 		return nil, err
 	}
 	errs := make([]error, len(leases))
-	ver := s.ver
+	mark := s.writes
 	for i, l := range leases {
 		id, err := s.checkLease(l, now)
 		if err == nil {
@@ -60,10 +60,7 @@ func (s *Store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Ti
 		}
 		errs[i] = err
 	}
-	var g *commitGroup
-	if s.ver != ver {
-		g = s.pending
-	}
+	g := s.groupSince(mark)
 	s.unlock()
 	if err := wait(g); err != nil {
 		return nil, err

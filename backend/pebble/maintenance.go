@@ -23,12 +23,9 @@ func (s *Store) maintain(ctx context.Context, p backend.MaintenanceParams, step 
 	if err := s.lockState(); err != nil {
 		return backend.MaintenanceResult{}, err
 	}
-	ver := s.ver
+	mark := s.writes
 	res, err := step(p.Now, limit)
-	var g *commitGroup
-	if s.ver != ver {
-		g = s.pending
-	}
+	g := s.groupSince(mark)
 	s.unlock()
 	if err != nil {
 		return backend.MaintenanceResult{}, err

@@ -53,6 +53,9 @@ type Store struct {
 	// reads look here before Pebble.
 	dirty map[jobID]dirtyEntry
 	ver   uint64
+	// writes counts the writes queued (every one goes through group), so
+	// a section can tell whether it wrote anything (groupSince).
+	writes uint64
 	// pending collects the writes of operations since the committer last
 	// took a group; nil when there are none.
 	pending    *commitGroup

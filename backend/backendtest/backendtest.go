@@ -81,6 +81,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Delete", testDelete},
 		{"Maintenance", testMaintenance},
 		{"Subscribe", testSubscribe},
+		{"Cancel", testCancel},
 		{"Close", testClose},
 	}
 	for _, a := range areas {

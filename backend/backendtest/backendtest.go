@@ -82,6 +82,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Maintenance", testMaintenance},
 		{"Subscribe", testSubscribe},
 		{"Cancel", testCancel},
+		{"Admin", testAdmin},
 		{"Close", testClose},
 	}
 	for _, a := range areas {

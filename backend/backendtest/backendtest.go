@@ -83,6 +83,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Subscribe", testSubscribe},
 		{"Cancel", testCancel},
 		{"Admin", testAdmin},
+		{"Pause", testPause},
 		{"Close", testClose},
 	}
 	for _, a := range areas {

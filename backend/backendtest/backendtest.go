@@ -84,6 +84,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Cancel", testCancel},
 		{"Admin", testAdmin},
 		{"Pause", testPause},
+		{"QueueRetention", testQueueRetention},
 		{"Close", testClose},
 	}
 	for _, a := range areas {

@@ -85,6 +85,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Admin", testAdmin},
 		{"Pause", testPause},
 		{"QueueRetention", testQueueRetention},
+		{"Report", testReport},
 		{"Close", testClose},
 	}
 	for _, a := range areas {

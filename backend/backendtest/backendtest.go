@@ -86,6 +86,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Pause", testPause},
 		{"QueueRetention", testQueueRetention},
 		{"Report", testReport},
+		{"Watch", testWatch},
 		{"Close", testClose},
 	}
 	for _, a := range areas {

@@ -87,6 +87,7 @@ func Run(t *testing.T, factory Factory) {
 		{"QueueRetention", testQueueRetention},
 		{"Report", testReport},
 		{"Watch", testWatch},
+		{"List", testList},
 		{"Close", testClose},
 	}
 	for _, a := range areas {

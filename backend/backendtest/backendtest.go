@@ -88,6 +88,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Report", testReport},
 		{"Watch", testWatch},
 		{"List", testList},
+		{"Stats", testStats},
 		{"Close", testClose},
 	}
 	for _, a := range areas {

@@ -89,6 +89,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Watch", testWatch},
 		{"List", testList},
 		{"Stats", testStats},
+		{"Workers", testWorkers},
 		{"Close", testClose},
 	}
 	for _, a := range areas {

@@ -42,6 +42,18 @@
 //   - An AttemptError records the attempt number the attempt ran as, also
 //     for an interrupted attempt whose Attempt Release then decrements.
 //   - A Subscription hears every event that happens after Subscribe returns.
+//   - Cancel, Retry and RunNow return the job as it is after the call (not
+//     checked for a job Cancel deleted under RetainNone). A second Cancel
+//     of an active job already requested returns no error.
+//   - Retry keeps the job's attempt errors: RetryParams clears only what it
+//     names.
+//   - Ending an attempt of a job whose cancel was requested counts in the
+//     per-minute counters as the call it was (Complete, Fail, recovery).
+//   - WatchFinished, like Subscribe, is checked only on a store that
+//     declares Capabilities().Notify.
+//   - A page that ends with the last matching job has no NextCursor, and
+//     a cursor stays valid when only Limit changes.
+//   - Stats lists a queue that has settings and no jobs.
 //
 // memstore_test.go keeps a plain in-memory reading of the contract that
 // passes the suite; it checks the suite, not a store anyone should use.

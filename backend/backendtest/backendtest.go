@@ -47,8 +47,6 @@
 //     of an active job already requested returns no error.
 //   - Retry keeps the job's attempt errors: RetryParams clears only what it
 //     names.
-//   - Ending an attempt of a job whose cancel was requested counts in the
-//     per-minute counters as the call it was (Complete, Fail, recovery).
 //   - WatchFinished, like Subscribe, is checked only on a store that
 //     declares Capabilities().Notify.
 //   - A page that ends with the last matching job has no NextCursor, and

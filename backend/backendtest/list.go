@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"sync"
@@ -17,17 +18,10 @@ func (f *fixture) list(p backend.ListParams) backend.ListResult {
 	if err != nil {
 		f.t.Fatalf("List(%+v): %v", p, err)
 	}
-	if limit := cmpOr(p.Limit, backend.DefaultListLimit); len(res.Jobs) > limit {
+	if limit := cmp.Or(p.Limit, backend.DefaultListLimit); len(res.Jobs) > limit {
 		f.t.Fatalf("List(limit %d) returned %d jobs", limit, len(res.Jobs))
 	}
 	return res
-}
-
-func cmpOr(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 // listIDs pages through p from the first page to the last, calling between

@@ -213,6 +213,22 @@ func testStats(t *testing.T, factory Factory) {
 		}
 	})
 
+	t.Run("CancelledAttempts", func(t *testing.T) {
+		f := start(t, factory)
+		f.enqueueN(3)
+		jobs := f.claim(3)
+		if len(jobs) != 3 {
+			t.Fatalf("Claim(max 3) returned %d jobs", len(jobs))
+		}
+		f.mustCancel(jobs[0].ID)
+		f.mustCancel(jobs[1].ID)
+		f.mustOK("Complete of a job whose cancel was requested", f.complete(lease(jobs[0]), nil))
+		f.mustOK("Fail of a job whose cancel was requested", f.fail(backend.FailItem{Lease: lease(jobs[1]), Message: "boom"}))
+		f.mustOK("Fail with Cancel", f.fail(backend.FailItem{Lease: lease(jobs[2]), Message: "stop", Cancel: true}))
+		// Each Complete and each Fail counts, whatever comes of the job.
+		f.wantMinutes(f.stats(1), 1, map[int][2]int64{0: {3, 2}})
+	})
+
 	t.Run("MinutesAcrossQueues", func(t *testing.T) {
 		f := start(t, factory)
 		other := uniqueQueue(t, "-other")

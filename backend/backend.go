@@ -57,11 +57,16 @@
 //     "requested") instead of what it would have been: Complete (the
 //     result is stored), Fail (the error is recorded), Release (recorded
 //     interrupted) and lease expiry (recorded lease_expired). Cancel of an
-//     active job already requested changes nothing; of a final job it is a
-//     *StateError. FailItem.Cancel ends a job cancelled with the reason
-//     "handler".
+//     active job already requested changes nothing and is not an error; of
+//     a final job it is a *StateError. FailItem.Cancel ends a job cancelled
+//     with the reason "handler" (but "requested" when a cancel was requested
+//     first). CancelRequested stays set on the final job, as a record.
+//     Release of a requested job decrements Attempt as any Release does.
 //   - Admin. Retry (failed, cancelled), RunNow (scheduled, retry) and their
-//     errors as written on RetryParams and RunNowParams; RetryQueue and
+//     errors as written on RetryParams and RunNowParams; Retry keeps the
+//     job's Errors, RunNow leaves its Deadline alone. Cancel, Retry and
+//     RunNow return the job as it is after the call (Cancel's job may
+//     already be deleted under RetainNone). RetryQueue and
 //     Purge act on the oldest jobs (by id) first. Delete and Purge never
 //     touch an active job.
 //   - Pause. Claim hands out nothing from a paused queue, in both modes;
@@ -219,8 +224,8 @@ type Backend interface {
 
 // Capabilities declares what a backend offers beyond the contract.
 type Capabilities struct {
-	// Notify: Subscribe delivers signals on enqueue (otherwise the
-	// subscription never fires and workers rely on polling).
+	// Notify: Subscribe and WatchFinished deliver their signals (otherwise
+	// the subscriptions never fire and callers rely on polling).
 	Notify bool
 	// Tx: the backend can enqueue inside a caller's database transaction.
 	Tx bool

@@ -100,6 +100,7 @@ func Run(t *testing.T, factory Factory) {
 		{"List", testList},
 		{"Stats", testStats},
 		{"Workers", testWorkers},
+		{"Periodic", testPeriodic},
 		{"Close", testClose},
 	}
 	for _, a := range areas {

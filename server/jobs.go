@@ -2,6 +2,8 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -60,8 +62,15 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 	batch := len(trimmed) > 0 && trimmed[0] == '['
 	var items []api.NewJob
 	if batch {
-		if err := decodeJSON(body, &items); err != nil {
+		var raws []json.RawMessage
+		if err := decodeJSON(body, &raws); err != nil {
 			return errorAnswer(err)
+		}
+		items = make([]api.NewJob, len(raws))
+		for i, raw := range raws {
+			if err := decodeItem(raw, &items[i], i); err != nil {
+				return errorAnswer(err)
+			}
 		}
 		if len(items) == 0 {
 			return errorAnswer(badRequest("body", "an empty array enqueues nothing"))
@@ -198,16 +207,24 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.releasePoll()
+	// A poll now and then covers a signal that a store may coalesce away;
+	// a store that cannot watch is polled more often.
+	every := time.Second
+	var wake <-chan struct{}
 	sub, err := s.b.WatchFinished(ctx, backend.WatchParams{IDs: []string{id}})
-	if err != nil {
+	switch {
+	case errors.Is(err, backend.ErrNotSupported):
+		every = 100 * time.Millisecond
+	case err != nil:
 		s.fail(w, r, err)
 		return
+	default:
+		defer sub.Close()
+		wake = sub.C
 	}
-	defer sub.Close()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	// A poll now and then covers a signal that a store may coalesce away.
-	poll := time.NewTicker(time.Second)
+	poll := time.NewTicker(every)
 	defer poll.Stop()
 wait:
 	for {
@@ -221,7 +238,7 @@ wait:
 			break
 		}
 		select {
-		case <-sub.C:
+		case <-wake:
 		case <-poll.C:
 		case <-timer.C:
 			break wait

@@ -7,7 +7,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 
+	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/server/api"
 )
 
@@ -123,15 +125,56 @@ func decodeBody(r *http.Request, v any, allowEmpty bool) error {
 
 // decodeJSON decodes one JSON value strictly.
 func decodeJSON(b []byte, v any) error {
+	return decodeItem(b, v, -1)
+}
+
+// decodeItem decodes one JSON value strictly into v; a failure is a
+// validation error naming the field at fault and, in a batch, the index.
+func decodeItem(b []byte, v any, index int) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badRequest(jsonField(err), "malformed JSON: "+err.Error())
+		field, reason := faultyField(b, v, err)
+		e := badRequest(field, reason)
+		if index >= 0 {
+			e.Index = &index
+		}
+		return e
 	}
 	if dec.More() {
 		return badRequest("body", "trailing data after the JSON value")
 	}
 	return nil
+}
+
+// faultyField finds which field of a JSON object made decoding into v
+// fail, by decoding the fields one at a time into fresh values of v's
+// type; it gives "body" when the value is not an object or no single
+// field fails.
+func faultyField(b []byte, v any, err error) (field, reason string) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(b, &fields) == nil {
+		for name, raw := range fields {
+			one, _ := json.Marshal(map[string]json.RawMessage{name: raw})
+			fresh := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+			dec := json.NewDecoder(bytes.NewReader(one))
+			dec.DisallowUnknownFields()
+			if ferr := dec.Decode(fresh); ferr != nil {
+				var ve *backend.ValidationError
+				if errors.As(ferr, &ve) {
+					return name, ve.Reason
+				}
+				return name, ferr.Error()
+			}
+		}
+	}
+	return jsonField(err), "malformed JSON: " + err.Error()
+}
+
+// itoa formats an int64.
+func itoa(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
 }
 
 // jsonField names the field a decoding error is about, or "body".
@@ -141,10 +184,4 @@ func jsonField(err error) string {
 		return te.Field
 	}
 	return "body"
-}
-
-// itoa formats an int64.
-func itoa(n int64) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }

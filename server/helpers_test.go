@@ -17,7 +17,6 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/kyuhq/kyu/backend"
-	"github.com/kyuhq/kyu/backend/pebble"
 	"github.com/kyuhq/kyu/server"
 )
 
@@ -42,12 +41,7 @@ type env struct {
 // change adjusts its Config first.
 func newEnv(t *testing.T, change func(*server.Config)) *env {
 	t.Helper()
-	store, err := pebble.Open(t.TempDir(), pebble.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	return newEnvOver(t, store, change)
+	return newEnvOver(t, openStore(t), change)
 }
 
 // newEnvOver starts a server over store.
@@ -189,9 +183,11 @@ func (e *env) validate(req *http.Request, resp *http.Response, body []byte) {
 	e.t.Helper()
 	route, params, err := e.router.FindRoute(req)
 	if err != nil {
-		// Requests to unserved paths are answered 404/405 and are not in
-		// the document by design; their bodies must still be errors.
-		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+		// Requests to unserved paths are answered 404/405 (or 401 under
+		// /api/) and are not in the document by design; their bodies must
+		// still be errors.
+		switch resp.StatusCode {
+		case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusUnauthorized:
 			var b struct{ Error struct{ Code string } }
 			if json.Unmarshal(body, &b) != nil || b.Error.Code == "" {
 				e.t.Errorf("%s %s: %d answer is not a JSON error: %s", req.Method, req.URL.Path, resp.StatusCode, body)

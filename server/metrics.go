@@ -69,7 +69,10 @@ func newMetrics(s *Server) *metrics {
 		}),
 		claims: make(map[string]claimInfo),
 	}
-	m.reg.MustRegister(m.enqueued, m.completed, m.failed, m.duration, m.requests, m.latency, m.pollsRefused,
+	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kyu_long_polls_in_flight", Help: "Requests waiting now (claims with a wait, job waits, event streams).",
+	}, func() float64 { return float64(len(s.polls)) })
+	m.reg.MustRegister(inFlight, m.enqueued, m.completed, m.failed, m.duration, m.requests, m.latency, m.pollsRefused,
 		newStoreCollector(s),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/kyuhq/kyu/server/api"
@@ -109,6 +110,7 @@ func (s *Server) handleUnmatched(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(allowed) > 0 {
+		slices.Sort(allowed)
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		writeError(w, http.StatusMethodNotAllowed, &api.Error{Code: api.CodeMethodNotAllowed, Message: r.Method + " is not served on " + r.URL.Path})
 		return
@@ -135,4 +137,14 @@ func pathMatches(pattern, path string) bool {
 		}
 	}
 	return true
+}
+
+// Routes lists the served endpoints as "METHOD /path" patterns, in the
+// form of http.ServeMux, in the order the OpenAPI document was built from.
+func (s *Server) Routes() []string {
+	out := make([]string, len(s.routes))
+	for i, rt := range s.routes {
+		out[i] = rt.method + " " + rt.path
+	}
+	return out
 }

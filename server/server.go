@@ -27,8 +27,9 @@ type Server struct {
 	// polls is a semaphore bounding the requests that wait.
 	polls chan struct{}
 	// stopping is closed when Shutdown begins, ending every wait.
-	stopping chan struct{}
-	stopOnce sync.Once
+	stopping     chan struct{}
+	shutdownOnce sync.Once
+	shutdownErr  error
 
 	mu      sync.Mutex
 	httpSrv *http.Server
@@ -134,10 +135,17 @@ func (s *Server) Addr() net.Addr {
 }
 
 // Shutdown ends every long-poll and event stream, stops accepting
-// connections, waits for requests in flight until ctx is done, and stops
-// the background loops. It does not close the backend.
+// connections, waits for requests in flight until ctx is done (then
+// closes the connections left), and stops the background loops. It does
+// not close the backend. Later calls return the first call's result.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.stopOnce.Do(func() { close(s.stopping) })
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+// shutdown does the work of Shutdown once.
+func (s *Server) shutdown(ctx context.Context) error {
+	close(s.stopping)
 	s.mu.Lock()
 	srv, served := s.httpSrv, s.served
 	s.mu.Unlock()

@@ -423,11 +423,7 @@ func TestEventStream(t *testing.T) {
 			t.Fatalf("event data %q: %v", data, err)
 		}
 		if ev.Job.ID == id {
-			change := ev.Job.Change
-			if change == "" && ev.Job.State == "pending" {
-				change = "enqueued"
-			}
-			seen[change] = true
+			seen[ev.Job.Change] = true
 		}
 	}
 }

@@ -26,8 +26,9 @@ type event struct {
 }
 
 // jobEvent is a change of a job seen through this server: Change is
-// enqueued, claimed, completed, failed, released, cancelled, retried,
-// run or deleted; State is the job's state when the server knows it.
+// enqueued, claimed, completed, failed, released, cancel requested,
+// retried, run now or deleted; State is the job's state when the server
+// knows it.
 type jobEvent struct {
 	ID     string        `json:"id"`
 	Change string        `json:"change,omitempty"`
@@ -90,9 +91,9 @@ func (h *hub) publish(e event) {
 	}
 }
 
-// publishJob reports the state a job is in after an admin operation.
-func (s *Server) publishJob(j *backend.Job) {
-	s.events.publish(event{Kind: "job", Job: &jobEvent{ID: j.ID, Queue: j.Queue, Type: j.Type, State: j.State}})
+// publishJob reports a job after an admin operation, with its state.
+func (s *Server) publishJob(j *backend.Job, change string) {
+	s.events.publish(event{Kind: "job", Job: &jobEvent{ID: j.ID, Change: change, Queue: j.Queue, Type: j.Type, State: j.State}})
 }
 
 // handleEvents serves GET /api/v1/events as server-sent events: "job"

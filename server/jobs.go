@@ -109,7 +109,7 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 		out[i] = api.Enqueued{ID: e.ID, State: e.State, Duplicate: e.Duplicate}
 		if !e.Duplicate {
 			s.metrics.enqueued.WithLabelValues(p.Jobs[i].Queue, p.Jobs[i].Type).Inc()
-			s.events.publish(event{Kind: "job", Job: &jobEvent{ID: e.ID, Queue: queueOr(p.Jobs[i].Queue), Type: p.Jobs[i].Type, State: e.State}})
+			s.events.publish(event{Kind: "job", Job: &jobEvent{ID: e.ID, Change: "enqueued", Queue: queueOr(p.Jobs[i].Queue), Type: p.Jobs[i].Type, State: e.State}})
 		}
 	}
 	if !batch {
@@ -253,27 +253,27 @@ wait:
 
 // handleRetry serves POST /api/v1/jobs/{id}/retry.
 func (s *Server) handleRetry(w http.ResponseWriter, r *http.Request) {
-	s.admin(w, r, func(now time.Time) (*backend.Job, error) {
+	s.admin(w, r, "retried", func(now time.Time) (*backend.Job, error) {
 		return s.b.Retry(r.Context(), backend.RetryParams{ID: r.PathValue("id"), Now: now})
 	})
 }
 
 // handleCancel serves POST /api/v1/jobs/{id}/cancel.
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
-	s.admin(w, r, func(now time.Time) (*backend.Job, error) {
+	s.admin(w, r, "cancel requested", func(now time.Time) (*backend.Job, error) {
 		return s.b.Cancel(r.Context(), backend.CancelParams{ID: r.PathValue("id"), Now: now})
 	})
 }
 
 // handleRunNow serves POST /api/v1/jobs/{id}/run.
 func (s *Server) handleRunNow(w http.ResponseWriter, r *http.Request) {
-	s.admin(w, r, func(now time.Time) (*backend.Job, error) {
+	s.admin(w, r, "run now", func(now time.Time) (*backend.Job, error) {
 		return s.b.RunNow(r.Context(), backend.RunNowParams{ID: r.PathValue("id"), Now: now})
 	})
 }
 
 // admin runs one operation on a job and answers the job.
-func (s *Server) admin(w http.ResponseWriter, r *http.Request, op func(now time.Time) (*backend.Job, error)) {
+func (s *Server) admin(w http.ResponseWriter, r *http.Request, change string, op func(now time.Time) (*backend.Job, error)) {
 	now, err := s.now(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -284,7 +284,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request, op func(now time.
 		s.fail(w, r, err)
 		return
 	}
-	s.publishJob(j)
+	s.publishJob(j, change)
 	writeJSON(w, http.StatusOK, api.FromJob(j))
 }
 
@@ -300,6 +300,6 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.events.publish(event{Kind: "job", Job: &jobEvent{ID: id, State: "deleted"}})
+	s.events.publish(event{Kind: "job", Job: &jobEvent{ID: id, Change: "deleted"}})
 	w.WriteHeader(http.StatusNoContent)
 }

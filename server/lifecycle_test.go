@@ -93,7 +93,9 @@ func TestLifecycleHTTPMapping(t *testing.T) {
 		t.Errorf("cancel: %d %s", r.status, r.body)
 	}
 	r = e.req("POST", "/api/v1/jobs/finished/cancel", nil)
-	var se struct{ Error struct{ Code, State, Op, ID string } }
+	var se struct {
+		Error struct{ Code, State, Op, ID string }
+	}
 	r.decode(t, &se)
 	if r.status != 409 || se.Error.Code != "wrong_state" || se.Error.State != "completed" || se.Error.Op != "cancel" || se.Error.ID != "finished" {
 		t.Errorf("cancel of a finished job: %d %s; want 409 wrong_state naming its state", r.status, r.body)

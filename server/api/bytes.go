@@ -6,13 +6,14 @@ import (
 )
 
 // splitBytes chooses how stored bytes travel: as JSON when they are a
-// compact JSON value other than null (so that re-encoding keeps them byte
-// for byte, and null keeps meaning "none"), as base64 otherwise. Empty bytes travel as neither.
+// compact JSON value other than null, free of the characters an encoder
+// may escape (<, >, &, U+2028, U+2029), so that any re-encoding keeps them
+// byte for byte and null keeps meaning "none"; as base64 otherwise. Empty bytes travel as neither.
 func splitBytes(b []byte) (raw json.RawMessage, b64 []byte) {
 	if len(b) == 0 {
 		return nil, nil
 	}
-	if json.Valid(b) && !bytes.Equal(b, []byte("null")) {
+	if json.Valid(b) && !bytes.Equal(b, []byte("null")) && !bytes.ContainsAny(b, "<>&\u2028\u2029") {
 		var c bytes.Buffer
 		if json.Compact(&c, b) == nil && bytes.Equal(c.Bytes(), b) {
 			return json.RawMessage(bytes.Clone(b)), nil

@@ -62,15 +62,9 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 	batch := len(trimmed) > 0 && trimmed[0] == '['
 	var items []api.NewJob
 	if batch {
-		var raws []json.RawMessage
-		if err := decodeJSON(body, &raws); err != nil {
-			return errorAnswer(err)
-		}
-		items = make([]api.NewJob, len(raws))
-		for i, raw := range raws {
-			if err := decodeItem(raw, &items[i], i); err != nil {
-				return errorAnswer(err)
-			}
+		if err := decodeJSON(body, &items); err != nil {
+			// Decode again item by item, to name the item and field.
+			return errorAnswer(locateBatchError(body, err))
 		}
 		if len(items) == 0 {
 			return errorAnswer(badRequest("body", "an empty array enqueues nothing"))
@@ -119,6 +113,22 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 		return http.StatusCreated, out[0]
 	}
 	return http.StatusCreated, out
+}
+
+// locateBatchError finds which item of a batch body failed to decode,
+// and answers with its index and field; err stands when none does.
+func locateBatchError(body []byte, err error) error {
+	var raws []json.RawMessage
+	if json.Unmarshal(body, &raws) != nil {
+		return err
+	}
+	for i, raw := range raws {
+		var it api.NewJob
+		if ierr := decodeItem(raw, &it, i); ierr != nil {
+			return ierr
+		}
+	}
+	return err
 }
 
 // unbatch drops the item index of a single job's validation error.

@@ -284,9 +284,9 @@ func TestClaimLongPoll(t *testing.T) {
 	go func() {
 		got <- e.req("POST", "/api/v1/claim", map[string]any{"queues": []string{"poll"}, "wait": "20s"})
 	}()
-	// The claim is waiting once the server holds a long-poll slot; the
-	// gauge of requests in flight is not exposed, so enqueue at once: the
-	// claim either finds the job at its first try or is woken by it.
+	// Enqueue only once the claim waits (it holds a long-poll slot), so the
+	// job reaches it through the wake-up, not its first try.
+	waitUntil(t, 10*time.Second, func() bool { return inFlightClaims(e) >= 1 })
 	id := e.enqueue(map[string]any{"type": "t", "queue": "poll"})
 	select {
 	case r := <-got:
@@ -340,9 +340,8 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 	go func() {
 		got <- e.req("POST", "/api/v1/claim", map[string]any{"queues": []string{"never"}, "wait": "60s"})
 	}()
-	// Wait until the claim holds its slot: the metrics count requests only
-	// when they end, so watch the server's view through a second request
-	// that must also wait; a short sleep would be a guess.
+	// Wait until the claim holds its long-poll slot (the gauge
+	// kyu_long_polls_in_flight); a sleep would be a guess.
 	waitUntil(t, 10*time.Second, func() bool { return inFlightClaims(e) >= 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

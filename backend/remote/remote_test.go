@@ -2,6 +2,8 @@ package remote_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,4 +74,40 @@ func TestConformance(t *testing.T) {
 		})
 		return openRemote(t, url)
 	})
+}
+
+// TestErrorsFromTheServer checks that answers of the server come back as
+// the contract's errors, including an operation the server's store does
+// not offer yet (the embedded store of this branch lacks WatchFinished):
+// ErrNotSupported, not an HTTP status.
+func TestErrorsFromTheServer(t *testing.T) {
+	t.Parallel()
+	b := openRemote(t, startServer(t, nil))
+	ctx := t.Context()
+	if _, err := b.Get(ctx, backend.GetParams{ID: "no-such-job"}); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("Get of an unknown id: %v; want ErrNotFound", err)
+	}
+	sub, err := b.WatchFinished(ctx, backend.WatchParams{IDs: []string{"x"}})
+	switch {
+	case err == nil:
+		sub.Close() // the store supports it by now: nothing to check here
+	case !errors.Is(err, backend.ErrNotSupported):
+		t.Errorf("WatchFinished on a store without it: %v; want ErrNotSupported", err)
+	}
+	bad, err := remote.Open("http://127.0.0.1:1", remote.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	if _, err := bad.Get(ctx, backend.GetParams{ID: "x"}); err == nil {
+		t.Error("Get from a server that is not there succeeded")
+	}
+	noTok, err := remote.Open(startServer(t, nil), remote.Options{Token: "wrong"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer noTok.Close()
+	if _, err := noTok.Get(ctx, backend.GetParams{ID: "x"}); err == nil || !strings.Contains(err.Error(), "unauthorized") {
+		t.Errorf("Get with a wrong token: %v; want unauthorized", err)
+	}
 }

@@ -3,6 +3,7 @@ package remote
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/server/api"
 )
 
 // Subscribe opens a wake-up stream for the queues (every queue when none
@@ -91,9 +93,14 @@ func (b *Backend) openStream(ctx, sctx context.Context, q url.Values) (*bufio.Re
 			return
 		}
 		if resp.StatusCode != http.StatusOK {
-			raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 			resp.Body.Close()
-			done <- opened{err: fmt.Errorf("remote: wake-ups: HTTP %d: %s", resp.StatusCode, raw)}
+			var eb api.ErrorBody
+			if json.Unmarshal(raw, &eb) == nil && eb.Error.Code != "" {
+				done <- opened{err: wrapErr(eb.Error.Err())}
+				return
+			}
+			done <- opened{err: fmt.Errorf("remote: wake-ups: HTTP %d: %.200s", resp.StatusCode, raw)}
 			return
 		}
 		r := bufio.NewReader(resp.Body)

@@ -11,9 +11,6 @@ import (
 	"github.com/kyuhq/kyu/server/api"
 )
 
-// codeIdempotencyConflict: an Idempotency-Key reused with another body.
-const codeIdempotencyConflict = "idempotency_conflict"
-
 // idempotency remembers the answers to enqueue requests that carried an
 // Idempotency-Key, so that a retried request gets the first answer and
 // enqueues nothing again. It lives in this server process only: a retry
@@ -63,7 +60,7 @@ func (c *idempotency) do(ctx context.Context, key string, body []byte, now time.
 		e := el.Value.(*idemEntry)
 		c.mu.Unlock()
 		if e.sum != sum {
-			return idemAnswer{}, &api.Error{Code: codeIdempotencyConflict, Message: "this Idempotency-Key was used with another request body", Field: api.IdempotencyHeader}
+			return idemAnswer{}, &api.Error{Code: api.CodeIdempotencyConflict, Message: "this Idempotency-Key was used with another request body", Field: api.IdempotencyHeader}
 		}
 		select {
 		case <-e.done:

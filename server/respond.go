@@ -57,7 +57,7 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case api.CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case api.CodeDuplicate, api.CodeLeaseLost, api.CodeJobActive, api.CodeWrongState, api.CodeUniqueKeyHeld, codeIdempotencyConflict:
+	case api.CodeDuplicate, api.CodeLeaseLost, api.CodeJobActive, api.CodeWrongState, api.CodeUniqueKeyHeld, api.CodeIdempotencyConflict:
 		return http.StatusConflict
 	case api.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge

@@ -9,21 +9,23 @@ import (
 
 // Error codes of the API, each with one HTTP status.
 const (
-	CodeInvalid          = "invalid_argument"       // 400
-	CodeUnauthorized     = "unauthorized"           // 401
-	CodeNotFound         = "not_found"              // 404
-	CodeMethodNotAllowed = "method_not_allowed"     // 405
-	CodeDuplicate        = "duplicate"              // 409
-	CodeLeaseLost        = "lease_lost"             // 409
-	CodeJobActive        = "job_active"             // 409
-	CodeWrongState       = "wrong_state"            // 409
-	CodeUniqueKeyHeld    = "unique_key_held"        // 409
-	CodeTooLarge         = "payload_too_large"      // 413
-	CodeUnsupportedMedia = "unsupported_media_type" // 415
-	CodeInternal         = "internal"               // 500
-	CodeNotImplemented   = "not_implemented"        // 501
-	CodeUnavailable      = "unavailable"            // 503
-	CodeClosed           = "backend_closed"         // 503
+	CodeInvalid          = "invalid_argument"   // 400
+	CodeUnauthorized     = "unauthorized"       // 401
+	CodeNotFound         = "not_found"          // 404
+	CodeMethodNotAllowed = "method_not_allowed" // 405
+	CodeDuplicate        = "duplicate"          // 409
+	CodeLeaseLost        = "lease_lost"         // 409
+	CodeJobActive        = "job_active"         // 409
+	CodeWrongState       = "wrong_state"        // 409
+	CodeUniqueKeyHeld    = "unique_key_held"    // 409
+	// CodeIdempotencyConflict: an Idempotency-Key reused with another body.
+	CodeIdempotencyConflict = "idempotency_conflict"   // 409
+	CodeTooLarge            = "payload_too_large"      // 413
+	CodeUnsupportedMedia    = "unsupported_media_type" // 415
+	CodeInternal            = "internal"               // 500
+	CodeNotImplemented      = "not_implemented"        // 501
+	CodeUnavailable         = "unavailable"            // 503
+	CodeClosed              = "backend_closed"         // 503
 )
 
 // Error is the body of every error answer, under the key "error", and the

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"strconv"
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/server/api"
@@ -172,10 +173,7 @@ func faultyField(b []byte, v any, err error) (field, reason string) {
 }
 
 // itoa formats an int64.
-func itoa(n int64) string {
-	b, _ := json.Marshal(n)
-	return string(b)
-}
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // jsonField names the field a decoding error is about, or "body".
 func jsonField(err error) string {

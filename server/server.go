@@ -113,7 +113,7 @@ func (s *Server) Start(ctx context.Context) error {
 // startBackground starts the maintenance loops and the event ticker. Their
 // context is independent of Start's, and Shutdown stops them.
 func (s *Server) startBackground() {
-	bg := context.WithoutCancel(context.Background())
+	bg := context.Background()
 	if s.cfg.MaintenanceInterval > 0 {
 		s.startMaintenance(bg)
 	}

@@ -21,9 +21,11 @@ type Server struct {
 	b       backend.Backend
 	handler http.Handler
 	routes  []route
-	metrics *metrics
-	idem    *idempotency
-	events  *hub
+	// openAPIDoc is the OpenAPI document of routes, built once.
+	openAPIDoc []byte
+	metrics    *metrics
+	idem       *idempotency
+	events     *hub
 	// polls is a semaphore bounding the requests that wait.
 	polls chan struct{}
 	// stopping is closed when Shutdown begins, ending every wait.
@@ -59,6 +61,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = newMetrics(s)
 	s.routes = s.routeTable()
+	doc, err := s.openAPI()
+	if err != nil {
+		return nil, err
+	}
+	s.openAPIDoc = doc
 	s.handler = s.buildHandler()
 	return s, nil
 }

@@ -6,9 +6,11 @@
 //	/var/lib/kyu, ./data     a bare path: the embedded store there
 //	""                       the default, pebble://kyu-data
 //
+//	http://host:7420         a kyu server (backend/remote); https too
+//
 // Redis (redis, rediss, redis-sentinel, redis-cluster), PostgreSQL
-// (postgres, postgresql), MySQL (mysql) and a kyu server (http, https) are
-// recognised but not yet available in this build.
+// (postgres, postgresql) and MySQL (mysql) are recognised but not yet
+// available in this build.
 //
 // The choice is a plain switch on the scheme, with no global registry: a
 // program that wants only one store imports that store's package directly
@@ -22,6 +24,7 @@ import (
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/pebble"
+	"github.com/kyuhq/kyu/backend/remote"
 )
 
 // DefaultURL is the store used when no URL is given.
@@ -31,6 +34,9 @@ const DefaultURL = "pebble://kyu-data"
 type Options struct {
 	// Logger receives the backend's logs; nil discards them.
 	Logger *slog.Logger
+	// Token is the bearer token for a kyu server (http, https); a
+	// password in the URL (http://:token@host:7420) serves when it is empty.
+	Token string
 }
 
 // Open opens the backend named by rawURL; see the package doc for the forms.
@@ -52,6 +58,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (backend.Backend, er
 		b, err := pebble.Open(t.dir, pebble.Options{Logger: opts.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("backendurl: open embedded store %q: %w", t.dir, err)
+		}
+		return b, nil
+	case schemeHTTP, schemeHTTPS:
+		b, err := remote.Open(t.url.String(), remote.Options{Token: opts.Token, Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("backendurl: %w", err)
 		}
 		return b, nil
 	default:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,12 +55,14 @@ func post(b *testing.B, hc *http.Client, url string, body []byte, want int) []by
 }
 
 // runClients runs n operations over benchClients goroutines and reports
-// jobs per second (jobsPerOp jobs each).
+// jobs per second (jobsPerOp jobs each) and the process's CPU time per job
+// (clients, server and store together; less sensitive than the rate to
+// other load on a shared machine).
 func runClients(b *testing.B, jobsPerOp int, op func()) {
 	var left atomic.Int64
 	left.Store(int64(b.N))
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu := time.Now(), processCPU()
 	done := make(chan struct{})
 	for range benchClients {
 		go func() {
@@ -74,7 +77,38 @@ func runClients(b *testing.B, jobsPerOp int, op func()) {
 	}
 	if jobsPerOp > 0 {
 		b.ReportMetric(float64(b.N*jobsPerOp)/time.Since(start).Seconds(), "jobs/s")
+		if used := processCPU() - cpu; used > 0 {
+			b.ReportMetric(float64(used.Microseconds())/float64(b.N*jobsPerOp), "cpu-µs/job")
+		}
 	}
+}
+
+// BenchmarkEnqueueHandler: one job per request through the server's
+// handler called in-process (no connections, no HTTP client), from 50
+// goroutines, over the embedded store: what the server's own code costs
+// per request, allocations included.
+func BenchmarkEnqueueHandler(b *testing.B) {
+	srv, err := server.New(server.Config{Backend: openStoreTB(b), Addr: "127.0.0.1:0", MaintenanceInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := srv.Handler()
+	body := []byte(`{"type":"bench","queue":"bench","payload":{"n":"` + string(bytes.Repeat([]byte("x"), 80)) + `"}}`)
+	b.SetParallelism((benchClients + 1) / 2)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req := httptest.NewRequest("POST", "/api/v1/jobs", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusCreated {
+				b.Errorf("enqueue: %d %s", rec.Code, rec.Body)
+				return
+			}
+		}
+	})
 }
 
 // BenchmarkEnqueue: one job per request from 50 clients.

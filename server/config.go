@@ -21,6 +21,7 @@ const (
 	DefaultIdempotencyTTL      = 10 * time.Minute
 	DefaultIdempotencyEntries  = 10000
 	DefaultEventInterval       = 5 * time.Second
+	DefaultMaxMetricLabels     = 200
 )
 
 // Clock tells the time. Only tests set one (Config.Clock).
@@ -77,6 +78,15 @@ type Config struct {
 	// EventInterval is how often the event stream reports queue counts and
 	// worker changes; default 5s.
 	EventInterval time.Duration
+	// MaxMetricLabels bounds the series of each job metric family
+	// (kyu_jobs_enqueued_total, kyu_jobs_completed_total,
+	// kyu_jobs_failed_total, kyu_job_duration_seconds), whose queue and
+	// type labels come from callers; default 200. The first (queue, type)
+	// pairs seen get a series of their own while room lasts; later pairs
+	// are counted under type "other" of their queue when that queue has a
+	// series, and under queue "other", type "other" when not. A family
+	// never holds more than MaxMetricLabels series, "other" ones included.
+	MaxMetricLabels int
 
 	// Clock is for tests only; the kyu binary never sets it. When set, it is
 	// the server's clock, and a request's Kyu-Now header, when present, is
@@ -123,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.EventInterval <= 0 {
 		c.EventInterval = DefaultEventInterval
+	}
+	if c.MaxMetricLabels <= 0 {
+		c.MaxMetricLabels = DefaultMaxMetricLabels
 	}
 	return c
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
@@ -55,6 +56,9 @@ type workerEvent struct {
 type hub struct {
 	mu   sync.Mutex
 	subs map[chan event]struct{}
+	// open counts subs, so that publishers can skip building events when
+	// no stream listens without taking mu.
+	open atomic.Int32
 }
 
 func newHub() *hub { return &hub{subs: make(map[chan event]struct{})} }
@@ -64,20 +68,18 @@ func (h *hub) subscribe() (<-chan event, func()) {
 	c := make(chan event, 256)
 	h.mu.Lock()
 	h.subs[c] = struct{}{}
+	h.open.Store(int32(len(h.subs)))
 	h.mu.Unlock()
 	return c, func() {
 		h.mu.Lock()
 		delete(h.subs, c)
+		h.open.Store(int32(len(h.subs)))
 		h.mu.Unlock()
 	}
 }
 
 // listeners counts the open streams.
-func (h *hub) listeners() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
-}
+func (h *hub) listeners() int { return int(h.open.Load()) }
 
 // publish sends e to every stream that has room for it.
 func (h *hub) publish(e event) {
@@ -91,9 +93,21 @@ func (h *hub) publish(e event) {
 	}
 }
 
+// job publishes a job change. It builds no event when no stream is open,
+// as is the rule on a busy server, so the hot paths pay one atomic load.
+// (A stream that opens while a change is published may see it or not,
+// with or without this check.)
+func (h *hub) job(je jobEvent) {
+	if h.open.Load() == 0 {
+		return
+	}
+	ev := je // only this copy escapes, and only when someone listens
+	h.publish(event{Kind: "job", Job: &ev})
+}
+
 // publishJob reports a job after an admin operation, with its state.
 func (s *Server) publishJob(j *backend.Job, change string) {
-	s.events.publish(event{Kind: "job", Job: &jobEvent{ID: j.ID, Change: change, Queue: j.Queue, Type: j.Type, State: j.State}})
+	s.events.job(jobEvent{ID: j.ID, Change: change, Queue: j.Queue, Type: j.Type, State: j.State})
 }
 
 // handleEvents serves GET /api/v1/events as server-sent events: "job"

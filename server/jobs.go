@@ -60,8 +60,9 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	batch := len(trimmed) > 0 && trimmed[0] == '['
-	var items []api.NewJob
+	p := backend.EnqueueParams{Now: now, MaxPayload: s.cfg.MaxPayload}
 	if batch {
+		var items []api.NewJob
 		if err := decodeJSON(body, &items); err != nil {
 			// Decode again item by item, to name the item and field.
 			return errorAnswer(locateBatchError(body, err))
@@ -69,27 +70,25 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 		if len(items) == 0 {
 			return errorAnswer(badRequest("body", "an empty array enqueues nothing"))
 		}
+		p.Jobs = make([]backend.NewJob, len(items))
+		for i := range items {
+			if p.Jobs[i], err = items[i].Backend(i, now); err != nil {
+				return errorAnswer(err)
+			}
+		}
 	} else {
-		var one api.NewJob
 		if len(trimmed) == 0 {
 			return errorAnswer(badRequest("body", "a JSON body is required"))
 		}
+		var one api.NewJob
 		if err := decodeJSON(body, &one); err != nil {
 			return errorAnswer(err)
 		}
-		items = []api.NewJob{one}
-	}
-	p := backend.EnqueueParams{Now: now, MaxPayload: s.cfg.MaxPayload, Jobs: make([]backend.NewJob, len(items))}
-	for i, it := range items {
-		idx := i
-		if !batch {
-			idx = -1
-		}
-		nj, err := it.Backend(idx, now)
+		nj, err := one.Backend(-1, now)
 		if err != nil {
 			return errorAnswer(err)
 		}
-		p.Jobs[i] = nj
+		p.Jobs = []backend.NewJob{nj}
 	}
 	res, err := s.b.Enqueue(r.Context(), p)
 	if err != nil {
@@ -98,19 +97,23 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 		}
 		return errorAnswer(err)
 	}
-	out := make([]api.Enqueued, len(res.Jobs))
 	for i, e := range res.Jobs {
-		out[i] = api.Enqueued{ID: e.ID, State: e.State, Duplicate: e.Duplicate}
 		if !e.Duplicate {
-			s.metrics.enqueued.WithLabelValues(p.Jobs[i].Queue, p.Jobs[i].Type).Inc()
-			s.events.publish(event{Kind: "job", Job: &jobEvent{ID: e.ID, Change: "enqueued", Queue: queueOr(p.Jobs[i].Queue), Type: p.Jobs[i].Type, State: e.State}})
+			j := &p.Jobs[i]
+			s.metrics.job(j.Queue, j.Type).enqueued.Inc()
+			s.events.job(jobEvent{ID: e.ID, Change: "enqueued", Queue: queueOr(j.Queue), Type: j.Type, State: e.State})
 		}
 	}
 	if !batch {
-		if out[0].Duplicate {
-			return http.StatusConflict, api.ErrorBody{Error: api.Error{Code: api.CodeDuplicate, Message: "the unique key is held by job " + out[0].ID, ID: out[0].ID, State: out[0].State, Field: "unique_key"}}
+		e := res.Jobs[0]
+		if e.Duplicate {
+			return http.StatusConflict, api.ErrorBody{Error: api.Error{Code: api.CodeDuplicate, Message: "the unique key is held by job " + e.ID, ID: e.ID, State: e.State, Field: "unique_key"}}
 		}
-		return http.StatusCreated, out[0]
+		return http.StatusCreated, api.Enqueued{ID: e.ID, State: e.State}
+	}
+	out := make([]api.Enqueued, len(res.Jobs))
+	for i, e := range res.Jobs {
+		out[i] = api.Enqueued{ID: e.ID, State: e.State, Duplicate: e.Duplicate}
 	}
 	return http.StatusCreated, out
 }
@@ -310,6 +313,6 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.events.publish(event{Kind: "job", Job: &jobEvent{ID: id, Change: "deleted"}})
+	s.events.job(jobEvent{ID: id, Change: "deleted"})
 	w.WriteHeader(http.StatusNoContent)
 }

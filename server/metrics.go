@@ -32,6 +32,31 @@ type metrics struct {
 	// durations.
 	mu     sync.Mutex
 	claims map[string]claimInfo
+
+	// The job series, bounded by maxLabels (Config.MaxMetricLabels):
+	// series maps each (queue, type) pair that has series of its own, and
+	// each "other" pair in use, to them; queues holds the queues among
+	// those pairs, each of which keeps a slot for its "other" series; used
+	// counts the slots taken. One more slot is kept for queue "other",
+	// type "other".
+	labelsMu  sync.RWMutex
+	maxLabels int
+	series    map[labelPair]*jobSeries
+	queues    map[string]bool
+	used      int
+}
+
+// otherLabel stands for the queues and types past Config.MaxMetricLabels.
+const otherLabel = "other"
+
+// labelPair is the queue and type labels of a job series.
+type labelPair struct{ queue, typ string }
+
+// jobSeries is one label pair's series in each job metric family,
+// resolved once, so that counting a job hashes no label values.
+type jobSeries struct {
+	enqueued, completed, failed prometheus.Counter
+	duration                    prometheus.Observer
 }
 
 // claimInfo is what the server knows of a job it handed out.
@@ -67,7 +92,10 @@ func newMetrics(s *Server) *metrics {
 		pollsRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kyu_long_polls_refused_total", Help: "Waits answered at once or streams refused because every long-poll slot was taken.",
 		}),
-		claims: make(map[string]claimInfo),
+		claims:    make(map[string]claimInfo),
+		maxLabels: s.cfg.MaxMetricLabels,
+		series:    make(map[labelPair]*jobSeries),
+		queues:    make(map[string]bool),
 	}
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kyu_long_polls_in_flight", Help: "Requests waiting now (claims with a wait, job waits, event streams).",
@@ -77,6 +105,68 @@ func newMetrics(s *Server) *metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 	return m
+}
+
+// job returns the series a job of queue ("" for the default queue) and
+// typ counts under: the pair's own while Config.MaxMetricLabels leaves
+// room for it, else its queue's "other" series, else queue "other", type
+// "other".
+func (m *metrics) job(queue, typ string) *jobSeries {
+	k := labelPair{queueOr(queue), typ}
+	m.labelsMu.RLock()
+	js, ok := m.series[k]
+	if !ok && m.full() {
+		js, ok = m.series[m.overflow(k)]
+	}
+	m.labelsMu.RUnlock()
+	if ok {
+		return js
+	}
+	m.labelsMu.Lock()
+	defer m.labelsMu.Unlock()
+	if js, ok := m.series[k]; ok {
+		return js
+	}
+	need := 1
+	if !m.queues[k.queue] {
+		need = 2 // the pair's series and its queue's "other" series
+	}
+	if m.used+need < m.maxLabels { // the last slot is other/other's
+		m.used += need
+		m.queues[k.queue] = true
+		return m.add(k)
+	}
+	over := m.overflow(k)
+	if js, ok := m.series[over]; ok {
+		return js
+	}
+	return m.add(over)
+}
+
+// full reports whether no new pair can get series of its own (used only
+// grows). m.labelsMu is held.
+func (m *metrics) full() bool { return m.used+1 >= m.maxLabels }
+
+// overflow is the "other" pair that k counts under when it has no
+// series of its own. m.labelsMu is held.
+func (m *metrics) overflow(k labelPair) labelPair {
+	if m.queues[k.queue] {
+		return labelPair{k.queue, otherLabel}
+	}
+	return labelPair{otherLabel, otherLabel}
+}
+
+// add creates k's series in every job family. m.labelsMu is held for
+// writing.
+func (m *metrics) add(k labelPair) *jobSeries {
+	js := &jobSeries{
+		enqueued:  m.enqueued.WithLabelValues(k.queue, k.typ),
+		completed: m.completed.WithLabelValues(k.queue, k.typ),
+		failed:    m.failed.WithLabelValues(k.queue, k.typ),
+		duration:  m.duration.WithLabelValues(k.queue, k.typ),
+	}
+	m.series[k] = js
+	return js
 }
 
 // handleMetrics serves GET /metrics.
@@ -96,7 +186,7 @@ func (s *Server) noteClaimed(jobs []*backend.Job, now time.Time) {
 	}
 	m.mu.Unlock()
 	for _, j := range jobs {
-		s.events.publish(event{Kind: "job", Job: &jobEvent{ID: j.ID, Change: "claimed", Queue: j.Queue, Type: j.Type, State: backend.StateActive}})
+		s.events.job(jobEvent{ID: j.ID, Change: "claimed", Queue: j.Queue, Type: j.Type, State: backend.StateActive})
 	}
 }
 
@@ -108,18 +198,17 @@ func (s *Server) noteEnded(id, change string, now time.Time) {
 	ci, ok := m.claims[id]
 	delete(m.claims, id)
 	m.mu.Unlock()
-	if ok {
+	if ok && change != "released" {
+		js := m.job(ci.queue, ci.typ)
 		switch change {
 		case "completed":
-			m.completed.WithLabelValues(ci.queue, ci.typ).Inc()
+			js.completed.Inc()
 		case "failed":
-			m.failed.WithLabelValues(ci.queue, ci.typ).Inc()
+			js.failed.Inc()
 		}
-		if change != "released" {
-			m.duration.WithLabelValues(ci.queue, ci.typ).Observe(now.Sub(ci.started).Seconds())
-		}
+		js.duration.Observe(now.Sub(ci.started).Seconds())
 	}
-	s.events.publish(event{Kind: "job", Job: &jobEvent{ID: id, Change: change, Queue: ci.queue, Type: ci.typ}})
+	s.events.job(jobEvent{ID: id, Change: change, Queue: ci.queue, Type: ci.typ})
 }
 
 // forgetClaims drops claims whose lease ended over a minute ago: their
@@ -135,16 +224,45 @@ func (s *Server) forgetClaims(now time.Time) {
 	}
 }
 
-// instrument counts and times the requests of one route.
+// instrument counts and times the requests of one route. Its series are
+// resolved once (the latency) or once per status (the counter), so a
+// request hashes no label values.
 func (s *Server) instrument(route string, next http.Handler) http.Handler {
+	rm := &routeMetrics{route: route, requests: s.metrics.requests, byStatus: make(map[int]prometheus.Counter)}
 	lat := s.metrics.latency.WithLabelValues(route)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
 		lat.Observe(time.Since(start).Seconds())
-		s.metrics.requests.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
+		rm.counter(rec.status).Inc()
 	})
+}
+
+// routeMetrics holds one route's request counters by status.
+type routeMetrics struct {
+	route    string
+	requests *prometheus.CounterVec
+	mu       sync.RWMutex
+	byStatus map[int]prometheus.Counter
+}
+
+// counter returns the route's counter of answers with status.
+func (rm *routeMetrics) counter(status int) prometheus.Counter {
+	rm.mu.RLock()
+	c, ok := rm.byStatus[status]
+	rm.mu.RUnlock()
+	if ok {
+		return c
+	}
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	if c, ok := rm.byStatus[status]; ok {
+		return c
+	}
+	c = rm.requests.WithLabelValues(rm.route, strconv.Itoa(status))
+	rm.byStatus[status] = c
+	return c
 }
 
 // statusRecorder remembers the status a handler sent.
@@ -170,11 +288,13 @@ func (r *statusRecorder) Flush() {
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // storeCollector reads the store at scrape time: jobs per queue and
-// state, each queue's latency (age of its oldest pending job) and the
+// state, each queue's latency (age of its oldest pending job), the
+// attempts ended in the whole store (through this server or not) and the
 // live workers.
 type storeCollector struct {
 	s                      *Server
 	jobs, latency, workers *prometheus.Desc
+	processed, failed      *prometheus.Desc
 }
 
 // newStoreCollector builds the collector and its descriptions.
@@ -184,6 +304,10 @@ func newStoreCollector(s *Server) *storeCollector {
 		jobs:    prometheus.NewDesc("kyu_queue_jobs", "Jobs per queue and state.", []string{"queue", "state"}, nil),
 		latency: prometheus.NewDesc("kyu_queue_latency_seconds", "Age of the oldest pending job per queue.", []string{"queue"}, nil),
 		workers: prometheus.NewDesc("kyu_workers_active", "Worker processes registered and not dead.", nil, nil),
+		processed: prometheus.NewDesc("kyu_store_attempts_processed_total",
+			"Attempts ended in the store since it was created, by any worker or server: each complete, each fail and each lease recovered.", nil, nil),
+		failed: prometheus.NewDesc("kyu_store_attempts_failed_total",
+			"Attempts failed in the store since it was created, by any worker or server: each fail and each lease recovered.", nil, nil),
 	}
 }
 
@@ -192,6 +316,8 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.jobs
 	ch <- c.latency
 	ch <- c.workers
+	ch <- c.processed
+	ch <- c.failed
 }
 
 // Collect reads the store; a store that cannot answer (or does not
@@ -211,6 +337,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.latency, prometheus.GaugeValue, lat, q.Name)
 		}
+		ch <- prometheus.MustNewConstMetric(c.processed, prometheus.CounterValue, float64(st.Processed))
+		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.CounterValue, float64(st.Failed))
 	}
 	if ws, err := c.s.b.Workers(ctx, backend.WorkersParams{Now: now}); err == nil {
 		n := 0

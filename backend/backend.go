@@ -75,8 +75,10 @@
 //     replaces the previous one (its At set to Now); log lines are appended
 //     with At = Now until the job holds the cap, then counted in
 //     LogsDropped. Both survive retries and stay for the job's life.
-//   - Listing. List orders by id; a cursor names the last id of its page,
-//     so paging neither repeats nor skips a job that matched throughout.
+//   - Listing. List orders by id; a cursor names the last id its page
+//     covered (a page cut short by a bounded scan may cover ids it does
+//     not return, or return none), so paging neither repeats nor skips a
+//     job that matched throughout.
 //   - Stats. Counts are exact at the moment they are read and agree with
 //     List (a due scheduled job not yet promoted counts as scheduled). Each
 //     Complete, Fail and recovered lease adds to the minute of its Now (see

@@ -46,9 +46,6 @@ func (f *fixture) listIDs(p backend.ListParams, between func()) []string {
 		if res.NextCursor == "" {
 			return out
 		}
-		if len(res.Jobs) == 0 {
-			f.t.Fatalf("List returned an empty page with a cursor")
-		}
 		p.Cursor = res.NextCursor
 		if between != nil {
 			between()

@@ -250,6 +250,25 @@ func testLeaseExpiry(t *testing.T, factory Factory) {
 		f.wantResult("RecoverLeases with a live lease", f.recoverLeases(), backend.MaintenanceResult{})
 	})
 
+	t.Run("ClaimerClockBehind", func(t *testing.T) {
+		// The producer's clock is ten minutes ahead of the claimer's, and the
+		// lease ends before the job's RunAt: recovered, the job is pending
+		// with its RunAt kept in the future, and still claimable at once.
+		f := start(t, factory)
+		f.at(10 * time.Minute)
+		id := f.enqueueOne(backend.NewJob{})
+		f.at(0)
+		j := f.claimID(id, "a pending job is claimable whatever the claimer's clock says")
+		f.now = j.LeaseExpiresAt
+		if !f.now.Before(j.RunAt) {
+			t.Fatalf("the suite's lease (%s) must end before the job's RunAt %s for this test", testLease, stamp(j.RunAt))
+		}
+		f.wantResult("RecoverLeases at expiry", f.recoverLeases(), backend.MaintenanceResult{Moved: 1})
+		got := f.wantState(id, backend.StatePending, "a recovered job goes back to pending whatever its RunAt")
+		f.wantTime("RunAt after recovery", got.RunAt, j.RunAt)
+		f.claimID(id, "a recovered pending job is claimable before its RunAt")
+	})
+
 	t.Run("Exhausted", func(t *testing.T) {
 		f := start(t, factory)
 		id := f.enqueueOne(backend.NewJob{MaxAttempts: 2, Retention: backend.RetainForever})

@@ -6,9 +6,12 @@
 //	/var/lib/kyu, ./data     a bare path: the embedded store there
 //	""                       the default, pebble://kyu-data
 //
-// Redis (redis, rediss, redis-sentinel, redis-cluster), PostgreSQL
-// (postgres, postgresql), MySQL (mysql) and a kyu server (http, https) are
-// recognised but not yet available in this build.
+//	redis://[user:password@]host:6379/0?prefix=kyu
+//	rediss://…, redis-cluster://host:port,host:port, redis-sentinel://host:26379?master=NAME
+//	                         Redis (see backend/redis.ParseURL)
+//
+// PostgreSQL (postgres, postgresql), MySQL (mysql) and a kyu server (http,
+// https) are recognised but not yet available in this build.
 //
 // The choice is a plain switch on the scheme, with no global registry: a
 // program that wants only one store imports that store's package directly
@@ -22,6 +25,7 @@ import (
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/pebble"
+	"github.com/kyuhq/kyu/backend/redis"
 )
 
 // DefaultURL is the store used when no URL is given.
@@ -52,6 +56,13 @@ func Open(ctx context.Context, rawURL string, opts Options) (backend.Backend, er
 		b, err := pebble.Open(t.dir, pebble.Options{Logger: opts.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("backendurl: open embedded store %q: %w", t.dir, err)
+		}
+		return b, nil
+	case schemeRedis, schemeRedisTLS, schemeRedisSentinel, schemeRedisCluster:
+		opts.Logger.Debug("opening redis store", "url", t.url.Redacted())
+		b, err := redis.OpenURL(ctx, t.url.String(), redis.Options{Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("backendurl: open redis store %s: %w", t.url.Redacted(), err)
 		}
 		return b, nil
 	default:

@@ -56,6 +56,13 @@ func openTest(t testing.TB, rawURL string) *Store {
 	return s
 }
 
+// backendtestUnreachable ends a test whose server cannot be had, as
+// backendtest.Unreachable says (skip, or fail when redis is required).
+func backendtestUnreachable(t testing.TB, server string, err error) {
+	t.Helper()
+	backendtest.Unreachable(t, "redis", testURLEnv, server, err)
+}
+
 // dropPrefix deletes every key of a store's prefix, on every primary.
 func dropPrefix(o Options) error {
 	co := rueidis.ClientOption{InitAddress: o.Addrs, Username: o.Username, Password: o.Password, SelectDB: o.DB, TLSConfig: o.TLS, DisableCache: true, ForceSingleClient: !o.Cluster}

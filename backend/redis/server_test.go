@@ -89,7 +89,7 @@ func (ps *privateServer) start() {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		out, err := ps.cli("PING")
-		if err == nil && strings.TrimSpace(out) == "PONG" {
+		if reply := strings.TrimSpace(out); err == nil && (reply == "PONG" || strings.HasPrefix(reply, "NOAUTH")) {
 			return
 		}
 		select {

@@ -14,10 +14,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/redis/rueidis"
@@ -108,6 +111,11 @@ func explainConnect(err error) error {
 		case hasPrefix(msg, "WRONGPASS"), hasPrefix(msg, "NOAUTH"), hasPrefix(msg, "ERR AUTH"), hasPrefix(msg, "ERR invalid password"):
 			return fmt.Errorf("authentication failed (wrong user or password): %w", err)
 		}
+		return err
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) && !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("the server does not speak the Redis protocol (is it a Redis server?): %w", err)
 	}
 	return err
 }

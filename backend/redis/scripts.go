@@ -33,28 +33,20 @@ func rawScript(name, src string) *script {
 // uk = the unique key}; load returns nil for a missing job and false for
 // a record that does not parse, which no script rewrites.
 const luaCommon = `
-local function split(s)
-  local t, p = {}, 1
-  while true do
-    local q = string.find(s, '|', p, true)
-    if not q then t[#t + 1] = string.sub(s, p); return t end
-    t[#t + 1] = string.sub(s, p, q - 1)
-    p = q + 1
-  end
-end
+local headerPattern = '^' .. string.rep('([^|\n]*)|', 13) .. '([^|\n]*)\n'
 
 local function load(id)
   local rec = redis.call('HGET', KEYS[1], id)
   if not rec then return nil end
-  local nl = string.find(rec, '\n', 1, true)
-  if not nl then return false end
-  local h = split(string.sub(rec, 1, nl - 1))
-  if #h ~= 14 or string.len(h[1]) ~= 1 then return false end
-  for _, i in ipairs({2, 3, 4, 5, 6, 13}) do
-    if not tonumber(h[i]) then return false end
+  local h = {string.match(rec, headerPattern)}
+  if #h ~= 14 or string.len(h[1]) ~= 1 or not (tonumber(h[2]) and tonumber(h[3]) and tonumber(h[4])
+      and tonumber(h[5]) and tonumber(h[6]) and tonumber(h[13])) then
+    return false
   end
   if h[1] == 'a' and not tonumber(h[8]) then return false end
-  local tail = string.sub(rec, nl + 1)
+  local hlen = 13
+  for i = 1, 14 do hlen = hlen + string.len(h[i]) end
+  local tail = string.sub(rec, hlen + 2)
   return {h = h, tail = tail, uk = string.sub(tail, 1, tonumber(h[13]))}
 end
 
@@ -120,7 +112,7 @@ local function finish(id, r, code, now)
   r.h[10] = now
   r.h[8] = ''
   r.h[11] = ''
-  redis.call('ZREM', KEYS[7], id)
+  if r.h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
   redis.call('ZREM', KEYS[6], id)
   touchUnique(id, r)
   local ret = r.h[14]
@@ -287,6 +279,8 @@ for i = 1, #got, 2 do
   local id = got[i]
   local r = load(id)
   if r then
+    local errs = ''
+    if r.h[4] ~= '0' then errs = redis.call('HGET', KEYS[2], id) or '' end
     r.h[1] = 'a'
     r.h[2] = num(tonumber(r.h[2]) + 1)
     r.h[4] = num(tonumber(r.h[4]) + 1)
@@ -295,11 +289,11 @@ for i = 1, #got, 2 do
     r.h[11] = ARGV[4]
     local rec = save(id, r)
     redis.call('ZADD', KEYS[6], ARGV[3], id)
-    redis.call('ZREM', KEYS[7], id)
+    if r.h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
     touchUnique(id, r)
     out[#out + 1] = id
     out[#out + 1] = rec
-    out[#out + 1] = redis.call('HGET', KEYS[2], id) or ''
+    out[#out + 1] = errs
   elseif r == false then
     out[#out + 1] = id
     out[#out + 1] = ''

@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,3 +101,50 @@ func BenchmarkDrain(b *testing.B) {
 }
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+// BenchmarkMemory measures Redis used_memory per pending job with a
+// 100-byte payload, on a private server (so nothing else moves the
+// figure): b.N jobs are enqueued in calls of 1000, into one queue.
+func BenchmarkMemory(b *testing.B) {
+	ps := startServer(b, "--appendonly", "no")
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Addrs: []string{ps.addr()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	usedMemory := func() int64 {
+		out, err := s.client.Do(ctx, s.client.B().Info().Section("memory").Build()).ToString()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, l := range strings.Split(out, "\r\n") {
+			if v, ok := strings.CutPrefix(l, "used_memory:"); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return n
+			}
+		}
+		b.Fatal("no used_memory in INFO memory")
+		return 0
+	}
+	jobs := make([]backend.NewJob, 1000)
+	for i := range jobs {
+		jobs[i] = backend.NewJob{Type: "bench", Queue: "bench", Payload: benchPayload}
+	}
+	// One job first, so the queue's keys and the registry exist.
+	if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: time.Now(), Jobs: jobs[:1]}); err != nil {
+		b.Fatal(err)
+	}
+	before := usedMemory()
+	b.ResetTimer()
+	for n := 0; n < b.N; n += len(jobs) {
+		if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: time.Now(), Jobs: jobs[:min(len(jobs), b.N-n)]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(usedMemory()-before)/float64(b.N), "bytes/job")
+}

@@ -38,3 +38,13 @@ func queueNumOf(id string) (num uint32, ok bool) {
 	}
 	return uint32(u[9])<<16 | uint32(u[10])<<8 | uint32(u[11]), true
 }
+
+// idMilli is the Unix millisecond time in a UUIDv7 job id (0 for a string
+// that is not a UUID).
+func idMilli(id string) int64 {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return 0
+	}
+	return int64(u[0])<<40 | int64(u[1])<<32 | int64(u[2])<<24 | int64(u[3])<<16 | int64(u[4])<<8 | int64(u[5])
+}

@@ -127,10 +127,12 @@ func encodeBody(j *backend.Job) []byte {
 	str([]byte(j.Type))
 	str(j.Payload)
 	str([]byte(j.Title))
-	b = binary.AppendVarint(b, int64(j.Timeout))
-	b = binary.AppendVarint(b, int64(j.UniqueFor))
-	b = binary.AppendVarint(b, int64(j.Retention))
-	b = binary.AppendVarint(b, j.CreatedAt.UnixMilli())
+	b = appendDuration(b, j.Timeout)
+	b = appendDuration(b, j.UniqueFor)
+	b = appendDuration(b, time.Duration(j.Retention))
+	// CreatedAt as ms before the time in the id (a UUIDv7 made at
+	// enqueue): a byte or two unless the caller's clock is far off.
+	b = binary.AppendVarint(b, idMilli(j.ID)-j.CreatedAt.UnixMilli())
 	b = binary.AppendUvarint(b, uint64(len(j.Tags)))
 	for _, t := range j.Tags {
 		str([]byte(t))
@@ -141,6 +143,23 @@ func encodeBody(j *backend.Job) []byte {
 		str([]byte(j.Metadata[k]))
 	}
 	return b
+}
+
+// appendDuration writes d compactly: whole milliseconds as ms<<1, any
+// other duration as ns<<1|1 (zigzag varints, so negatives fit).
+func appendDuration(b []byte, d time.Duration) []byte {
+	if d%time.Millisecond == 0 {
+		return binary.AppendVarint(b, int64(d/time.Millisecond)<<1)
+	}
+	return binary.AppendVarint(b, int64(d)<<1|1)
+}
+
+// decodeDuration reads what appendDuration wrote.
+func decodeDuration(v int64) time.Duration {
+	if v&1 == 0 {
+		return time.Duration(v>>1) * time.Millisecond
+	}
+	return time.Duration(v >> 1)
 }
 
 // decodeRecord reads a stored record back into a Job. Anything that does
@@ -261,6 +280,9 @@ func decodeBody(j *backend.Job, b []byte) error {
 			fail = true
 			return nil
 		}
+		if n == 0 {
+			return nil
+		}
 		s := bytes.Clone(b[:n])
 		b = b[n:]
 		return s
@@ -268,10 +290,10 @@ func decodeBody(j *backend.Job, b []byte) error {
 	j.Type = string(str())
 	j.Payload = str()
 	j.Title = string(str())
-	j.Timeout = time.Duration(varint())
-	j.UniqueFor = time.Duration(varint())
-	j.Retention = backend.Retention(varint())
-	j.CreatedAt = time.UnixMilli(varint()).UTC()
+	j.Timeout = decodeDuration(varint())
+	j.UniqueFor = decodeDuration(varint())
+	j.Retention = backend.Retention(decodeDuration(varint()))
+	j.CreatedAt = time.UnixMilli(idMilli(j.ID) - varint()).UTC()
 	if n := uvarint(); !fail && n > 0 {
 		if n > uint64(len(b)) {
 			return fmt.Errorf("body is truncated")

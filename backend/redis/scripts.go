@@ -35,8 +35,48 @@ func rawScript(name, src string) *script {
 const luaCommon = `
 local headerPattern = '^' .. string.rep('([^|\n]*)|', 13) .. '([^|\n]*)\n'
 
+-- Writes to the jobs hash and the leases and final sets are gathered and
+-- sent as one command each by flush (at the end of every script, and
+-- before remove); cache holds the records this run read or wrote (false:
+-- no such job), so a job named twice in one call sees its own change.
+local cache = {}
+local pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
+
+local function flush()
+  if #pending.sets > 0 then redis.call('HSET', KEYS[1], unpack(pending.sets)) end
+  if #pending.leaseAdds > 0 then redis.call('ZADD', KEYS[6], unpack(pending.leaseAdds)) end
+  if #pending.leaseRems > 0 then redis.call('ZREM', KEYS[6], unpack(pending.leaseRems)) end
+  if #pending.finalAdds > 0 then redis.call('ZADD', KEYS[8], unpack(pending.finalAdds)) end
+  pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
+end
+
+-- defer adds values to one of the pending lists, flushing a long one.
+local function defer(list, a, b)
+  list[#list + 1] = a
+  if b then list[#list + 1] = b end
+  if #list >= 2000 then flush() end
+end
+
+-- prefetch reads the records of many jobs with HMGET.
+local function prefetch(ids)
+  for i = 1, #ids, 1000 do
+    local chunk = {}
+    for k = i, math.min(i + 999, #ids) do
+      if cache[ids[k]] == nil then chunk[#chunk + 1] = ids[k] end
+    end
+    if #chunk > 0 then
+      local recs = redis.call('HMGET', KEYS[1], unpack(chunk))
+      for k = 1, #chunk do cache[chunk[k]] = recs[k] end
+    end
+  end
+end
+
 local function load(id)
-  local rec = redis.call('HGET', KEYS[1], id)
+  local rec = cache[id]
+  if rec == nil then
+    rec = redis.call('HGET', KEYS[1], id)
+    cache[id] = rec
+  end
   if not rec then return nil end
   local h = {string.match(rec, headerPattern)}
   if #h ~= 14 or string.len(h[1]) ~= 1 or not (tonumber(h[2]) and tonumber(h[3]) and tonumber(h[4])
@@ -56,7 +96,8 @@ end
 
 local function save(id, r)
   local rec = encode(r)
-  redis.call('HSET', KEYS[1], id, rec)
+  cache[id] = rec
+  defer(pending.sets, id, rec)
   return rec
 end
 
@@ -92,6 +133,8 @@ end
 -- period stays held (with the state the job had); one held until the job
 -- is final is freed.
 local function remove(id, r)
+  flush()
+  cache[id] = false
   redis.call('HDEL', KEYS[1], id)
   redis.call('HDEL', KEYS[2], id)
   redis.call('HDEL', KEYS[3], id)
@@ -113,7 +156,7 @@ local function finish(id, r, code, now)
   r.h[8] = ''
   r.h[11] = ''
   if r.h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
-  redis.call('ZREM', KEYS[6], id)
+  defer(pending.leaseRems, id)
   touchUnique(id, r)
   local ret = r.h[14]
   if ret == 'n' then remove(id, r); return end
@@ -126,7 +169,7 @@ local function finish(id, r, code, now)
     keep = tonumber(ret)
   end
   local at = tonumber(now) + keep
-  if at < 9214646400000 then redis.call('ZADD', KEYS[8], num(at), id) end
+  if at < 9214646400000 then defer(pending.finalAdds, num(at), id) end
 end
 
 -- wait puts a job back among the waiting ones: pending (ready) or, when
@@ -255,6 +298,7 @@ for i = 0, n - 1 do
     out[#out + 1] = {0, id, st}
   end
 end
+flush()
 if woke then redis.call('PUBLISH', ARGV[2], '1') end
 return out
 `)
@@ -274,6 +318,9 @@ local bound = tonumber(ARGV[5])
 cancelDue(now, nowS, bound)
 promoteDue(nowS, bound)
 local got = redis.call('ZPOPMIN', KEYS[4], tonumber(ARGV[2]))
+local ids = {}
+for i = 1, #got, 2 do ids[#ids + 1] = got[i] end
+prefetch(ids)
 local out = {}
 for i = 1, #got, 2 do
   local id = got[i]
@@ -288,7 +335,7 @@ for i = 1, #got, 2 do
     r.h[9] = nowS
     r.h[11] = ARGV[4]
     local rec = save(id, r)
-    redis.call('ZADD', KEYS[6], ARGV[3], id)
+    defer(pending.leaseAdds, ARGV[3], id)
     if r.h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
     touchUnique(id, r)
     out[#out + 1] = id
@@ -300,6 +347,7 @@ for i = 1, #got, 2 do
     out[#out + 1] = ''
   end
 end
+flush()
 return out
 `)
 
@@ -310,6 +358,9 @@ return out
 // Returns per lease 0 (extended), 1 (lost) or 2 (no such job).
 var heartbeatScript = newScript("heartbeat", `
 local now = tonumber(ARGV[1])
+local ids = {}
+for i = 3, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+prefetch(ids)
 local out = {}
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
@@ -317,10 +368,11 @@ for i = 3, #ARGV, 2 do
   if r then
     r.h[8] = ARGV[2]
     save(id, r)
-    redis.call('ZADD', KEYS[6], ARGV[2], id)
+    defer(pending.leaseAdds, ARGV[2], id)
   end
   out[#out + 1] = code
 end
+flush()
 return out
 `)
 
@@ -333,6 +385,9 @@ return out
 // Returns per item 0 (completed), 1 (lease lost) or 2 (no such job).
 var completeScript = newScript("complete", `
 local now, nowS = tonumber(ARGV[1]), ARGV[1]
+local ids = {}
+for i = 3, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
+prefetch(ids)
 local out = {}
 for i = 3, #ARGV, 3 do
   local id, tok, res = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -346,6 +401,7 @@ for i = 3, #ARGV, 3 do
   end
   out[#out + 1] = code
 end
+flush()
 return out
 `)
 
@@ -357,6 +413,9 @@ return out
 // Returns per item 0 (done), 1 (lease lost) or 2 (no such job).
 var failScript = newScript("fail", `
 local now, nowS = tonumber(ARGV[1]), ARGV[1]
+local ids = {}
+for i = 3, #ARGV, 6 do ids[#ids + 1] = ARGV[i] end
+prefetch(ids)
 local out = {}
 local woke = false
 for i = 3, #ARGV, 6 do
@@ -377,6 +436,7 @@ for i = 3, #ARGV, 6 do
   end
   out[#out + 1] = code
 end
+flush()
 if woke then redis.call('PUBLISH', ARGV[2], '1') end
 return out
 `)
@@ -388,6 +448,9 @@ return out
 // Returns per item 0 (released), 1 (lease lost) or 2 (no such job).
 var releaseScript = newScript("release", `
 local now, nowS = tonumber(ARGV[1]), ARGV[1]
+local ids = {}
+for i = 3, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+prefetch(ids)
 local out = {}
 local woke = false
 for i = 3, #ARGV, 2 do
@@ -408,6 +471,7 @@ for i = 3, #ARGV, 2 do
   end
   out[#out + 1] = code
 end
+flush()
 if woke then redis.call('PUBLISH', ARGV[2], '1') end
 return out
 `)
@@ -444,6 +508,7 @@ local limit = tonumber(ARGV[2])
 local cancelled = cancelDue(now, nowS, limit)
 local moved = 0
 if limit - cancelled > 0 then moved = promoteDue(nowS, limit - cancelled) end
+flush()
 if moved > 0 then redis.call('PUBLISH', ARGV[3], '1') end
 return {moved, cancelled}
 `)
@@ -456,6 +521,7 @@ local now, nowS = tonumber(ARGV[1]), ARGV[1]
 local ids = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', nowS, 'LIMIT', 0, tonumber(ARGV[2]))
 local moved, failed = 0, 0
 local woke = false
+prefetch(ids)
 for _, id in ipairs(ids) do
   local r = load(id)
   redis.call('ZREM', KEYS[6], id)
@@ -472,6 +538,7 @@ for _, id in ipairs(ids) do
     end
   end
 end
+flush()
 if woke then redis.call('PUBLISH', ARGV[3], '1') end
 return {moved, failed}
 `)

@@ -45,23 +45,8 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 			continue
 		}
 		seen[q] = true
-		num, ok, err := s.queues.number(ctx, q, false)
-		if err != nil {
-			return res, err
-		}
-		if !ok {
-			continue
-		}
-		args := []string{nowS, strconv.Itoa(p.Max - len(res.Jobs)), exp, worker, strconv.Itoa(promoteBound)}
-		var reply rueidis.RedisResult
-		err = s.retry(ctx, func(int) error {
-			reply = s.eval(ctx, claimScript, s.keys.queue(num).all(), args)
-			return reply.Error()
-		})
-		if err != nil {
-			return res, fmt.Errorf("kyu/redis: claim from queue %q: %w", q, err)
-		}
-		jobs, err := s.claimed(q, reply)
+		args := []string{nowS, strconv.Itoa(p.Max - len(res.Jobs)), exp, worker, strconv.Itoa(promoteBound), q}
+		jobs, err := s.claimQueue(ctx, q, args)
 		if err != nil {
 			return res, err
 		}
@@ -69,6 +54,36 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	}
 	slices.SortStableFunc(res.Jobs, func(a, b *backend.Job) int { return cmp.Compare(b.Priority, a.Priority) })
 	return res, nil
+}
+
+// claimQueue runs the claim script on one queue. When the queue's keys are
+// not marked as its own (the data was lost, and the cached number may be
+// another queue's now), it asks the registry again, once.
+func (s *Store) claimQueue(ctx context.Context, q string, args []string) ([]*backend.Job, error) {
+	for try := 0; ; try++ {
+		num, ok, err := s.queues.number(ctx, q, false)
+		if err != nil || !ok {
+			return nil, err
+		}
+		var reply rueidis.RedisResult
+		err = s.retry(ctx, func(int) error {
+			reply = s.eval(ctx, claimScript, s.keys.queue(num).all(), args)
+			return reply.Error()
+		})
+		if staleQueue(err) {
+			s.queues.forget(q)
+			if try == 0 {
+				continue
+			}
+			// Registered but not yet marked (a registration in flight),
+			// or marked for another queue: nothing of q's is there.
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("kyu/redis: claim from queue %q: %w", q, err)
+		}
+		return s.claimed(q, reply)
+	}
 }
 
 // claimed decodes a claim script's reply.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/redis/rueidis"
@@ -29,64 +30,64 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 	}
 	defer s.leave()
 
-	type group struct {
-		name string
-		num  uint32
-		pos  []int // positions in p.Jobs
-		args []string
-	}
-	var groups []*group
-	byName := map[string]*group{}
-	now := p.Now.UnixMilli()
-	nowS := strconv.FormatInt(now, 10)
+	var groups []*enqueueGroup
+	byName := map[string]*enqueueGroup{}
 	for i := range p.Jobs {
-		nj := &p.Jobs[i]
-		g := byName[nj.Queue]
+		q := p.Jobs[i].Queue
+		g := byName[q]
 		if g == nil {
-			num, _, err := s.queues.number(ctx, nj.Queue, true)
-			if err != nil {
-				return backend.EnqueueResult{}, err
-			}
-			g = &group{name: nj.Queue, num: num, args: []string{nowS, s.keys.wakeChannel(nj.Queue), ""}}
-			byName[nj.Queue] = g
+			g = &enqueueGroup{name: q}
+			byName[q] = g
 			groups = append(groups, g)
 		}
-		id, err := newJobID(g.num)
-		if err != nil {
-			return backend.EnqueueResult{}, err
-		}
-		j := nj.Record(id, p.Now)
-		runAt := j.RunAt.UnixMilli()
-		state, score := "p", readyScore(j.Priority, runAt)
-		if j.State == backend.StateScheduled {
-			state, score = "s", strconv.FormatInt(runAt, 10)
-		}
-		until := "0"
-		if nj.UniqueFor > 0 {
-			until = strconv.FormatInt(p.Now.Add(nj.UniqueFor).UnixMilli(), 10)
-		}
 		g.pos = append(g.pos, i)
-		g.args = append(g.args, id, state, score, msOf(j.Deadline), nj.UniqueKey, until, encodeRecord(j))
 	}
-	calls := make([]call, len(groups))
-	for i, g := range groups {
-		g.args[2] = strconv.Itoa(len(g.pos))
-		calls[i] = call{s: enqueueScript, keys: s.keys.queue(g.num).all(), args: g.args}
-	}
-
+	// A group whose queue keys turn out stale (the data was flushed, and
+	// the number may belong to another queue now) or unmarked wrote
+	// nothing: it asks the registry again and gets new ids; the others
+	// keep theirs, so writing them again changes nothing.
 	var replies []rueidis.RedisResult
-	err := s.retry(ctx, func(int) error {
-		replies = s.runEnqueue(ctx, calls)
-		for _, r := range replies {
-			if err := r.Error(); err != nil {
-				return err
+	for try := 0; ; try++ {
+		for _, g := range groups {
+			if g.args == nil {
+				if err := s.buildEnqueue(ctx, g, &p); err != nil {
+					return backend.EnqueueResult{}, err
+				}
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: %w", err)
+		calls := make([]call, len(groups))
+		for i, g := range groups {
+			calls[i] = call{s: enqueueScript, keys: s.keys.queue(g.num).all(), args: g.args}
+		}
+		err := s.retry(ctx, func(int) error {
+			replies = s.runEnqueue(ctx, calls)
+			for _, r := range replies {
+				if err := r.Error(); err != nil && !staleQueue(err) {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: %w", err)
+		}
+		stale := false
+		for i, r := range replies {
+			if err := r.Error(); err != nil {
+				stale = true
+				s.log.Warn("queue keys not marked as expected; asking the registry again", "queue", groups[i].name, "err", err)
+				s.queues.forget(groups[i].name)
+				groups[i].args = nil
+			}
+		}
+		if !stale {
+			break
+		}
+		if try == 2 {
+			return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: %w: queue keys stay unmarked or marked for another queue", ErrCorrupt)
+		}
 	}
+
 	res := backend.EnqueueResult{Jobs: make([]backend.EnqueuedJob, len(p.Jobs))}
 	for gi, g := range groups {
 		items, err := replies[gi].ToArray()
@@ -109,6 +110,53 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 		}
 	}
 	return res, nil
+}
+
+// enqueueGroup is the part of an Enqueue call that goes to one queue.
+type enqueueGroup struct {
+	name string
+	num  uint32
+	pos  []int    // positions in EnqueueParams.Jobs
+	args []string // the script's ARGV; nil until built
+}
+
+// buildEnqueue gives the group's jobs their ids and records.
+func (s *Store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.EnqueueParams) error {
+	num, _, err := s.queues.number(ctx, g.name, true)
+	if err != nil {
+		return err
+	}
+	g.num = num
+	nowS := strconv.FormatInt(p.Now.UnixMilli(), 10)
+	args := make([]string, 0, 4+7*len(g.pos))
+	args = append(args, nowS, s.keys.wakeChannel(g.name), strconv.Itoa(len(g.pos)), g.name)
+	for _, i := range g.pos {
+		nj := &p.Jobs[i]
+		id, err := newJobID(num)
+		if err != nil {
+			return err
+		}
+		j := nj.Record(id, p.Now)
+		runAt := j.RunAt.UnixMilli()
+		state, score := "p", readyScore(j.Priority, runAt)
+		if j.State == backend.StateScheduled {
+			state, score = "s", strconv.FormatInt(runAt, 10)
+		}
+		until := "0"
+		if nj.UniqueFor > 0 {
+			until = strconv.FormatInt(p.Now.Add(nj.UniqueFor).UnixMilli(), 10)
+		}
+		args = append(args, id, state, score, msOf(j.Deadline), nj.UniqueKey, until, encodeRecord(j))
+	}
+	g.args = args
+	return nil
+}
+
+// staleQueue reports whether a script refused to run because its queue's
+// keys are not marked as that queue's (see checkQueue in scripts.go).
+func staleQueue(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && (strings.HasPrefix(re.Error(), "KYUSTALE") || strings.HasPrefix(re.Error(), "KYUUNMARKED"))
 }
 
 // runEnqueue sends the enqueue scripts: one MULTI with every script's

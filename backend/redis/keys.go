@@ -23,6 +23,9 @@ import "strconv"
 //	{P:N}:final       zset   final jobs that retention will delete, by deletion time ms
 //	{P:N}:unique      hash   unique key -> "holder id|until ms (0: until final)|state"
 //	{P:N}:unique-ends zset   unique keys held for a period, by the period's end ms
+//	{P:N}:queue       string the queue's name, so a process whose cached
+//	                         number is stale (the data was flushed and the
+//	                         number given to another queue) finds out
 //
 // Wake-ups travel on the Pub/Sub channel P:wake:<queue name> (channels are
 // not keys and belong to no slot).
@@ -68,13 +71,14 @@ func (q queueKeys) deadlines() string  { return q.tag + ":deadlines" }
 func (q queueKeys) final() string      { return q.tag + ":final" }
 func (q queueKeys) unique() string     { return q.tag + ":unique" }
 func (q queueKeys) uniqueEnds() string { return q.tag + ":unique-ends" }
+func (q queueKeys) name() string       { return q.tag + ":queue" }
 
 // all lists every key of the queue in the order the scripts take them as
-// KEYS[1..10] (see scripts.go).
+// KEYS[1..11] (see scripts.go).
 func (q queueKeys) all() []string {
 	return []string{
 		q.jobs(), q.errors(), q.results(), q.ready(), q.waiting(), q.leases(),
-		q.deadlines(), q.final(), q.unique(), q.uniqueEnds(),
+		q.deadlines(), q.final(), q.unique(), q.uniqueEnds(), q.name(),
 	}
 }
 

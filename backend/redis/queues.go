@@ -68,8 +68,45 @@ func (r *registry) number(ctx context.Context, name string, create bool) (num ui
 	if err != nil || n < 1 || n > maxQueues {
 		return 0, false, fmt.Errorf("%w: queue %q has number %q in %s", ErrCorrupt, name, res.String(), k.queues())
 	}
+	if create {
+		if err := r.mark(ctx, name, uint32(n)); err != nil {
+			return 0, false, err
+		}
+	}
 	r.remember(name, uint32(n))
 	return uint32(n), true, nil
+}
+
+// mark writes the queue's name into its keys (queueKeys.name), which the
+// enqueue and claim scripts check, unless it is there already.
+func (r *registry) mark(ctx context.Context, name string, num uint32) error {
+	key := r.s.keys.queue(num).name()
+	var res rueidis.RedisResult
+	err := r.s.retry(ctx, func(int) error {
+		res = r.s.client.Do(ctx, r.s.client.B().Set().Key(key).Value(name).Nx().Get().Build())
+		if rueidis.IsRedisNil(res.Error()) {
+			return nil
+		}
+		return res.Error()
+	})
+	if err != nil {
+		return fmt.Errorf("kyu/redis: mark queue %q: %w", name, err)
+	}
+	if old, err := res.ToString(); err == nil && old != name {
+		return fmt.Errorf("%w: the registry gives number %d to queue %q but %s names queue %q", ErrCorrupt, num, name, key, old)
+	}
+	return nil
+}
+
+// forget drops what the cache knows of queue name, so the next lookup asks
+// the registry.
+func (r *registry) forget(name string) {
+	r.mu.Lock()
+	if num, ok := r.byName[name]; ok {
+		delete(r.byNum, num)
+	}
+	delete(r.byName, name)
+	r.mu.Unlock()
 }
 
 // name returns the name of queue number num; ok is false when no queue

@@ -23,10 +23,10 @@ func rawScript(name, src string) *script {
 }
 
 // luaCommon is the start of every per-queue script. Such a script takes
-// the keys of one queue as KEYS[1..10] (queueKeys.all):
+// the keys of one queue as KEYS[1..11] (queueKeys.all):
 //
 //	1 jobs  2 errors  3 results  4 ready  5 waiting  6 leases
-//	7 deadlines  8 final  9 unique  10 unique-ends
+//	7 deadlines  8 final  9 unique  10 unique-ends  11 queue name
 //
 // Times are Unix milliseconds, passed as decimal strings. A record (see
 // record.go) is loaded into a table {h = header fields, tail = the rest,
@@ -99,6 +99,20 @@ local function save(id, r)
   cache[id] = rec
   defer(pending.sets, id, rec)
   return rec
+end
+
+-- checkQueue makes sure the keys belong to the named queue: it returns an
+-- error reply, KYUSTALE when they are marked as another queue's, and, when
+-- needMark is set, KYUUNMARKED when they are not marked at all (the
+-- process then asks the registry again, which marks them).
+local function checkQueue(name, needMark)
+  local have = redis.call('GET', KEYS[11])
+  if not have then
+    if needMark then return redis.error_reply('KYUUNMARKED queue keys are not marked') end
+  elseif have ~= name then
+    return redis.error_reply('KYUSTALE queue number now belongs to queue ' .. have)
+  end
+  return nil
 end
 
 local function num(x)
@@ -250,21 +264,25 @@ end
 
 // enqueueScript writes new jobs of one queue.
 //
-// ARGV: 1 now, 2 wake channel, 3 count, then per job 7 values: id, state
+// ARGV: 1 now, 2 wake channel, 3 count, 4 queue name, then per job 7
+// values: id, state
 // letter (p or s), score (ready score for p, run-at for s), deadline ("" for
 // none), unique key ("" for none), unique until ("0": until final), record.
 //
 // Returns per job {duplicate (0/1), id, state letter}. An id already in
 // the jobs hash was written by an earlier try of the same call and is
 // reported as written again. Publishes on the wake channel when a job is
-// pending.
+// pending. Fails with KYUSTALE or KYUUNMARKED (see checkQueue), writing
+// nothing, unless the keys are marked as this queue's.
 var enqueueScript = newScript("enqueue", `
+local stale = checkQueue(ARGV[4], true)
+if stale then return stale end
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[3])
 local out = {}
 local woke = false
 for i = 0, n - 1 do
-  local b = 4 + i * 7
+  local b = 5 + i * 7
   local id, st, score, dl, uk, untilms, rec = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
   local dupId, dupState
   if uk ~= '' then
@@ -307,12 +325,17 @@ return out
 // waiting jobs whose deadline has come and promotes the due scheduled and
 // retry jobs (up to promoteBound of each), then pops the best pending jobs.
 //
-// ARGV: 1 now, 2 max, 3 lease expiry, 4 worker id (hex), 5 promote bound.
+// ARGV: 1 now, 2 max, 3 lease expiry, 4 worker id (hex), 5 promote bound,
+// 6 queue name.
 //
 // Returns a flat list of {id, record, errors} per claimed job, best first;
 // a record that does not parse is dropped from the ready set and returned
-// with an empty record.
+// with an empty record. Fails with KYUSTALE or KYUUNMARKED (see
+// checkQueue), changing nothing, unless the keys are marked as this
+// queue's.
 var claimScript = newScript("claim", `
+local stale = checkQueue(ARGV[6], true)
+if stale then return stale end
 local now, nowS = tonumber(ARGV[1]), ARGV[1]
 local bound = tonumber(ARGV[5])
 cancelDue(now, nowS, bound)

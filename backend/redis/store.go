@@ -100,7 +100,21 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		client.Close()
 		return nil, fmt.Errorf("kyu/redis: %s, prefix %q: %w", where, opts.Prefix, err)
 	}
+	s.checkEviction(ctx)
 	return s, nil
+}
+
+// checkEviction warns when the server may evict keys under memory
+// pressure: an evicted job is a lost job. Servers that refuse CONFIG (many
+// managed ones) are not checked.
+func (s *Store) checkEviction(ctx context.Context) {
+	m, err := s.client.Do(ctx, s.client.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+	if err != nil {
+		return
+	}
+	if p, ok := m["maxmemory-policy"]; ok && p != "noeviction" {
+		s.log.Warn("redis may evict keys when it runs out of memory, which loses jobs; set maxmemory-policy noeviction", "maxmemory-policy", p)
+	}
 }
 
 // explainConnect names the usual reasons a connection is refused.

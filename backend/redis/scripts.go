@@ -298,10 +298,9 @@ for i = 0, n - 1 do
   end
   if dupId then
     out[#out + 1] = {1, dupId, dupState}
-  elseif redis.call('HEXISTS', KEYS[1], id) == 1 then
+  elseif redis.call('HSETNX', KEYS[1], id, rec) == 0 then
     out[#out + 1] = {0, id, st}
   else
-    redis.call('HSET', KEYS[1], id, rec)
     if st == 'p' then
       redis.call('ZADD', KEYS[4], score, id)
       woke = true

@@ -33,7 +33,7 @@ func rawScript(name, src string) *script {
 // uk = the unique key}; load returns nil for a missing job and false for
 // a record that does not parse, which no script rewrites.
 const luaCommon = `
-local headerPattern = '^' .. string.rep('([^|\n]*)|', 13) .. '([^|\n]*)\n'
+local headerPattern = '^([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)\n()'
 
 -- Writes to the jobs hash and the leases and final sets are gathered and
 -- sent as one command each by flush (at the end of every script, and
@@ -79,14 +79,14 @@ local function load(id)
   end
   if not rec then return nil end
   local h = {string.match(rec, headerPattern)}
-  if #h ~= 14 or string.len(h[1]) ~= 1 or not (tonumber(h[2]) and tonumber(h[3]) and tonumber(h[4])
+  local at = h[15]
+  h[15] = nil
+  if not at or string.len(h[1]) ~= 1 or not (tonumber(h[2]) and tonumber(h[3]) and tonumber(h[4])
       and tonumber(h[5]) and tonumber(h[6]) and tonumber(h[13])) then
     return false
   end
   if h[1] == 'a' and not tonumber(h[8]) then return false end
-  local hlen = 13
-  for i = 1, 14 do hlen = hlen + string.len(h[i]) end
-  local tail = string.sub(rec, hlen + 2)
+  local tail = string.sub(rec, at)
   return {h = h, tail = tail, uk = string.sub(tail, 1, tonumber(h[13]))}
 end
 

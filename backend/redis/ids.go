@@ -39,12 +39,30 @@ func queueNumOf(id string) (num uint32, ok bool) {
 	return uint32(u[9])<<16 | uint32(u[10])<<8 | uint32(u[11]), true
 }
 
-// idMilli is the Unix millisecond time in a UUIDv7 job id (0 for a string
-// that is not a UUID).
+// idMilli is the Unix millisecond time in a UUIDv7 job id, read from its
+// first 12 hex digits (0 for a string that is not a UUID).
 func idMilli(id string) int64 {
-	u, err := uuid.Parse(id)
-	if err != nil {
+	if len(id) != 36 || id[8] != '-' {
 		return 0
 	}
-	return int64(u[0])<<40 | int64(u[1])<<32 | int64(u[2])<<24 | int64(u[3])<<16 | int64(u[4])<<8 | int64(u[5])
+	var ms int64
+	for i := 0; i < 13; i++ {
+		if i == 8 {
+			continue
+		}
+		c := id[i]
+		var v byte
+		switch {
+		case c >= '0' && c <= '9':
+			v = c - '0'
+		case c >= 'a' && c <= 'f':
+			v = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			v = c - 'A' + 10
+		default:
+			return 0
+		}
+		ms = ms<<4 | int64(v)
+	}
+	return ms
 }

@@ -94,32 +94,37 @@ func retentionField(r backend.Retention) string {
 
 // encodeRecord writes the record of a new job.
 func encodeRecord(j *backend.Job) string {
-	h := make([]string, headerFields)
-	h[hState-1] = stateCodes[j.State]
-	h[hAttempt-1] = strconv.Itoa(j.Attempt)
-	h[hMaxAttempts-1] = strconv.Itoa(j.MaxAttempts)
-	h[hToken-1] = strconv.FormatInt(j.LeaseToken, 10)
-	h[hPriority-1] = strconv.Itoa(j.Priority)
-	h[hRunAt-1] = msOf(j.RunAt)
-	h[hDeadline-1] = msOf(j.Deadline)
-	h[hLeaseExp-1] = msOf(j.LeaseExpiresAt)
-	h[hStarted-1] = msOf(j.StartedAt)
-	h[hFinished-1] = msOf(j.FinishedAt)
-	h[hWorker-1] = hex.EncodeToString([]byte(j.WorkerID))
-	h[hCancel-1] = ""
-	h[hUniqueLen-1] = strconv.Itoa(len(j.UniqueKey))
-	h[hRetention-1] = retentionField(j.Retention)
-	var b strings.Builder
-	b.WriteString(strings.Join(h, "|"))
-	b.WriteByte('\n')
-	b.WriteString(j.UniqueKey)
-	b.Write(encodeBody(j))
-	return b.String()
+	b := make([]byte, 0, 64+len(j.UniqueKey)+len(j.Payload)+len(j.Type)+len(j.Title))
+	b = append(b, stateCodes[j.State]...)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(j.Attempt), 10)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, j.LeaseToken, 10)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(j.Priority), 10)
+	for _, t := range []time.Time{j.RunAt, j.Deadline, j.LeaseExpiresAt, j.StartedAt, j.FinishedAt} {
+		b = append(b, '|')
+		if !t.IsZero() {
+			b = strconv.AppendInt(b, t.UnixMilli(), 10)
+		}
+	}
+	b = append(b, '|')
+	b = hex.AppendEncode(b, []byte(j.WorkerID))
+	b = append(b, "||"...) // no cancel reason yet
+	b = strconv.AppendInt(b, int64(len(j.UniqueKey)), 10)
+	b = append(b, '|')
+	b = append(b, retentionField(j.Retention)...)
+	b = append(b, '\n')
+	b = append(b, j.UniqueKey...)
+	b = appendBody(b, j)
+	return string(b)
 }
 
-// encodeBody writes the fields no script reads.
-func encodeBody(j *backend.Job) []byte {
-	b := []byte{bodyVersion}
+// appendBody writes the fields no script reads.
+func appendBody(b []byte, j *backend.Job) []byte {
+	b = append(b, bodyVersion)
 	str := func(s []byte) {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)

@@ -29,7 +29,7 @@ import (
 // Attempt errors and results live in their own hashes (keys.go), so the
 // record of a pending job stays small.
 const (
-	hState       = 1  // one letter, see stateCodes
+	hState       = 1  // one letter, see stateCode
 	hAttempt     = 2  // attempts made
 	hMaxAttempts = 3  //
 	hToken       = 4  // lease token of the latest claim
@@ -46,21 +46,31 @@ const (
 	headerFields = 14
 )
 
-// stateCodes maps each state to the letter a record stores.
-var stateCodes = map[backend.State]string{
-	backend.StateScheduled: "s",
-	backend.StatePending:   "p",
-	backend.StateActive:    "a",
-	backend.StateRetry:     "r",
-	backend.StateCompleted: "c",
-	backend.StateFailed:    "f",
-	backend.StateCancelled: "x",
+// stateCode is the letter a record stores for a state.
+func stateCode(s backend.State) string {
+	switch s {
+	case backend.StateScheduled:
+		return "s"
+	case backend.StatePending:
+		return "p"
+	case backend.StateActive:
+		return "a"
+	case backend.StateRetry:
+		return "r"
+	case backend.StateCompleted:
+		return "c"
+	case backend.StateFailed:
+		return "f"
+	case backend.StateCancelled:
+		return "x"
+	}
+	return "?"
 }
 
-// stateOfCode is the inverse of stateCodes.
+// stateOfCode is the inverse of stateCode.
 func stateOfCode(code string) (backend.State, bool) {
-	for s, c := range stateCodes {
-		if c == code {
+	for _, s := range backend.States() {
+		if stateCode(s) == code {
 			return s, true
 		}
 	}
@@ -95,7 +105,7 @@ func retentionField(r backend.Retention) string {
 // encodeRecord writes the record of a new job.
 func encodeRecord(j *backend.Job) string {
 	b := make([]byte, 0, 64+len(j.UniqueKey)+len(j.Payload)+len(j.Type)+len(j.Title))
-	b = append(b, stateCodes[j.State]...)
+	b = append(b, stateCode(j.State)...)
 	b = append(b, '|')
 	b = strconv.AppendInt(b, int64(j.Attempt), 10)
 	b = append(b, '|')

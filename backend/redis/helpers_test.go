@@ -65,7 +65,11 @@ func backendtestUnreachable(t testing.TB, server string, err error) {
 
 // dropPrefix deletes every key of a store's prefix, on every primary.
 func dropPrefix(o Options) error {
-	co := rueidis.ClientOption{InitAddress: o.Addrs, Username: o.Username, Password: o.Password, SelectDB: o.DB, TLSConfig: o.TLS, DisableCache: true, ForceSingleClient: !o.Cluster}
+	co := rueidis.ClientOption{
+		InitAddress: o.Addrs, Username: o.Username, Password: o.Password, SelectDB: o.DB, TLSConfig: o.TLS,
+		DisableCache: true, ForceSingleClient: !o.Cluster && o.SentinelMaster == "",
+		Sentinel: rueidis.SentinelOption{MasterSet: o.SentinelMaster},
+	}
 	c, err := rueidis.NewClient(co)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,10 +77,18 @@ func (ps *privateServer) addr() string { return "127.0.0.1:" + strconv.Itoa(ps.p
 // start runs the server and waits until it answers PING.
 func (ps *privateServer) start() {
 	ps.t.Helper()
-	args := append([]string{
-		"--port", strconv.Itoa(ps.port), "--bind", "127.0.0.1", "--dir", ps.dir,
-		"--save", "", "--daemonize", "no", "--logfile", filepath.Join(ps.dir, "redis.log"),
-	}, ps.args...)
+	var args []string
+	extra := ps.args
+	if len(extra) > 0 && !strings.HasPrefix(extra[0], "--") {
+		// A configuration file must come first.
+		args, extra = append(args, extra[0]), extra[1:]
+	}
+	args = append(args, "--port", strconv.Itoa(ps.port), "--bind", "127.0.0.1", "--dir", ps.dir,
+		"--daemonize", "no", "--logfile", filepath.Join(ps.dir, "redis.log"))
+	if !slices.Contains(extra, "--sentinel") {
+		args = append(args, "--save", "")
+	}
+	args = append(args, extra...)
 	ps.cmd = exec.Command("redis-server", args...)
 	if err := ps.cmd.Start(); err != nil {
 		ps.t.Fatalf("start redis-server: %v", err)

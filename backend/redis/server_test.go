@@ -67,8 +67,8 @@ func startServer(t testing.TB, args ...string) *privateServer {
 	t.Helper()
 	needRedisServer(t)
 	ps := &privateServer{t: t, port: freePort(t), dir: t.TempDir(), args: args}
+	t.Cleanup(ps.stop) // first, so a server that never answers is stopped too
 	ps.start()
-	t.Cleanup(ps.stop)
 	return ps
 }
 

@@ -103,6 +103,7 @@ func (ps *privateServer) start() {
 		}
 		select {
 		case err := <-ps.exit:
+			ps.cmd = nil // exited: nothing left to stop
 			log, _ := os.ReadFile(filepath.Join(ps.dir, "redis.log"))
 			ps.t.Fatalf("redis-server on port %d exited: %v\n%s", ps.port, err, log)
 		default:

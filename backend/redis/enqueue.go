@@ -71,20 +71,36 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 		if err != nil {
 			return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: %w", err)
 		}
-		stale := false
+		again := false
 		for i, r := range replies {
+			g := groups[i]
 			if err := r.Error(); err != nil {
-				stale = true
-				s.log.Warn("queue keys not marked as expected; asking the registry again", "queue", groups[i].name, "err", err)
-				s.queues.forget(groups[i].name)
-				groups[i].args = nil
+				again = true
+				s.log.Warn("queue keys not marked as expected; asking the registry again", "queue", g.name, "err", err)
+				s.queues.forget(g.name)
+				g.args = nil
+				continue
+			}
+			collided, err := g.collisions(r)
+			if err != nil {
+				return backend.EnqueueResult{}, err
+			}
+			for _, k := range collided {
+				// Another job has this id (38 random bits and the clock
+				// coincided): give this one a new id and run the group
+				// again; its jobs already written are reported as written.
+				again = true
+				s.log.Warn("job id collision; enqueueing with a new id", "queue", g.name)
+				if err := g.setJob(k, &p); err != nil {
+					return backend.EnqueueResult{}, err
+				}
 			}
 		}
-		if !stale {
+		if !again {
 			break
 		}
-		if try == 2 {
-			return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: %w: queue keys stay unmarked or marked for another queue", ErrCorrupt)
+		if try == 4 {
+			return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: %w: queue keys stay unmarked or marked for another queue, or job ids keep colliding", ErrCorrupt)
 		}
 	}
 
@@ -127,29 +143,60 @@ func (s *Store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.En
 		return err
 	}
 	g.num = num
-	nowS := strconv.FormatInt(p.Now.UnixMilli(), 10)
-	args := make([]string, 0, 4+7*len(g.pos))
-	args = append(args, nowS, s.keys.wakeChannel(g.name), strconv.Itoa(len(g.pos)), g.name)
-	for _, i := range g.pos {
-		nj := &p.Jobs[i]
-		id, err := newJobID(num)
-		if err != nil {
+	g.args = make([]string, enqueueHead+enqueueStride*len(g.pos))
+	copy(g.args, []string{strconv.FormatInt(p.Now.UnixMilli(), 10), s.keys.wakeChannel(g.name), strconv.Itoa(len(g.pos)), g.name})
+	for k := range g.pos {
+		if err := g.setJob(k, p); err != nil {
 			return err
 		}
-		j := nj.Record(id, p.Now)
-		runAt := j.RunAt.UnixMilli()
-		state, score := "p", readyScore(j.Priority, runAt)
-		if j.State == backend.StateScheduled {
-			state, score = "s", strconv.FormatInt(runAt, 10)
-		}
-		until := "0"
-		if nj.UniqueFor > 0 {
-			until = strconv.FormatInt(p.Now.Add(nj.UniqueFor).UnixMilli(), 10)
-		}
-		args = append(args, id, state, score, msOf(j.Deadline), nj.UniqueKey, until, encodeRecord(j))
 	}
-	g.args = args
 	return nil
+}
+
+// The enqueue script's ARGV: enqueueHead values, then enqueueStride per job.
+const (
+	enqueueHead   = 4
+	enqueueStride = 7
+)
+
+// setJob gives the group's k-th job a new id and writes its ARGV values.
+func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
+	nj := &p.Jobs[g.pos[k]]
+	id, err := newJobID(g.num)
+	if err != nil {
+		return err
+	}
+	j := nj.Record(id, p.Now)
+	runAt := j.RunAt.UnixMilli()
+	state, score := "p", readyScore(j.Priority, runAt)
+	if j.State == backend.StateScheduled {
+		state, score = "s", strconv.FormatInt(runAt, 10)
+	}
+	until := "0"
+	if nj.UniqueFor > 0 {
+		until = strconv.FormatInt(p.Now.Add(nj.UniqueFor).UnixMilli(), 10)
+	}
+	copy(g.args[enqueueHead+k*enqueueStride:], []string{id, state, score, msOf(j.Deadline), nj.UniqueKey, until, encodeRecord(j)})
+	return nil
+}
+
+// collisions lists the jobs of the group whose ids the script found taken.
+func (g *enqueueGroup) collisions(reply rueidis.RedisResult) ([]int, error) {
+	items, err := reply.ToArray()
+	if err != nil || len(items) != len(g.pos) {
+		return nil, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", reply.String())
+	}
+	var out []int
+	for k, it := range items {
+		v, err := it.ToArray()
+		if err != nil || len(v) != 3 {
+			return nil, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
+		}
+		if code, _ := v[0].AsInt64(); code == 2 {
+			out = append(out, k)
+		}
+	}
+	return out, nil
 }
 
 // staleQueue reports whether a script refused to run because its queue's

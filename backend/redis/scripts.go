@@ -265,13 +265,15 @@ end
 // enqueueScript writes new jobs of one queue.
 //
 // ARGV: 1 now, 2 wake channel, 3 count, 4 queue name, then per job 7
-// values: id, state
-// letter (p or s), score (ready score for p, run-at for s), deadline ("" for
-// none), unique key ("" for none), unique until ("0": until final), record.
+// values: id, state letter (p or s), score (ready score for p, run-at for
+// s), deadline ("" for none), unique key ("" for none), unique until ("0":
+// until final), record.
 //
-// Returns per job {duplicate (0/1), id, state letter}. An id already in
-// the jobs hash was written by an earlier try of the same call and is
-// reported as written again. Publishes on the wake channel when a job is
+// Returns per job {outcome, id, state letter}: outcome 0 written, 1
+// duplicate (id and state are the holder's), 2 the id is another job's
+// (two ids collided; nothing was written for this job). An id already
+// holding this very record was written by an earlier try of the same call
+// and is reported as written again. Publishes on the wake channel when a job is
 // pending. Fails with KYUSTALE or KYUUNMARKED (see checkQueue), writing
 // nothing, unless the keys are marked as this queue's.
 var enqueueScript = newScript("enqueue", `
@@ -299,7 +301,11 @@ for i = 0, n - 1 do
   if dupId then
     out[#out + 1] = {1, dupId, dupState}
   elseif redis.call('HSETNX', KEYS[1], id, rec) == 0 then
-    out[#out + 1] = {0, id, st}
+    if redis.call('HGET', KEYS[1], id) == rec then
+      out[#out + 1] = {0, id, st}
+    else
+      out[#out + 1] = {2, id, st}
+    end
   else
     if st == 'p' then
       redis.call('ZADD', KEYS[4], score, id)

@@ -56,7 +56,7 @@ func (s *Store) group(ctx context.Context, ids []string, head func(queue string)
 	return b, nil
 }
 
-// run sends one script per group, retrying the whole round trip while the
+// runBatch sends one script per group, retrying the whole round trip while the
 // server cannot be reached; args builds a group's ARGV for the given try.
 func (s *Store) runBatch(ctx context.Context, op string, sc *script, b *leaseBatch, args func(g *leaseGroup, try int) []string) error {
 	if len(b.groups) == 0 {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -122,7 +123,7 @@ func explainConnect(err error) error {
 	if re, ok := rueidis.IsRedisErr(err); ok {
 		msg := re.Error()
 		switch {
-		case hasPrefix(msg, "WRONGPASS"), hasPrefix(msg, "NOAUTH"), hasPrefix(msg, "ERR AUTH"), hasPrefix(msg, "ERR invalid password"):
+		case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "ERR AUTH"), strings.HasPrefix(msg, "ERR invalid password"):
 			return fmt.Errorf("authentication failed (wrong user or password): %w", err)
 		}
 		return err
@@ -134,8 +135,6 @@ func explainConnect(err error) error {
 	return err
 }
 
-func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
-
 // checkMarker runs markerScript: a prefix is kyu's only if its marker says so.
 func (s *Store) checkMarker(ctx context.Context) error {
 	var out string
@@ -145,7 +144,7 @@ func (s *Store) checkMarker(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		if re, ok := rueidis.IsRedisErr(err); ok && hasPrefix(re.Error(), "ERR unknown command") {
+		if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "ERR unknown command") {
 			return fmt.Errorf("the server does not run Lua scripts (is it Redis 7 or later?): %w", err)
 		}
 		return fmt.Errorf("check the prefix marker: %w", err)
@@ -154,7 +153,7 @@ func (s *Store) checkMarker(ctx context.Context) error {
 	case out == "new":
 		s.log.Info("marked a new kyu store", "prefix", s.opts.Prefix)
 		return nil
-	case hasPrefix(out, "v:"):
+	case strings.HasPrefix(out, "v:"):
 		v, err := strconv.Atoi(out[2:])
 		if err != nil {
 			return fmt.Errorf("%w: marker %s holds version %q", ErrPrefixInUse, s.keys.meta(), out[2:])

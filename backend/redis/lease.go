@@ -15,7 +15,8 @@ import (
 // one pipelined round trip.
 type leaseBatch struct {
 	groups []*leaseGroup
-	// codes holds each item's outcome: 0 done, 1 lease lost, 2 no such job.
+	// codes holds each item's outcome: 0 done, 1 lease lost, 2 no such
+	// job (3: heartbeat done, cancel requested).
 	codes []int64
 }
 
@@ -121,6 +122,14 @@ func leaseIDs(ls []backend.Lease) []string {
 
 func ms(t int64) string { return strconv.FormatInt(t, 10) }
 
+// flag is a boolean as the scripts take it.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
 // Heartbeat extends every live lease to p.Now+p.Extend.
 func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
 	if err := p.Check(); err != nil {
@@ -149,8 +158,8 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 	}
 	res := backend.HeartbeatResult{Leases: make([]backend.LeaseStatus, len(p.Leases))}
 	for i, c := range b.codes {
-		if c == 0 {
-			res.Leases[i] = backend.LeaseStatus{ExpiresAt: time.UnixMilli(exp.UnixMilli()).UTC()}
+		if c == 0 || c == 3 {
+			res.Leases[i] = backend.LeaseStatus{ExpiresAt: time.UnixMilli(exp.UnixMilli()).UTC(), CancelRequested: c == 3}
 		} else {
 			res.Leases[i] = backend.LeaseStatus{Lost: true}
 		}
@@ -213,11 +222,7 @@ func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 		args := append([]string(nil), g.args...)
 		for _, i := range g.pos {
 			it := p.Items[i]
-			final := "0"
-			if it.Final {
-				final = "1"
-			}
-			args = append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10), it.Message, it.Stack, msOf(it.RetryAt), final)
+			args = append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10), it.Message, it.Stack, msOf(it.RetryAt), flag(it.Final), flag(it.Cancel))
 		}
 		return args
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/redis/rueidis"
@@ -14,9 +15,10 @@ import (
 const defaultStepLimit = 1000
 
 // eachQueue runs one maintenance script per queue, in name order, while
-// the step has room left; step reads a script's reply and says how many
-// jobs it acted on.
-func (s *Store) eachQueue(ctx context.Context, op string, p backend.MaintenanceParams, sc *script, withChannel bool, step func(reply rueidis.RedisResult) (int, error)) error {
+// the step has room left; its ARGV are now, the room left and what extra
+// gives for the queue. step reads a script's reply and says how many jobs
+// it acted on.
+func (s *Store) eachQueue(ctx context.Context, op string, p backend.MaintenanceParams, sc *script, extra func(queue string) []string, step func(reply rueidis.RedisResult) (int, error)) error {
 	if err := backend.CheckNow(p.Now); err != nil {
 		return err
 	}
@@ -42,10 +44,7 @@ func (s *Store) eachQueue(ctx context.Context, op string, p backend.MaintenanceP
 		if limit <= 0 {
 			break
 		}
-		args := []string{nowS, strconv.Itoa(limit)}
-		if withChannel {
-			args = append(args, s.keys.wakeChannel(q))
-		}
+		args := append([]string{nowS, strconv.Itoa(limit)}, extra(q)...)
 		var reply rueidis.RedisResult
 		err := s.retry(ctx, func(int) error {
 			reply = s.eval(ctx, sc, s.keys.queue(queues[q]).all(), args)
@@ -67,7 +66,7 @@ func (s *Store) eachQueue(ctx context.Context, op string, p backend.MaintenanceP
 // jobs whose deadline has passed.
 func (s *Store) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	var res backend.MaintenanceResult
-	err := s.eachQueue(ctx, "promote", p, promoteScript, true, func(reply rueidis.RedisResult) (int, error) {
+	err := s.eachQueue(ctx, "promote", p, promoteScript, s.wakeArg, func(reply rueidis.RedisResult) (int, error) {
 		v, err := reply.AsIntSlice()
 		if err != nil || len(v) != 2 {
 			return 0, fmt.Errorf("bad reply")
@@ -82,7 +81,7 @@ func (s *Store) Promote(ctx context.Context, p backend.MaintenanceParams) (backe
 // RecoverLeases ends expired leases.
 func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	var res backend.MaintenanceResult
-	err := s.eachQueue(ctx, "recover leases", p, recoverScript, true, func(reply rueidis.RedisResult) (int, error) {
+	err := s.eachQueue(ctx, "recover leases", p, recoverScript, s.wakeArg, func(reply rueidis.RedisResult) (int, error) {
 		v, err := reply.AsIntSlice()
 		if err != nil || len(v) != 2 {
 			return 0, fmt.Errorf("bad reply")
@@ -94,11 +93,16 @@ func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 	return res, err
 }
 
-// ApplyRetention deletes final jobs whose retention has run out and
-// forgets unique keys whose period has ended.
+// wakeArg is the ARGV that names a queue's wake channel.
+func (s *Store) wakeArg(queue string) []string { return []string{s.keys.wakeChannel(queue)} }
+
+// ApplyRetention deletes final jobs whose retention has run out, forgets
+// unique keys whose period has ended, and drops per-minute counters older
+// than backend.StatsHistory.
 func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	var res backend.MaintenanceResult
-	err := s.eachQueue(ctx, "apply retention", p, retentionScript, false, func(reply rueidis.RedisResult) (int, error) {
+	keep := ms(backend.MinuteOf(p.Now).Add(time.Minute - backend.StatsHistory).UnixMilli())
+	err := s.eachQueue(ctx, "apply retention", p, retentionScript, func(string) []string { return []string{keep} }, func(reply rueidis.RedisResult) (int, error) {
 		n, err := reply.AsInt64()
 		if err != nil {
 			return 0, err

@@ -40,11 +40,17 @@ const (
 	hStarted     = 9  // ms or ""
 	hFinished    = 10 // ms or ""
 	hWorker      = 11 // hex or ""
-	hCancel      = 12 // "" or "d" (deadline) or "r" (requested)
+	hCancel      = 12 // see cancelCodes
 	hUniqueLen   = 13 // bytes of unique key after the header
 	hRetention   = 14 // "" default, "n" none, "f" forever, else ms to keep
 	headerFields = 14
 )
+
+// The cancel field of a header: "" none; "d" cancelled by its deadline;
+// "r" cancelled at once by Cancel; "q" active, its cancel requested; "R"
+// cancelled after a requested cancel (reason requested, CancelRequested
+// kept as a record); "h" cancelled by its handler (FailItem.Cancel).
+const cancelCodes = "drqRh"
 
 // stateCode is the letter a record stores for a state.
 func stateCode(s backend.State) string {
@@ -238,6 +244,12 @@ func decodeRecord(id, queue, rec string) (*backend.Job, error) {
 		j.CancelReason = backend.CancelReasonDeadline
 	case "r":
 		j.CancelReason = backend.CancelReasonRequested
+	case "q":
+		j.CancelRequested = true
+	case "R":
+		j.CancelReason, j.CancelRequested = backend.CancelReasonRequested, true
+	case "h":
+		j.CancelReason = backend.CancelReasonHandler
 	default:
 		return nil, bad("unknown cancel reason")
 	}
@@ -360,4 +372,85 @@ func decodeErrors(id, s string) ([]backend.AttemptError, error) {
 		out[i] = backend.AttemptError{Attempt: e.Attempt, At: time.UnixMilli(e.At).UTC(), Kind: e.Kind, Message: e.Message, Stack: e.Stack}
 	}
 	return out, nil
+}
+
+// storedProgress is a job's progress as Report writes it.
+type storedProgress struct {
+	Percent float64 `json:"p"`
+	Message string  `json:"m,omitempty"`
+	At      int64   `json:"t"`
+}
+
+// storedLine is one log line as Report writes it.
+type storedLine struct {
+	At   int64  `json:"t"`
+	Line string `json:"l"`
+}
+
+// encodeProgress writes a progress report made at now.
+func encodeProgress(p *backend.Progress, now time.Time) string {
+	b, _ := json.Marshal(storedProgress{Percent: p.Percent, Message: p.Message, At: now.UnixMilli()})
+	return string(b)
+}
+
+// encodeLine writes a log line made at now.
+func encodeLine(line string, now time.Time) string {
+	b, _ := json.Marshal(storedLine{At: now.UnixMilli(), Line: line})
+	return string(b)
+}
+
+// jobExtras are the stored values beside a record that a view carries
+// (see view in scripts.go); nil for a value not stored.
+type jobExtras struct {
+	errors, result, progress, logs, logCounts, expires *string
+}
+
+// apply decodes the extras into j.
+func (x jobExtras) apply(j *backend.Job) error {
+	bad := func(what string, err error) error {
+		return fmt.Errorf("%w: job %s: %s: %v", ErrCorrupt, j.ID, what, err)
+	}
+	if x.errors != nil {
+		errs, err := decodeErrors(j.ID, *x.errors)
+		if err != nil {
+			return err
+		}
+		j.Errors = errs
+	}
+	if x.result != nil {
+		j.Result = []byte(*x.result)
+	}
+	if x.progress != nil {
+		var p storedProgress
+		if err := json.Unmarshal([]byte(*x.progress), &p); err != nil {
+			return bad("progress", err)
+		}
+		j.Progress = &backend.Progress{Percent: p.Percent, Message: p.Message, At: time.UnixMilli(p.At).UTC()}
+	}
+	if x.logs != nil {
+		var lines []storedLine
+		if err := json.Unmarshal([]byte(*x.logs), &lines); err != nil {
+			return bad("logs", err)
+		}
+		j.Logs = make([]backend.LogLine, len(lines))
+		for i, l := range lines {
+			j.Logs[i] = backend.LogLine{At: time.UnixMilli(l.At).UTC(), Line: l.Line}
+		}
+	}
+	if x.logCounts != nil {
+		_, dropped, ok := strings.Cut(*x.logCounts, "|")
+		n, err := strconv.Atoi(dropped)
+		if !ok || err != nil || n < 0 {
+			return bad("log counts", fmt.Errorf("%q is not kept|dropped", *x.logCounts))
+		}
+		j.LogsDropped = n
+	}
+	if x.expires != nil {
+		ms, err := strconv.ParseFloat(*x.expires, 64)
+		if err != nil {
+			return bad("expiry", err)
+		}
+		j.ExpiresAt = time.UnixMilli(int64(ms)).UTC()
+	}
+	return nil
 }

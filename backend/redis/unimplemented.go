@@ -13,16 +13,6 @@ func (s *Store) WatchFinished(ctx context.Context, p backend.WatchParams) (*back
 	return nil, backend.ErrNotSupported
 }
 
-// List is not implemented yet.
-func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
-	return backend.ListResult{}, backend.ErrNotSupported
-}
-
-// Stats is not implemented yet.
-func (s *Store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
-	return backend.Stats{}, backend.ErrNotSupported
-}
-
 // RegisterWorker is not implemented yet.
 func (s *Store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
 	return backend.ErrNotSupported

@@ -97,8 +97,8 @@ func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 func (s *Store) wakeArg(queue string) []string { return []string{s.keys.wakeChannel(queue)} }
 
 // ApplyRetention deletes final jobs whose retention has run out, forgets
-// unique keys whose period has ended, and drops per-minute counters older
-// than backend.StatsHistory.
+// unique keys whose period has ended, drops per-minute counters older
+// than backend.StatsHistory and removes expired worker entries.
 func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	var res backend.MaintenanceResult
 	keep := ms(backend.MinuteOf(p.Now).Add(time.Minute - backend.StatsHistory).UnixMilli())
@@ -110,5 +110,8 @@ func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams)
 		res.Moved += int(n)
 		return int(n), nil
 	})
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	return res, s.pruneWorkers(ctx, p.Now)
 }

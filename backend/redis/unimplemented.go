@@ -13,17 +13,3 @@ func (s *Store) WatchFinished(ctx context.Context, p backend.WatchParams) (*back
 	return nil, backend.ErrNotSupported
 }
 
-// RegisterWorker is not implemented yet.
-func (s *Store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
-	return backend.ErrNotSupported
-}
-
-// DeregisterWorker is not implemented yet.
-func (s *Store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
-	return backend.ErrNotSupported
-}
-
-// Workers is not implemented yet.
-func (s *Store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
-	return nil, backend.ErrNotSupported
-}

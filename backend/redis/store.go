@@ -38,7 +38,8 @@ type Store struct {
 	client rueidis.Client
 	keys   keys
 	queues *registry
-	notify *notifier
+	notify *notifier // wake-ups
+	finish *notifier // ends of jobs
 
 	// ops counts calls in flight, so Close waits for them.
 	ops    sync.WaitGroup
@@ -96,7 +97,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		done:   make(chan struct{}),
 	}
 	s.queues = newRegistry(s)
-	s.notify = newNotifier(s)
+	s.notify = newWakeNotifier(s)
+	s.finish = newDoneNotifier(s)
 	if err := s.checkMarker(ctx); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("kyu/redis: %s, prefix %q: %w", where, opts.Prefix, err)
@@ -196,6 +198,7 @@ func (s *Store) Close() error {
 	close(s.done)
 	s.mu.Unlock()
 	s.notify.stop()
+	s.finish.stop()
 	s.ops.Wait()
 	s.client.Close()
 	return nil

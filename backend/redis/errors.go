@@ -9,6 +9,10 @@ var (
 	ErrPrefixInUse = errors.New("kyu/redis: key prefix is in use by something other than kyu")
 	// ErrNewerFormat: the prefix was written by a newer kyu.
 	ErrNewerFormat = errors.New("kyu/redis: store format is newer than this kyu")
+	// ErrOlderFormat: the prefix was written by an older kyu whose layout
+	// this one does not read (format 1 lacks the per-state sets and
+	// counters that List and Stats read).
+	ErrOlderFormat = errors.New("kyu/redis: store format is older than this kyu reads")
 	// ErrCorrupt: a stored job does not parse (edited by hand, or written
 	// by something else).
 	ErrCorrupt = errors.New("kyu/redis: stored job is corrupt")

@@ -131,6 +131,9 @@ func TestOpenPrefixInUse(t *testing.T) {
 			return c.Do(ctx, c.B().Hset().Key(meta).FieldValue().FieldValue("kyu", "99").Build()).Error()
 		}, ErrNewerFormat},
 		{func() error {
+			return c.Do(ctx, c.B().Hset().Key(meta).FieldValue().FieldValue("kyu", "1").Build()).Error()
+		}, ErrOlderFormat},
+		{func() error {
 			return c.Do(ctx, c.B().Hset().Key(meta).FieldValue().FieldValue("kyu", "one").Build()).Error()
 		}, ErrPrefixInUse},
 		{func() error {

@@ -28,7 +28,8 @@ import (
 )
 
 // formatVersion is the key layout this package writes, kept in the marker.
-const formatVersion = 1
+// Format 2 added the in sets, settings, minutes and reports (keys.go).
+const formatVersion = 2
 
 // Store is a kyu store in Redis. It implements backend.Backend; build it
 // with Open or OpenURL.
@@ -160,8 +161,11 @@ func (s *Store) checkMarker(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%w: marker %s holds version %q", ErrPrefixInUse, s.keys.meta(), out[2:])
 		}
-		if v > formatVersion {
+		switch {
+		case v > formatVersion:
 			return fmt.Errorf("%w: format %d, this kyu reads %d", ErrNewerFormat, v, formatVersion)
+		case v < formatVersion:
+			return fmt.Errorf("%w: format %d, this kyu reads %d; finish its jobs with the kyu that wrote it, or remove its keys", ErrOlderFormat, v, formatVersion)
 		}
 		return nil
 	default:

@@ -88,7 +88,9 @@ func statsStates() []backend.State {
 
 // queueStats reads one queue's statsScript reply.
 func queueStats(name string, reply rueidis.RedisResult, minutes int) (info backend.QueueInfo, totals [2]int64, perMinute []int64, err error) {
-	bad := func() error { return fmt.Errorf("kyu/redis: stats of queue %s: unexpected reply %s", name, reply.String()) }
+	bad := func() error {
+		return fmt.Errorf("kyu/redis: stats of queue %s: unexpected reply %s", name, reply.String())
+	}
 	v, err := reply.ToArray()
 	if err != nil || len(v) != 14+2*minutes {
 		return info, totals, nil, bad()

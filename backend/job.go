@@ -157,19 +157,6 @@ func (j *Job) Clone() *Job {
 	return &c
 }
 
-// DeleteAt is when retention will delete the job, given its state and the
-// store's defaults; ok is false while the job is not final or is kept forever.
-func (j *Job) DeleteAt() (at time.Time, ok bool) {
-	if !j.State.Final() {
-		return time.Time{}, false
-	}
-	keep, forever := j.Retention.Keep(j.State)
-	if forever {
-		return time.Time{}, false
-	}
-	return j.FinishedAt.Add(keep), true
-}
-
 func cloneBytes(b []byte) []byte {
 	if b == nil {
 		return nil

@@ -37,7 +37,10 @@ type ListParams struct {
 	Cursor string
 }
 
-// ListResult is one page. NextCursor is empty on the last page.
+// ListResult is one page. NextCursor is empty on the last page. A page
+// before the last may hold fewer than Limit jobs (a store may bound the
+// records a Type or Search filter reads per call), even none: only an
+// empty NextCursor ends a listing.
 //
 // Listed jobs carry every field but Payload, Result and Logs (Get has
 // them). A page holds each job at most once, and paging from the first

@@ -41,7 +41,8 @@ type ReportItem struct {
 // ReportParams reports for many jobs; each item stands alone.
 //
 // A job keeps at most MaxLogLines lines (DefaultMaxLogLines when 0): the
-// first ones. Lines past the cap are counted in Job.LogsDropped and not
+// first ones (the cap of each call applies to what the job holds then, so
+// callers keep it constant). Lines past the cap are counted in Job.LogsDropped and not
 // stored. Lines and progress persist across attempts.
 type ReportParams struct {
 	Items       []ReportItem

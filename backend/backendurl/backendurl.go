@@ -9,9 +9,10 @@
 //	redis://[user:password@]host:6379/0?prefix=kyu
 //	rediss://…, redis-cluster://host:port,host:port, redis-sentinel://host:26379?master=NAME
 //	                         Redis (see backend/redis.ParseURL)
+//	http://host:7420         a kyu server (backend/remote); https too
 //
-// PostgreSQL (postgres, postgresql), MySQL (mysql) and a kyu server (http,
-// https) are recognised but not yet available in this build.
+// PostgreSQL (postgres, postgresql) and MySQL (mysql) are recognised but
+// not yet available in this build.
 //
 // The choice is a plain switch on the scheme, with no global registry: a
 // program that wants only one store imports that store's package directly
@@ -26,6 +27,7 @@ import (
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/pebble"
 	"github.com/kyuhq/kyu/backend/redis"
+	"github.com/kyuhq/kyu/backend/remote"
 )
 
 // DefaultURL is the store used when no URL is given.
@@ -35,6 +37,9 @@ const DefaultURL = "pebble://kyu-data"
 type Options struct {
 	// Logger receives the backend's logs; nil discards them.
 	Logger *slog.Logger
+	// Token is the bearer token for a kyu server (http, https); a
+	// password in the URL (http://:token@host:7420) serves when it is empty.
+	Token string
 }
 
 // Open opens the backend named by rawURL; see the package doc for the forms.
@@ -63,6 +68,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (backend.Backend, er
 		b, err := redis.OpenURL(ctx, t.url.String(), redis.Options{Logger: opts.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("backendurl: open redis store %s: %w", t.url.Redacted(), err)
+		}
+		return b, nil
+	case schemeHTTP, schemeHTTPS:
+		b, err := remote.Open(t.url.String(), remote.Options{Token: opts.Token, Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("backendurl: %w", err)
 		}
 		return b, nil
 	default:

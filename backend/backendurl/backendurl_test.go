@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kyuhq/kyu/backend/remote"
 )
 
 func TestParse(t *testing.T) {
@@ -96,7 +98,7 @@ func TestErrorsHidePasswords(t *testing.T) {
 func TestOpenUnavailable(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{
-		"postgres://db/kyu", "postgresql://db/kyu", "mysql://db/kyu", "http://h:7420", "https://h",
+		"postgres://db/kyu", "postgresql://db/kyu", "mysql://db/kyu",
 	} {
 		b, err := Open(t.Context(), raw, Options{})
 		if err == nil {
@@ -111,6 +113,22 @@ func TestOpenUnavailable(t *testing.T) {
 		want := `backend "` + scheme + `" is not available in this build yet`
 		if ue.Scheme != scheme || !strings.Contains(err.Error(), want) {
 			t.Fatalf("Open(%q) error = %q, want it to say %q", raw, err, want)
+		}
+	}
+}
+
+func TestOpenRemote(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{"http://h:7420", "https://kyu.example.com", "http://:token@h:7420/prefix"} {
+		b, err := Open(t.Context(), raw, Options{Token: "t"})
+		if err != nil {
+			t.Fatalf("Open(%q): %v", raw, err)
+		}
+		if _, ok := b.(*remote.Backend); !ok {
+			t.Fatalf("Open(%q) = %T, want *remote.Backend", raw, b)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatalf("Open(%q): Close: %v", raw, err)
 		}
 	}
 }

@@ -112,3 +112,34 @@ func TestListPendingAcrossPriorities(t *testing.T) {
 		t.Fatalf("OldestPending = %s; want %s", at, now.Add(-11*time.Second))
 	}
 }
+
+// TestRecoverKeepsFutureRunAtPending recovers the lease of a pending job
+// that a claimer whose clock is behind took before its RunAt: the job goes
+// back to pending (claimable and counted as such), not to the waiting set.
+func TestRecoverKeepsFutureRunAtPending(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	producer := time.Date(2030, 1, 1, 1, 0, 0, 0, time.UTC)
+	claimer := producer.Add(-time.Hour)
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: producer, Jobs: []backend.NewJob{{Type: "t", Queue: "q"}}})
+	if err != nil || res.Jobs[0].State != backend.StatePending {
+		t.Fatalf("enqueue = %+v, %v; want a pending job", res, err)
+	}
+	c, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: time.Minute, Now: claimer})
+	if err != nil || len(c.Jobs) != 1 {
+		t.Fatalf("claim by a clock an hour behind = %v, %v; want the pending job", c.Jobs, err)
+	}
+	later := claimer.Add(time.Minute)
+	if m, err := s.RecoverLeases(ctx, backend.MaintenanceParams{Now: later}); err != nil || m.Moved != 1 {
+		t.Fatalf("RecoverLeases = %+v, %v; want 1 recovered", m, err)
+	}
+	st, err := s.Stats(ctx, backend.StatsParams{Now: later})
+	if err != nil || len(st.Queues) != 1 || st.Queues[0].Counts[backend.StatePending] != 1 {
+		t.Fatalf("Stats after recovery = %+v, %v; want 1 pending job", st.Queues, err)
+	}
+	again, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: time.Minute, Now: later})
+	if err != nil || len(again.Jobs) != 1 || again.Jobs[0].ID != res.Jobs[0].ID {
+		t.Fatalf("claim after recovery = %v, %v; want the recovered job", again.Jobs, err)
+	}
+}

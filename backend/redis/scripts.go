@@ -303,9 +303,11 @@ local function finish(id, r, code, now, hasResult)
 end
 
 -- requeue puts a job back among the waiting ones: pending (ready) or, when
--- its run-at is after now, in state code (scheduled or retry).
+-- code is retry and its run-at is after now, in retry. With code 'p' (a
+-- recovered lease) the job is pending whatever its run-at: a claimer
+-- whose clock was behind may have taken it before its run-at.
 local function requeue(id, r, code, now)
-  if tonumber(r.h[6]) > now then
+  if code ~= 'p' and tonumber(r.h[6]) > now then
     setState(id, r, code)
     redis.call('ZADD', KEYS[5], r.h[6], id)
   else

@@ -5,9 +5,12 @@
 // Every state change is one Lua script over the keys of one queue (see
 // keys.go for the layout and scripts.go for the scripts), so a crash
 // between two commands never leaves a job half-moved, and every script
-// runs in one Cluster slot. Idle workers wake through Pub/Sub (notify.go).
-// Calls retry with backoff while the server restarts or fails over
-// (Options.RetryFor).
+// runs in one Cluster slot: the lifecycle operations (cancel, retry, run
+// now, purge, reports, queue settings) too. Views across queues (List,
+// Stats) run one read per queue and merge here; the worker registry has
+// store-wide keys of its own. Idle workers wake, and watchers of a job
+// hear its end, through Pub/Sub (notify.go). Calls retry with backoff
+// while the server restarts or fails over (Options.RetryFor).
 package redis
 
 import (

@@ -101,8 +101,10 @@ func (s *Store) Purge(ctx context.Context, p backend.PurgeParams) (backend.Count
 		if err != nil {
 			return nil, err
 		}
+		// Twice the limit, so that jobs claimed meanwhile do not end the
+		// caller's repetition early (the script stops at the limit).
 		slices.Sort(ids)
-		return append(args, ids[:min(len(ids), p.Limit)]...), nil
+		return append(args, ids[:min(len(ids), 2*p.Limit)]...), nil
 	})
 }
 

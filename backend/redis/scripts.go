@@ -902,8 +902,9 @@ return n
 // caller passes their ids, oldest first, and the script deletes those
 // still pending.
 //
-// ARGV: 1 now, 2 state letter, 3 limit, then the ids for pending jobs.
-// Returns the number of jobs deleted.
+// ARGV: 1 now, 2 state letter, 3 limit, then the ids for pending jobs
+// (oldest first; more than limit may be given). Returns the number of
+// jobs deleted.
 var purgeScript = newScript("purge", `
 local code, limit = ARGV[2], tonumber(ARGV[3])
 local ids = {}
@@ -914,8 +915,9 @@ else
 end
 local n = 0
 for _, id in ipairs(ids) do
+  if n >= limit then break end
   local r = load(id)
-  if r and r.h[1] == code and n < limit then
+  if r and r.h[1] == code then
     remove(id, r)
     n = n + 1
   end

@@ -225,8 +225,8 @@ func (m *merger) cmd(src *listSource, n int) rueidis.Completed {
 }
 
 // listed reads the jobs of ids (one script per queue, in one round trip),
-// in the order of ids; a job deleted meanwhile is nil. Listed jobs carry
-// no payload, result or log lines.
+// in the order of ids; a job deleted meanwhile, or whose record does not
+// parse, is nil. Listed jobs carry no payload, result or log lines.
 func (s *Store) listed(ctx context.Context, ids []string) ([]*backend.Job, error) {
 	type group struct {
 		num   uint32
@@ -282,7 +282,10 @@ func (s *Store) listed(ctx context.Context, ids []string) ([]*backend.Job, error
 		for k, id := range g.ids {
 			j, err := jobOfView(id, g.queue, v[8*k+1:8*k+8])
 			if err != nil {
-				return nil, err
+				// One record edited into nonsense must not hide the rest
+				// of the listing; Get reports it.
+				s.log.Error("listing skips a job whose record does not parse", "id", id, "queue", g.queue, "err", err)
+				continue
 			}
 			if j != nil {
 				j.Payload = nil

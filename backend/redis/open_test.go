@@ -155,8 +155,9 @@ func TestOpenPrefixInUse(t *testing.T) {
 	}
 }
 
-// TestCorruptRecord edits a stored job into nonsense: Get reports it as
-// corrupt, and Claim skips it, handing out the good job behind it.
+// TestCorruptRecord edits a stored job into nonsense: Get, Cancel and
+// Retry report it as corrupt, and List and Claim skip it, handing out the
+// good job behind it.
 func TestCorruptRecord(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, "")
@@ -201,6 +202,17 @@ func TestCorruptRecord(t *testing.T) {
 	if _, err := s.Get(ctx, backend.GetParams{ID: res.Jobs[1].ID}); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("Get of a record without body = %v, want ErrCorrupt", err)
 	}
+	// List skips them; Cancel and Retry report them.
+	page, err := s.List(ctx, backend.ListParams{Queue: "q"})
+	if err != nil || len(page.Jobs) != 1 || page.Jobs[0].ID != res.Jobs[3].ID {
+		t.Fatalf("List past corrupt records = %v, %v; want only the good job %s", ids(page.Jobs), err, res.Jobs[3].ID)
+	}
+	if _, err := s.Cancel(ctx, backend.CancelParams{ID: res.Jobs[0].ID, Now: now}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Cancel of a corrupt record = %v, want ErrCorrupt", err)
+	}
+	if _, err := s.Retry(ctx, backend.RetryParams{ID: res.Jobs[0].ID, Now: now}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Retry of a corrupt record = %v, want ErrCorrupt", err)
+	}
 	got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute, Now: now})
 	if err != nil {
 		t.Fatalf("Claim past corrupt records: %v", err)
@@ -214,4 +226,13 @@ func TestCorruptRecord(t *testing.T) {
 	if _, err := s.Get(ctx, backend.GetParams{ID: res.Jobs[0].ID}); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("Get after Delete = %v, want ErrNotFound", err)
 	}
+}
+
+// ids lists the ids of jobs.
+func ids(jobs []*backend.Job) []string {
+	out := make([]string, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.ID
+	}
+	return out
 }

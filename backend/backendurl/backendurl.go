@@ -6,11 +6,13 @@
 //	/var/lib/kyu, ./data     a bare path: the embedded store there
 //	""                       the default, pebble://kyu-data
 //
+//	redis://[user:password@]host:6379/0?prefix=kyu
+//	rediss://…, redis-cluster://host:port,host:port, redis-sentinel://host:26379?master=NAME
+//	                         Redis (see backend/redis.ParseURL)
 //	http://host:7420         a kyu server (backend/remote); https too
 //
-// Redis (redis, rediss, redis-sentinel, redis-cluster), PostgreSQL
-// (postgres, postgresql) and MySQL (mysql) are recognised but not yet
-// available in this build.
+// PostgreSQL (postgres, postgresql) and MySQL (mysql) are recognised but
+// not yet available in this build.
 //
 // The choice is a plain switch on the scheme, with no global registry: a
 // program that wants only one store imports that store's package directly
@@ -24,6 +26,7 @@ import (
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/pebble"
+	"github.com/kyuhq/kyu/backend/redis"
 	"github.com/kyuhq/kyu/backend/remote"
 )
 
@@ -58,6 +61,13 @@ func Open(ctx context.Context, rawURL string, opts Options) (backend.Backend, er
 		b, err := pebble.Open(t.dir, pebble.Options{Logger: opts.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("backendurl: open embedded store %q: %w", t.dir, err)
+		}
+		return b, nil
+	case schemeRedis, schemeRedisTLS, schemeRedisSentinel, schemeRedisCluster:
+		opts.Logger.Debug("opening redis store", "url", t.url.Redacted())
+		b, err := redis.OpenURL(ctx, t.url.String(), redis.Options{Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("backendurl: open redis store %s: %w", t.url.Redacted(), err)
 		}
 		return b, nil
 	case schemeHTTP, schemeHTTPS:

@@ -3,6 +3,7 @@ package backendurl
 import (
 	"context"
 	"errors"
+	"github.com/kyuhq/kyu/backend/redis"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,7 +98,6 @@ func TestErrorsHidePasswords(t *testing.T) {
 func TestOpenUnavailable(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{
-		"redis://localhost:6379/0", "rediss://h", "redis-sentinel://h/m", "redis-cluster://h",
 		"postgres://db/kyu", "postgresql://db/kyu", "mysql://db/kyu",
 	} {
 		b, err := Open(t.Context(), raw, Options{})
@@ -156,5 +156,27 @@ func TestOpenCancelled(t *testing.T) {
 	cancel()
 	if _, err := Open(ctx, filepath.Join(t.TempDir(), "x"), Options{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Open with a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
+func TestOpenRedisBadURL(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"redis://:hunter2@127.0.0.1:6379/zero",
+		"redis://:hunter2@127.0.0.1:6379/0?prefix=no%20spaces",
+		"redis-sentinel://:hunter2@127.0.0.1:26379",
+		"redis://:hunter2@127.0.0.1:6379/0?colour=blue",
+	} {
+		b, err := Open(t.Context(), raw, Options{})
+		if err == nil {
+			b.Close()
+			t.Fatalf("Open(%q) succeeded, want an error", raw)
+		}
+		if !errors.Is(err, redis.ErrBadURL) {
+			t.Errorf("Open(%q) = %v, want redis.ErrBadURL", raw, err)
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Open(%q) error repeats the password: %v", raw, err)
+		}
 	}
 }

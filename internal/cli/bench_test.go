@@ -86,10 +86,10 @@ func TestBenchTempStore(t *testing.T) {
 
 func TestBenchUnavailableBackend(t *testing.T) {
 	t.Parallel()
-	_, _, err := run(t, "bench", "--backend", "redis://:hunter2@localhost:6379/0", "--quiet")
+	_, _, err := run(t, "bench", "--backend", "mysql://kyu:hunter2@localhost:3306/kyu", "--quiet")
 	var unavailable *backendurl.UnavailableError
 	if !errors.As(err, &unavailable) {
-		t.Fatalf("kyu bench --backend redis://…: %v, want an *UnavailableError", err)
+		t.Fatalf("kyu bench --backend mysql://…: %v, want an *UnavailableError", err)
 	}
 	if code := ExitCode(err); code != ExitFailure {
 		t.Fatalf("exit code %d, want %d", code, ExitFailure)

@@ -1,0 +1,145 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/redis/rueidis"
+)
+
+// promoteBound caps how many due scheduled or retry jobs, and how many
+// jobs past their deadline, one claim script moves in one queue; a
+// backlog larger than that is moved by the following claims and Promote.
+const promoteBound = 1000
+
+// Claim leases up to p.Max jobs: one script run per queue, in the order
+// p.Mode gives, until p.Max jobs are claimed or every queue was asked.
+func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+	if err := p.Check(); err != nil {
+		return backend.ClaimResult{}, err
+	}
+	if err := s.enter(); err != nil {
+		return backend.ClaimResult{}, err
+	}
+	defer s.leave()
+	var res backend.ClaimResult
+	if p.Max <= 0 || len(p.Queues) == 0 {
+		return res, nil
+	}
+	queues := p.Queues
+	if p.Mode == backend.ClaimWeighted {
+		queues = weightedOrder(p.Queues, p.Weights)
+	}
+	nowS := strconv.FormatInt(p.Now.UnixMilli(), 10)
+	exp := strconv.FormatInt(p.Now.Add(p.Lease).UnixMilli(), 10)
+	worker := hex.EncodeToString([]byte(p.WorkerID))
+	seen := map[string]bool{}
+	for _, q := range queues {
+		if len(res.Jobs) >= p.Max || seen[q] {
+			continue
+		}
+		seen[q] = true
+		args := []string{nowS, strconv.Itoa(p.Max - len(res.Jobs)), exp, worker, strconv.Itoa(promoteBound), q}
+		jobs, err := s.claimQueue(ctx, q, args)
+		if err != nil {
+			return res, err
+		}
+		res.Jobs = append(res.Jobs, jobs...)
+	}
+	slices.SortStableFunc(res.Jobs, func(a, b *backend.Job) int { return cmp.Compare(b.Priority, a.Priority) })
+	return res, nil
+}
+
+// claimQueue runs the claim script on one queue. When the queue's keys are
+// not marked as its own (the data was lost, and the cached number may be
+// another queue's now), it asks the registry again, once.
+func (s *Store) claimQueue(ctx context.Context, q string, args []string) ([]*backend.Job, error) {
+	for try := 0; ; try++ {
+		num, ok, err := s.queues.number(ctx, q, false)
+		if err != nil || !ok {
+			return nil, err
+		}
+		var reply rueidis.RedisResult
+		err = s.retry(ctx, func(int) error {
+			reply = s.eval(ctx, claimScript, s.keys.queue(num).all(), args)
+			return reply.Error()
+		})
+		if staleQueue(err) {
+			s.queues.forget(q)
+			if try == 0 {
+				continue
+			}
+			// Registered but not yet marked (a registration in flight),
+			// or marked for another queue: nothing of q's is there.
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("kyu/redis: claim from queue %q: %w", q, err)
+		}
+		return s.claimed(q, reply)
+	}
+}
+
+// claimed decodes a claim script's reply.
+func (s *Store) claimed(queue string, reply rueidis.RedisResult) ([]*backend.Job, error) {
+	flat, err := reply.AsStrSlice()
+	if err != nil || len(flat)%3 != 0 {
+		return nil, fmt.Errorf("kyu/redis: claim: unexpected reply %s", reply.String())
+	}
+	jobs := make([]*backend.Job, 0, len(flat)/3)
+	for i := 0; i < len(flat); i += 3 {
+		id, rec, errs := flat[i], flat[i+1], flat[i+2]
+		if rec == "" {
+			s.log.Error("dropped a corrupt job from its queue's ready set", "id", id, "queue", queue, "err", ErrCorrupt)
+			continue
+		}
+		j, err := decodeRecord(id, queue, rec)
+		if err == nil {
+			j.Errors, err = decodeErrors(id, errs)
+		}
+		if err != nil {
+			// The script only hands out records it could parse; this one's
+			// body is damaged. Its lease will expire and retry it.
+			s.log.Error("claimed a job whose record does not parse", "id", id, "queue", queue, "err", err)
+			continue
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
+
+// weightedOrder draws an order of the queues at random, each queue's
+// chance to come next in proportion to its weight (default 1; a weight
+// below 1 counts as 1).
+func weightedOrder(queues []string, weights map[string]int) []string {
+	left := slices.Clone(queues)
+	out := make([]string, 0, len(left))
+	for len(left) > 0 {
+		total := 0
+		for _, q := range left {
+			total += weightOf(q, weights)
+		}
+		n := rand.IntN(total)
+		for i, q := range left {
+			if n -= weightOf(q, weights); n < 0 {
+				out = append(out, q)
+				left = slices.Delete(left, i, i+1)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func weightOf(q string, weights map[string]int) int {
+	if w, ok := weights[q]; ok && w > 0 {
+		return w
+	}
+	return 1
+}

@@ -1,0 +1,68 @@
+package redis
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// TestIDCollision: the enqueue script tells an id that already holds
+// another job (a collision) from one holding this very job (an earlier
+// try of the same call), and writes nothing for a collision.
+func TestIDCollision(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{{Type: "first", Queue: "q"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Jobs[0].ID
+	num, _ := queueNumOf(id)
+	p := backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{{Type: "second", Queue: "q"}}}
+	if err := p.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	g := &enqueueGroup{name: "q", num: num, pos: []int{0}}
+	if err := s.buildEnqueue(ctx, g, &p); err != nil {
+		t.Fatal(err)
+	}
+	second := g.args[enqueueHead]
+	g.args[enqueueHead] = id // collide with the first job
+	g.args[enqueueHead+6] = encodeRecord(p.Jobs[0].Record(id, now))
+	outcome := func() int64 {
+		t.Helper()
+		reply := s.eval(ctx, enqueueScript, s.keys.queue(num).all(), g.args)
+		v, err := reply.ToArray()
+		if err != nil {
+			t.Fatalf("enqueue script: %v", err)
+		}
+		item, _ := v[0].ToArray()
+		code, _ := item[0].AsInt64()
+		return code
+	}
+	if code := outcome(); code != 2 {
+		t.Fatalf("enqueue over another job's id: outcome %d, want 2 (collision)", code)
+	}
+	if j, err := s.Get(ctx, backend.GetParams{ID: id}); err != nil || j.Type != "first" {
+		t.Fatalf("Get(%s) after the collision = %v, %v; want the first job unchanged", id, j, err)
+	}
+	// The same call tried again with its own id: written once, reported written.
+	if err := g.setJob(0, &p); err != nil {
+		t.Fatal(err)
+	}
+	if g.args[enqueueHead] == second {
+		t.Fatal("setJob kept the old id")
+	}
+	for range 2 {
+		if code := outcome(); code != 0 {
+			t.Fatalf("enqueue with a fresh id: outcome %d, want 0", code)
+		}
+	}
+	got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute, Now: now})
+	if err != nil || len(got.Jobs) != 2 {
+		t.Fatalf("Claim = %d jobs, %v; want the first job and the second once", len(got.Jobs), err)
+	}
+}

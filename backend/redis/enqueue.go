@@ -1,0 +1,240 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/redis/rueidis"
+)
+
+// readyScore is a pending job's score in its queue's ready set: priority
+// first (higher first), then run-at; Redis orders equal scores by member,
+// the id, so enqueue order within a millisecond. Exact in a float64:
+// 200*2^44 + 2^44 < 2^53.
+func readyScore(priority int, runAt int64) string {
+	return strconv.FormatInt(int64(backend.MaxPriority-priority)<<44+runAt, 10)
+}
+
+// Enqueue writes the jobs of each queue with one script run. A batch
+// spanning several queues is one MULTI on a single server; on a Cluster
+// each queue's part is atomic on its own (their slots differ).
+func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
+	if err := p.Prepare(); err != nil {
+		return backend.EnqueueResult{}, err
+	}
+	if err := s.enter(); err != nil {
+		return backend.EnqueueResult{}, err
+	}
+	defer s.leave()
+
+	var groups []*enqueueGroup
+	byName := map[string]*enqueueGroup{}
+	for i := range p.Jobs {
+		q := p.Jobs[i].Queue
+		g := byName[q]
+		if g == nil {
+			g = &enqueueGroup{name: q}
+			byName[q] = g
+			groups = append(groups, g)
+		}
+		g.pos = append(g.pos, i)
+	}
+	// A group whose queue keys turn out stale (the data was flushed, and
+	// the number may belong to another queue now) or unmarked wrote
+	// nothing: it asks the registry again and gets new ids; the others
+	// keep theirs, so writing them again changes nothing.
+	var replies []rueidis.RedisResult
+	for try := 0; ; try++ {
+		for _, g := range groups {
+			if g.args == nil {
+				if err := s.buildEnqueue(ctx, g, &p); err != nil {
+					return backend.EnqueueResult{}, err
+				}
+			}
+		}
+		calls := make([]call, len(groups))
+		for i, g := range groups {
+			calls[i] = call{s: enqueueScript, keys: s.keys.queue(g.num).all(), args: g.args}
+		}
+		err := s.retry(ctx, func(int) error {
+			replies = s.runEnqueue(ctx, calls)
+			for _, r := range replies {
+				if err := r.Error(); err != nil && !staleQueue(err) {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: %w", err)
+		}
+		again := false
+		for i, r := range replies {
+			g := groups[i]
+			if err := r.Error(); err != nil {
+				again = true
+				s.log.Warn("queue keys not marked as expected; asking the registry again", "queue", g.name, "err", err)
+				s.queues.forget(g.name)
+				g.args = nil
+				continue
+			}
+			collided, err := g.collisions(r)
+			if err != nil {
+				return backend.EnqueueResult{}, err
+			}
+			for _, k := range collided {
+				// Another job has this id (38 random bits and the clock
+				// coincided): give this one a new id and run the group
+				// again; its jobs already written are reported as written.
+				again = true
+				s.log.Warn("job id collision; enqueueing with a new id", "queue", g.name)
+				if err := g.setJob(k, &p); err != nil {
+					return backend.EnqueueResult{}, err
+				}
+			}
+		}
+		if !again {
+			break
+		}
+		if try == 4 {
+			return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: %w: queue keys stay unmarked or marked for another queue, or job ids keep colliding", ErrCorrupt)
+		}
+	}
+
+	res := backend.EnqueueResult{Jobs: make([]backend.EnqueuedJob, len(p.Jobs))}
+	for gi, g := range groups {
+		items, err := replies[gi].ToArray()
+		if err != nil || len(items) != len(g.pos) {
+			return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", replies[gi].String())
+		}
+		for k, it := range items {
+			v, err := it.ToArray()
+			if err != nil || len(v) != 3 {
+				return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
+			}
+			dup, _ := v[0].AsInt64()
+			id, _ := v[1].ToString()
+			code, _ := v[2].ToString()
+			state, ok := stateOfCode(code)
+			if !ok {
+				return backend.EnqueueResult{}, fmt.Errorf("%w: unique key holder %s has state %q", ErrCorrupt, id, code)
+			}
+			res.Jobs[g.pos[k]] = backend.EnqueuedJob{ID: id, State: state, Duplicate: dup == 1}
+		}
+	}
+	return res, nil
+}
+
+// enqueueGroup is the part of an Enqueue call that goes to one queue.
+type enqueueGroup struct {
+	name string
+	num  uint32
+	pos  []int    // positions in EnqueueParams.Jobs
+	args []string // the script's ARGV; nil until built
+}
+
+// buildEnqueue gives the group's jobs their ids and records.
+func (s *Store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.EnqueueParams) error {
+	num, _, err := s.queues.number(ctx, g.name, true)
+	if err != nil {
+		return err
+	}
+	g.num = num
+	g.args = make([]string, enqueueHead+enqueueStride*len(g.pos))
+	copy(g.args, []string{strconv.FormatInt(p.Now.UnixMilli(), 10), s.keys.wakeChannel(g.name), strconv.Itoa(len(g.pos)), g.name})
+	for k := range g.pos {
+		if err := g.setJob(k, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The enqueue script's ARGV: enqueueHead values, then enqueueStride per job.
+const (
+	enqueueHead   = 4
+	enqueueStride = 7
+)
+
+// setJob gives the group's k-th job a new id and writes its ARGV values.
+func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
+	nj := &p.Jobs[g.pos[k]]
+	id, err := newJobID(g.num)
+	if err != nil {
+		return err
+	}
+	j := nj.Record(id, p.Now)
+	runAt := j.RunAt.UnixMilli()
+	state, score := "p", readyScore(j.Priority, runAt)
+	if j.State == backend.StateScheduled {
+		state, score = "s", strconv.FormatInt(runAt, 10)
+	}
+	until := "0"
+	if nj.UniqueFor > 0 {
+		until = strconv.FormatInt(p.Now.Add(nj.UniqueFor).UnixMilli(), 10)
+	}
+	copy(g.args[enqueueHead+k*enqueueStride:], []string{id, state, score, msOf(j.Deadline), nj.UniqueKey, until, encodeRecord(j)})
+	return nil
+}
+
+// collisions lists the jobs of the group whose ids the script found taken.
+func (g *enqueueGroup) collisions(reply rueidis.RedisResult) ([]int, error) {
+	items, err := reply.ToArray()
+	if err != nil || len(items) != len(g.pos) {
+		return nil, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", reply.String())
+	}
+	var out []int
+	for k, it := range items {
+		v, err := it.ToArray()
+		if err != nil || len(v) != 3 {
+			return nil, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
+		}
+		if code, _ := v[0].AsInt64(); code == 2 {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// staleQueue reports whether a script refused to run because its queue's
+// keys are not marked as that queue's (see checkQueue in scripts.go).
+func staleQueue(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && (strings.HasPrefix(re.Error(), "KYUSTALE") || strings.HasPrefix(re.Error(), "KYUUNMARKED"))
+}
+
+// runEnqueue sends the enqueue scripts: one MULTI with every script's
+// source when several queues share one server, so the batch is atomic;
+// one pipelined round trip otherwise.
+func (s *Store) runEnqueue(ctx context.Context, calls []call) []rueidis.RedisResult {
+	if len(calls) == 1 || s.opts.Cluster {
+		return s.evalMany(ctx, calls)
+	}
+	cmds := make(rueidis.Commands, 0, len(calls)+2)
+	cmds = append(cmds, s.client.B().Multi().Build())
+	for _, c := range calls {
+		cmds = append(cmds, s.evalCmd(c, true))
+	}
+	cmds = append(cmds, s.client.B().Exec().Build())
+	res := s.client.DoMulti(ctx, cmds...)
+	for _, r := range res[:len(res)-1] {
+		if err := r.Error(); err != nil {
+			return []rueidis.RedisResult{r}
+		}
+	}
+	exec, err := res[len(res)-1].ToArray()
+	if err != nil {
+		return []rueidis.RedisResult{res[len(res)-1]}
+	}
+	if len(exec) != len(calls) {
+		return []rueidis.RedisResult{rueidis.NewErrorResult(fmt.Errorf("EXEC returned %d replies for %d scripts", len(exec), len(calls)))}
+	}
+	out := make([]rueidis.RedisResult, len(exec))
+	for i, m := range exec {
+		out[i] = rueidis.NewResult(m, nil)
+	}
+	return out
+}

@@ -1,0 +1,111 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// call is one script run: the script and its KEYS and ARGV.
+type call struct {
+	s    *script
+	keys []string
+	args []string
+}
+
+func (s *Store) evalCmd(c call, full bool) rueidis.Completed {
+	b := s.client.B()
+	if full {
+		return b.Eval().Script(c.s.src).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+	}
+	return b.Evalsha().Sha1(c.s.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+}
+
+// eval runs one script: EVALSHA, then EVAL if the server lacks it.
+func (s *Store) eval(ctx context.Context, sc *script, keys, args []string) rueidis.RedisResult {
+	c := call{s: sc, keys: keys, args: args}
+	res := s.client.Do(ctx, s.evalCmd(c, false))
+	if noScript(res.Error()) {
+		res = s.client.Do(ctx, s.evalCmd(c, true))
+	}
+	return res
+}
+
+// evalMany runs scripts in one pipelined round trip (one per node on a
+// cluster), each on its own; results come in the order of calls.
+func (s *Store) evalMany(ctx context.Context, calls []call) []rueidis.RedisResult {
+	if len(calls) == 1 {
+		return []rueidis.RedisResult{s.eval(ctx, calls[0].s, calls[0].keys, calls[0].args)}
+	}
+	cmds := make(rueidis.Commands, len(calls))
+	for i, c := range calls {
+		cmds[i] = s.evalCmd(c, false)
+	}
+	res := s.client.DoMulti(ctx, cmds...)
+	for i, r := range res {
+		if noScript(r.Error()) {
+			res[i] = s.client.Do(ctx, s.evalCmd(calls[i], true))
+		}
+	}
+	return res
+}
+
+func noScript(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && re.IsNoScript()
+}
+
+// retry runs fn until it succeeds, fails for good, or the time to retry
+// (Options.RetryFor), the context or the store runs out. fn learns the
+// try's number (0 first), so a script can tell that an earlier try may
+// have run. Connection errors and a server that is loading, busy or
+// failing over are retried with exponential backoff and jitter.
+func (s *Store) retry(ctx context.Context, fn func(try int) error) error {
+	start := time.Now()
+	wait := 5 * time.Millisecond
+	for try := 0; ; try++ {
+		err := fn(try)
+		if err == nil || !retryable(err) || time.Since(start) > s.opts.RetryFor {
+			return err
+		}
+		if try == 0 || try%20 == 0 {
+			s.log.Warn("redis call failed, retrying", "err", err, "try", try+1)
+		}
+		d := wait/2 + rand.N(wait/2+1)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-s.done:
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(wait*2, time.Second)
+	}
+}
+
+// retryable reports whether err may go away by itself.
+func retryable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errClosing(err) {
+		return false
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		msg := re.Error()
+		for _, p := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "NOREPLICAS", "MOVED", "ASK"} {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+		return false
+	}
+	if errors.Is(err, ErrCorrupt) {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,179 @@
+package redis
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu"
+	"github.com/kyuhq/kyu/backend"
+)
+
+// The shape of the fault run.
+const (
+	faultJobs        = 3000
+	faultBatch       = 20
+	faultConcurrency = 20
+	faultLease       = 6 * time.Second
+)
+
+// TestFaults runs a Worker on a private redis-server (durable: AOF with an
+// fsync per write) while a producer enqueues, and meanwhile kills and
+// restarts the server, kills every client connection and makes the server
+// sleep. Every acknowledged job must complete, and no job may ever run in
+// two handlers at once (two live leases).
+func TestFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and restarts a redis-server")
+	}
+	ps := startServer(t, "--appendonly", "yes", "--appendfsync", "always", "--enable-debug-command", "local")
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := Open(ctx, Options{Addrs: []string{ps.addr()}, Prefix: "kyufault", RetryFor: time.Minute, Logger: logger})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+
+	var (
+		mu          sync.Mutex
+		running     = map[string]int{}
+		overlaps    []string
+		done        = map[string]bool{}
+		completions atomic.Int64
+	)
+	w, err := kyu.NewWorker(s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			mu.Lock()
+			running[job.ID]++
+			if running[job.ID] > 1 {
+				overlaps = append(overlaps, job.ID)
+			}
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				running[job.ID]--
+				done[job.ID] = true
+				mu.Unlock()
+				completions.Add(1)
+			}()
+			// A little work, cut short when the worker gives the job up.
+			n, _ := strconv.Atoi(string(job.Payload))
+			t := time.NewTimer(time.Duration(n%5) * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+				return nil
+			}
+		}),
+		Queues:              map[string]int{"faults": faultConcurrency},
+		Lease:               faultLease,
+		Backoff:             kyu.FixedBackoff(0),
+		PollInterval:        100 * time.Millisecond,
+		MaintenanceInterval: 200 * time.Millisecond,
+		Logger:              logger,
+	})
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer w.Shutdown(context.Background())
+
+	// The producer paces its batches so that the faults land mid-stream.
+	client := kyu.NewClient(s, kyu.ClientConfig{})
+	var ids []string
+	producerDone := make(chan error, 1)
+	go func() {
+		for first := 0; first < faultJobs; first += faultBatch {
+			specs := make([]kyu.JobSpec, faultBatch)
+			for i := range specs {
+				specs[i] = kyu.JobSpec{Type: "fault", Payload: []byte(strconv.Itoa(first + i)), EnqueueOptions: kyu.EnqueueOptions{Queue: "faults"}}
+			}
+			res, err := client.EnqueueMany(ctx, specs)
+			if err != nil {
+				producerDone <- err
+				return
+			}
+			mu.Lock()
+			for _, r := range res {
+				ids = append(ids, r.ID)
+			}
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond) // pacing, not synchronisation
+		}
+		producerDone <- nil
+	}()
+
+	progress := func(what string) {
+		t.Helper()
+		from := completions.Load()
+		waitFor(t, time.Minute, "jobs to complete after "+what, func() bool { return completions.Load() >= from+100 })
+	}
+	progress("the start")
+
+	// 1. Kill the server (SIGKILL) and start it again on the same port
+	// and files: the AOF holds every acknowledged write.
+	ps.kill()
+	ps.start()
+	progress("a server restart")
+
+	// 2. Cut every client connection.
+	if out, err := ps.cli("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"); err != nil {
+		t.Fatalf("CLIENT KILL: %v %s", err, out)
+	}
+	if out, err := ps.cli("CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
+		t.Fatalf("CLIENT KILL TYPE pubsub: %v %s", err, out)
+	}
+	progress("CLIENT KILL")
+
+	// 3. Stall the server for a second (less than a heartbeat's margin).
+	if out, err := ps.cli("DEBUG", "SLEEP", "1"); err != nil {
+		t.Fatalf("DEBUG SLEEP: %v %s", err, out)
+	}
+	progress("DEBUG SLEEP")
+
+	if err := <-producerDone; err != nil {
+		t.Fatalf("EnqueueMany: %v", err)
+	}
+	mu.Lock()
+	all := append([]string(nil), ids...)
+	mu.Unlock()
+	if len(all) != faultJobs {
+		t.Fatalf("%d jobs acknowledged, want %d", len(all), faultJobs)
+	}
+	// Every acknowledged job reaches completed (a job whose claim or
+	// completion was cut off runs again once its lease expires).
+	left := func() []string {
+		var out []string
+		for _, id := range all {
+			j, err := s.Get(ctx, backend.GetParams{ID: id})
+			if err != nil || j.State != backend.StateCompleted {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	waitFor(t, 90*time.Second, "every acknowledged job to complete", func() bool { return len(left()) == 0 })
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(overlaps) > 0 {
+		t.Fatalf("%d jobs ran in two handlers at once (two live leases), first %s", len(overlaps), overlaps[0])
+	}
+	for _, id := range all {
+		if !done[id] {
+			t.Fatalf("job %s is completed but no handler ran it", id)
+		}
+	}
+	t.Logf("%d jobs completed through a restart, CLIENT KILL and DEBUG SLEEP; %d handler runs", len(all), completions.Load())
+}

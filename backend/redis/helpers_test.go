@@ -1,0 +1,100 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend/backendtest"
+	"github.com/redis/rueidis"
+)
+
+const (
+	testURLEnv     = "KYU_TEST_REDIS_URL"
+	testDefaultURL = "redis://127.0.0.1:6379/0"
+)
+
+// testURL is the shared test server's URL.
+func testURL() string { return backendtest.ServiceURL(testURLEnv, testDefaultURL) }
+
+// testPrefix is a key prefix no other test uses.
+func testPrefix(t testing.TB) string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "kyutest-" + hex.EncodeToString(b)
+}
+
+// openTest opens a store on the server rawURL names (the shared test
+// server when empty) in a fresh prefix, skipping or failing as
+// backendtest.Unreachable says when the server cannot be reached. The
+// store is closed and every key of its prefix removed at cleanup.
+func openTest(t testing.TB, rawURL string) *Store {
+	t.Helper()
+	if rawURL == "" {
+		rawURL = testURL()
+	}
+	o, err := ParseURL(rawURL)
+	if err != nil {
+		t.Fatalf("test URL: %v", err)
+	}
+	o.Prefix = testPrefix(t)
+	o.RetryFor = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := Open(ctx, o)
+	if err != nil {
+		backendtest.Unreachable(t, "redis", testURLEnv, rawURL, err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		if err := dropPrefix(o); err != nil {
+			t.Errorf("remove the test keys of prefix %s: %v", o.Prefix, err)
+		}
+	})
+	return s
+}
+
+// backendtestUnreachable ends a test whose server cannot be had, as
+// backendtest.Unreachable says (skip, or fail when redis is required).
+func backendtestUnreachable(t testing.TB, server string, err error) {
+	t.Helper()
+	backendtest.Unreachable(t, "redis", testURLEnv, server, err)
+}
+
+// dropPrefix deletes every key of a store's prefix, on every primary.
+func dropPrefix(o Options) error {
+	co := rueidis.ClientOption{
+		InitAddress: o.Addrs, Username: o.Username, Password: o.Password, SelectDB: o.DB, TLSConfig: o.TLS,
+		DisableCache: true, ForceSingleClient: !o.Cluster && o.SentinelMaster == "",
+		Sentinel: rueidis.SentinelOption{MasterSet: o.SentinelMaster},
+	}
+	c, err := rueidis.NewClient(co)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pattern := keys{prefix: o.Prefix}.scanPattern()
+	for _, node := range c.Nodes() {
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				return err
+			}
+			for _, k := range e.Elements {
+				if err := c.Do(ctx, c.B().Unlink().Key(k).Build()).Error(); err != nil {
+					return err
+				}
+			}
+			if e.Cursor == 0 {
+				break
+			}
+			cursor = e.Cursor
+		}
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package redis
+
+import "strconv"
+
+// Key layout. Every key of one store begins with "{" + prefix, so one
+// SCAN pattern finds them all. The keys of a queue share the hash tag
+// {prefix:N}, where N is the queue's number in the store's registry (see
+// queues.go): a script touches the keys of one queue only, so every script
+// runs in one slot and the store works on Redis Cluster. A job's id carries
+// its queue's number (see ids.go), so any call naming a job finds its slot
+// without a lookup.
+//
+//	{P}:meta          hash   the marker: kyu=<format version>
+//	{P}:queues        hash   queue name -> number
+//	{P}:queue-names   hash   number -> queue name
+//	{P:N}:jobs        hash   job id -> record (see record.go)
+//	{P:N}:errors      hash   job id -> JSON array of the attempts' errors
+//	{P:N}:results     hash   job id -> result of a completed job
+//	{P:N}:ready       zset   pending jobs; score (MaxPriority-priority)*2^44 + run-at ms
+//	{P:N}:waiting     zset   scheduled and retry jobs by run-at ms
+//	{P:N}:leases      zset   active jobs by lease expiry ms
+//	{P:N}:deadlines   zset   scheduled, pending and retry jobs that have a deadline, by deadline ms
+//	{P:N}:final       zset   final jobs that retention will delete, by deletion time ms
+//	{P:N}:unique      hash   unique key -> "holder id|until ms (0: until final)|state"
+//	{P:N}:unique-ends zset   unique keys held for a period, by the period's end ms
+//	{P:N}:queue       string the queue's name, so a process whose cached
+//	                         number is stale (the data was flushed and the
+//	                         number given to another queue) finds out
+//	{P:N}:in:s        zset   scheduled jobs, score 0, so ZRANGE BYLEX lists
+//	{P:N}:in:r               them in id order (UUIDv7: enqueue order); :in:r
+//	{P:N}:in:c               retry, :in:c completed, :in:f failed and :in:x
+//	{P:N}:in:f               cancelled jobs likewise. Pending and active jobs
+//	{P:N}:in:x               have no such set (ready and leases hold them;
+//	                         another set would cost ~140 bytes a pending job)
+//	{P:N}:settings    hash   paused=1; rc, rf, rx: the retention override per
+//	                         final state as the scripts read it (see
+//	                         retentionField); tc, tf, tx: the same as Go
+//	                         writes it (backend.Retention text)
+//	{P:N}:minutes     hash   p:<minute ms>, f:<minute ms>: attempts ended
+//	                         (processed, failed) in that minute; p, f: totals
+//	{P:N}:reports     hash   <id>:p progress (JSON), <id>:l log lines (JSON
+//	                         array), <id>:n "lines kept|lines dropped"
+//	{P}:workers       hash   worker id -> its entry (JSON backend.WorkerInfo)
+//	{P}:worker-ends   zset   worker ids by the entry's expiry ms
+//
+// Wake-ups travel on the Pub/Sub channel P:wake:<queue name>; jobs that
+// became final or were deleted are announced on {P:N}:done (the message
+// is their ids, separated by spaces). Channels are not keys and belong to
+// no slot.
+type keys struct {
+	prefix string
+}
+
+// globalTag is the hash tag of the store-wide keys.
+func (k keys) globalTag() string { return "{" + k.prefix + "}" }
+
+func (k keys) meta() string       { return k.globalTag() + ":meta" }
+func (k keys) queues() string     { return k.globalTag() + ":queues" }
+func (k keys) queueNames() string { return k.globalTag() + ":queue-names" }
+func (k keys) workers() string    { return k.globalTag() + ":workers" }
+func (k keys) workerEnds() string { return k.globalTag() + ":worker-ends" }
+
+// scanPattern matches every key of the store, for tests and tools that
+// remove a store.
+func (k keys) scanPattern() string {
+	return `\{` + escapeGlob(k.prefix) + `[:}]*`
+}
+
+// wakeChannel is the Pub/Sub channel announcing pending jobs in queue.
+func (k keys) wakeChannel(queue string) string { return k.prefix + ":wake:" + queue }
+
+// wakePattern matches the wake channels of every queue.
+func (k keys) wakePattern() string { return escapeGlob(k.prefix) + ":wake:*" }
+
+// donePattern matches the done channels of every queue ({P:N}:done, see
+// doneChannel in scripts.go).
+func (k keys) donePattern() string { return "{" + escapeGlob(k.prefix) + ":*}:done" }
+
+// doneProbe is on the done pattern but names no queue (queue tags end in
+// a number).
+func (k keys) doneProbe() string { return "{" + k.prefix + ":probe}:done" }
+
+// queueKeys names the keys of one queue.
+type queueKeys struct {
+	tag string
+}
+
+func (k keys) queue(num uint32) queueKeys {
+	return queueKeys{tag: "{" + k.prefix + ":" + strconv.FormatUint(uint64(num), 10) + "}"}
+}
+
+func (q queueKeys) jobs() string       { return q.tag + ":jobs" }
+func (q queueKeys) errors() string     { return q.tag + ":errors" }
+func (q queueKeys) results() string    { return q.tag + ":results" }
+func (q queueKeys) ready() string      { return q.tag + ":ready" }
+func (q queueKeys) waiting() string    { return q.tag + ":waiting" }
+func (q queueKeys) leases() string     { return q.tag + ":leases" }
+func (q queueKeys) deadlines() string  { return q.tag + ":deadlines" }
+func (q queueKeys) final() string      { return q.tag + ":final" }
+func (q queueKeys) unique() string     { return q.tag + ":unique" }
+func (q queueKeys) uniqueEnds() string { return q.tag + ":unique-ends" }
+func (q queueKeys) name() string       { return q.tag + ":queue" }
+func (q queueKeys) settings() string   { return q.tag + ":settings" }
+func (q queueKeys) minutes() string    { return q.tag + ":minutes" }
+func (q queueKeys) reports() string    { return q.tag + ":reports" }
+
+// in is the id-ordered set of one state's jobs; only scheduled, retry
+// and the final states have one (see hasInSet).
+func (q queueKeys) in(code string) string { return q.tag + ":in:" + code }
+
+// hasInSet reports whether jobs in the state with this letter (see
+// stateCode) are kept in an in set.
+func hasInSet(code string) bool {
+	return code == "s" || code == "r" || code == "c" || code == "f" || code == "x"
+}
+
+// all lists every key of the queue in the order the scripts take them as
+// KEYS[1..19] (see scripts.go).
+func (q queueKeys) all() []string {
+	return []string{
+		q.jobs(), q.errors(), q.results(), q.ready(), q.waiting(), q.leases(),
+		q.deadlines(), q.final(), q.unique(), q.uniqueEnds(), q.name(),
+		q.in("s"), q.in("r"), q.in("c"), q.in("f"), q.in("x"),
+		q.settings(), q.minutes(), q.reports(),
+	}
+}
+
+// escapeGlob escapes the characters that are special in a Redis pattern.
+func escapeGlob(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '*', '?', '[', ']', '\\':
+			out = append(out, '\\', c)
+		default:
+			out = append(out, c)
+		}
+	}
+	return string(out)
+}

@@ -1,0 +1,259 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/redis/rueidis"
+)
+
+// leaseBatch groups the items of a Heartbeat, Complete, Fail or Release
+// call by queue, so each queue gets one script run and all of them go in
+// one pipelined round trip.
+type leaseBatch struct {
+	groups []*leaseGroup
+	// codes holds each item's outcome: 0 done, 1 lease lost, 2 no such
+	// job (3: heartbeat done, cancel requested).
+	codes []int64
+}
+
+type leaseGroup struct {
+	queue string
+	num   uint32
+	pos   []int
+	args  []string
+}
+
+// group sorts the job ids into queue groups; ids naming no queue are
+// marked "no such job". head gives each group's leading ARGV.
+func (s *Store) group(ctx context.Context, ids []string, head func(queue string) []string) (*leaseBatch, error) {
+	b := &leaseBatch{codes: make([]int64, len(ids))}
+	byNum := map[uint32]*leaseGroup{}
+	for i, id := range ids {
+		num, ok := queueNumOf(id)
+		if !ok {
+			b.codes[i] = 2
+			continue
+		}
+		g := byNum[num]
+		if g == nil {
+			name, ok, err := s.queues.name(ctx, num)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				b.codes[i] = 2
+				continue
+			}
+			g = &leaseGroup{queue: name, num: num, args: head(name)}
+			byNum[num] = g
+			b.groups = append(b.groups, g)
+		}
+		g.pos = append(g.pos, i)
+	}
+	return b, nil
+}
+
+// runBatch sends one script per group, retrying the whole round trip while the
+// server cannot be reached; args builds a group's ARGV for the given try.
+func (s *Store) runBatch(ctx context.Context, op string, sc *script, b *leaseBatch, args func(g *leaseGroup, try int) []string) error {
+	if len(b.groups) == 0 {
+		return nil
+	}
+	var replies []rueidis.RedisResult
+	err := s.retry(ctx, func(try int) error {
+		calls := make([]call, len(b.groups))
+		for i, g := range b.groups {
+			calls[i] = call{s: sc, keys: s.keys.queue(g.num).all(), args: args(g, try)}
+		}
+		replies = s.evalMany(ctx, calls)
+		for _, r := range replies {
+			if err := r.Error(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("kyu/redis: %s: %w", op, err)
+	}
+	for gi, g := range b.groups {
+		codes, err := replies[gi].AsIntSlice()
+		if err != nil || len(codes) != len(g.pos) {
+			return fmt.Errorf("kyu/redis: %s: unexpected reply %s", op, replies[gi].String())
+		}
+		for k, c := range codes {
+			b.codes[g.pos[k]] = c
+		}
+	}
+	return nil
+}
+
+// itemErr turns a script's code into the item's error.
+func itemErr(code int64) error {
+	switch code {
+	case 0:
+		return nil
+	case 2:
+		return backend.ErrNotFound
+	default:
+		return backend.ErrLeaseLost
+	}
+}
+
+func batchResult(b *leaseBatch) backend.BatchResult {
+	res := backend.BatchResult{Errors: make([]error, len(b.codes))}
+	for i, c := range b.codes {
+		res.Errors[i] = itemErr(c)
+	}
+	return res
+}
+
+func leaseIDs(ls []backend.Lease) []string {
+	ids := make([]string, len(ls))
+	for i, l := range ls {
+		ids[i] = l.JobID
+	}
+	return ids
+}
+
+func ms(t int64) string { return strconv.FormatInt(t, 10) }
+
+// flag is a boolean as the scripts take it.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// Heartbeat extends every live lease to p.Now+p.Extend.
+func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
+	if err := p.Check(); err != nil {
+		return backend.HeartbeatResult{}, err
+	}
+	if err := s.enter(); err != nil {
+		return backend.HeartbeatResult{}, err
+	}
+	defer s.leave()
+	exp := p.Now.Add(p.Extend)
+	b, err := s.group(ctx, leaseIDs(p.Leases), func(string) []string {
+		return []string{ms(p.Now.UnixMilli()), ms(exp.UnixMilli())}
+	})
+	if err != nil {
+		return backend.HeartbeatResult{}, err
+	}
+	err = s.runBatch(ctx, "heartbeat", heartbeatScript, b, func(g *leaseGroup, _ int) []string {
+		args := append([]string(nil), g.args...)
+		for _, i := range g.pos {
+			args = append(args, p.Leases[i].JobID, strconv.FormatInt(p.Leases[i].Token, 10))
+		}
+		return args
+	})
+	if err != nil {
+		return backend.HeartbeatResult{}, err
+	}
+	res := backend.HeartbeatResult{Leases: make([]backend.LeaseStatus, len(p.Leases))}
+	for i, c := range b.codes {
+		if c == 0 || c == 3 {
+			res.Leases[i] = backend.LeaseStatus{ExpiresAt: time.UnixMilli(exp.UnixMilli()).UTC(), CancelRequested: c == 3}
+		} else {
+			res.Leases[i] = backend.LeaseStatus{Lost: true}
+		}
+	}
+	return res, nil
+}
+
+// Complete finishes the jobs whose leases are live.
+func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
+	if err := backend.CheckNow(p.Now); err != nil {
+		return backend.BatchResult{}, err
+	}
+	if err := s.enter(); err != nil {
+		return backend.BatchResult{}, err
+	}
+	defer s.leave()
+	ids := make([]string, len(p.Items))
+	for i, it := range p.Items {
+		ids[i] = it.Lease.JobID
+	}
+	b, err := s.group(ctx, ids, func(string) []string { return []string{ms(p.Now.UnixMilli()), "0"} })
+	if err != nil {
+		return backend.BatchResult{}, err
+	}
+	err = s.runBatch(ctx, "complete", completeScript, b, func(g *leaseGroup, try int) []string {
+		args := append([]string(nil), g.args...)
+		if try > 0 {
+			args[1] = "1"
+		}
+		for _, i := range g.pos {
+			it := p.Items[i]
+			args = append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10), string(it.Result))
+		}
+		return args
+	})
+	if err != nil {
+		return backend.BatchResult{}, err
+	}
+	return batchResult(b), nil
+}
+
+// Fail ends the attempts: retry, pending at once, or failed.
+func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
+	if err := p.Check(); err != nil {
+		return backend.BatchResult{}, err
+	}
+	if err := s.enter(); err != nil {
+		return backend.BatchResult{}, err
+	}
+	defer s.leave()
+	ids := make([]string, len(p.Items))
+	for i, it := range p.Items {
+		ids[i] = it.Lease.JobID
+	}
+	b, err := s.group(ctx, ids, func(q string) []string { return []string{ms(p.Now.UnixMilli()), s.keys.wakeChannel(q)} })
+	if err != nil {
+		return backend.BatchResult{}, err
+	}
+	err = s.runBatch(ctx, "fail", failScript, b, func(g *leaseGroup, _ int) []string {
+		args := append([]string(nil), g.args...)
+		for _, i := range g.pos {
+			it := p.Items[i]
+			args = append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10), it.Message, it.Stack, msOf(it.RetryAt), flag(it.Final), flag(it.Cancel))
+		}
+		return args
+	})
+	if err != nil {
+		return backend.BatchResult{}, err
+	}
+	return batchResult(b), nil
+}
+
+// Release hands the jobs back to pending, their attempt not counted.
+func (s *Store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
+	if err := backend.CheckNow(p.Now); err != nil {
+		return backend.BatchResult{}, err
+	}
+	if err := s.enter(); err != nil {
+		return backend.BatchResult{}, err
+	}
+	defer s.leave()
+	b, err := s.group(ctx, leaseIDs(p.Leases), func(q string) []string { return []string{ms(p.Now.UnixMilli()), s.keys.wakeChannel(q)} })
+	if err != nil {
+		return backend.BatchResult{}, err
+	}
+	err = s.runBatch(ctx, "release", releaseScript, b, func(g *leaseGroup, _ int) []string {
+		args := append([]string(nil), g.args...)
+		for _, i := range g.pos {
+			args = append(args, p.Leases[i].JobID, strconv.FormatInt(p.Leases[i].Token, 10))
+		}
+		return args
+	})
+	if err != nil {
+		return backend.BatchResult{}, err
+	}
+	return batchResult(b), nil
+}

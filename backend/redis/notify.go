@@ -1,0 +1,233 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/redis/rueidis"
+)
+
+// notifier carries Pub/Sub signals to local subscriptions. A Store has
+// two: wake-ups (Subscribe) and ends of jobs (WatchFinished).
+//
+// Every script that makes a job pending publishes on its queue's wake
+// channel (P:wake:<queue>); every script that makes jobs final or deletes
+// them publishes their ids on the queue's done channel ({P:N}:done). Each
+// notifier holds one pattern subscription per Store (PSUBSCRIBE P:wake:*
+// or {P:*}:done, on a connection of its own), started by the first
+// subscription that needs it, and signals the local subscriptions the
+// message concerns. On a Cluster, Pub/Sub messages reach every node, so
+// the subscription may sit on any of them. A process that never watches
+// jobs never receives the done messages.
+//
+// The pattern subscription starts with the first subscription, which
+// returns only once the server is known to deliver to it: the loop
+// publishes a probe on a channel of the pattern that no queue uses until
+// the probe comes back. After a lost connection the loop subscribes again
+// and signals every subscription, since signals may have been missed
+// meanwhile.
+type notifier struct {
+	s            *Store
+	pattern      string
+	probeChannel string
+	// route says which waiters a message on channel concerns.
+	route func(channel, message string) func(*waiter) bool
+
+	mu      sync.Mutex
+	subs    map[*waiter]struct{}
+	started bool
+	ready   chan struct{} // closed when the first probe came back
+	probe   string
+	cancel  context.CancelFunc
+	stopped chan struct{}
+}
+
+// waiter is one Subscription: its queues (nil: all) or the jobs it
+// watches, and its channel.
+type waiter struct {
+	queues []string
+	ids    map[string]bool
+	c      chan struct{}
+}
+
+func newNotifier(s *Store, pattern, probeChannel string, route func(channel, message string) func(*waiter) bool) *notifier {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return &notifier{
+		s: s, pattern: pattern, probeChannel: probeChannel, route: route,
+		subs: map[*waiter]struct{}{}, ready: make(chan struct{}), probe: "probe-" + hex.EncodeToString(b),
+	}
+}
+
+// newWakeNotifier carries wake-ups; its probe channel is on the wake
+// pattern but names no queue (queue names are never empty).
+func newWakeNotifier(s *Store) *notifier {
+	prefix := s.keys.wakeChannel("")
+	return newNotifier(s, s.keys.wakePattern(), prefix, func(channel, _ string) func(*waiter) bool {
+		queue := strings.TrimPrefix(channel, prefix)
+		return func(w *waiter) bool { return len(w.queues) == 0 || slices.Contains(w.queues, queue) }
+	})
+}
+
+// newDoneNotifier carries the ends of jobs.
+func newDoneNotifier(s *Store) *notifier {
+	return newNotifier(s, s.keys.donePattern(), s.keys.doneProbe(), func(_, message string) func(*waiter) bool {
+		ids := strings.Fields(message)
+		return func(w *waiter) bool {
+			for _, id := range ids {
+				if w.ids[id] {
+					return true
+				}
+			}
+			return false
+		}
+	})
+}
+
+// Subscribe returns a subscription that is signalled whenever a job
+// becomes pending in one of p.Queues (in any queue when none is named).
+func (s *Store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
+	for _, q := range p.Queues {
+		if !backend.ValidQueueName(q) {
+			return nil, &backend.ValidationError{Index: -1, Field: "queues", Reason: fmt.Sprintf("%q is not 1-128 characters of [A-Za-z0-9._:-]", q)}
+		}
+	}
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	return s.notify.add(ctx, &waiter{queues: slices.Clone(p.Queues), c: make(chan struct{}, 1)})
+}
+
+// WatchFinished returns a subscription that is signalled whenever one of
+// p.IDs becomes final or is deleted.
+func (s *Store) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	ids := make(map[string]bool, len(p.IDs))
+	for _, id := range p.IDs {
+		ids[id] = true
+	}
+	return s.finish.add(ctx, &waiter{ids: ids, c: make(chan struct{}, 1)})
+}
+
+// add registers w, starting the pattern subscription if need be, and
+// returns once the subscription receives.
+func (n *notifier) add(ctx context.Context, w *waiter) (*backend.Subscription, error) {
+	n.mu.Lock()
+	n.subs[w] = struct{}{}
+	if !n.started {
+		n.started = true
+		lctx, cancel := context.WithCancel(context.Background())
+		n.cancel = cancel
+		n.stopped = make(chan struct{})
+		go n.loop(lctx)
+	}
+	n.mu.Unlock()
+	drop := func() {
+		n.mu.Lock()
+		delete(n.subs, w)
+		n.mu.Unlock()
+	}
+	if err := n.waitReady(ctx); err != nil {
+		drop()
+		return nil, err
+	}
+	return backend.NewSubscription(w.c, drop), nil
+}
+
+// waitReady waits until the subscription is known to receive, publishing
+// the probe meanwhile.
+func (n *notifier) waitReady(ctx context.Context) error {
+	select {
+	case <-n.ready:
+		return nil
+	default:
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	limit := time.NewTimer(n.s.opts.RetryFor)
+	defer limit.Stop()
+	for {
+		n.s.client.Do(ctx, n.s.client.B().Publish().Channel(n.probeChannel).Message(n.probe).Build())
+		select {
+		case <-n.ready:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.s.done:
+			return backend.ErrClosed
+		case <-limit.C:
+			return fmt.Errorf("kyu/redis: subscribe: no message came back on %s", n.probeChannel)
+		case <-tick.C:
+		}
+	}
+}
+
+// loop holds the pattern subscription until stop.
+func (n *notifier) loop(ctx context.Context) {
+	defer close(n.stopped)
+	var once sync.Once
+	wait := 10 * time.Millisecond
+	for first := true; ctx.Err() == nil; first = false {
+		if !first {
+			// Signals may have been lost while the connection was down.
+			n.signal(func(*waiter) bool { return true })
+		}
+		err := n.s.client.Receive(ctx, n.s.client.B().Psubscribe().Pattern(n.pattern).Build(), func(m rueidis.PubSubMessage) {
+			if m.Channel == n.probeChannel {
+				if m.Message == n.probe {
+					once.Do(func() { close(n.ready) })
+				}
+				return
+			}
+			n.signal(n.route(m.Channel, m.Message))
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		n.s.log.Warn("pub/sub subscription lost, subscribing again", "pattern", n.pattern, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(wait*2, time.Second)
+	}
+}
+
+// signal wakes the subscriptions match chooses; signals coalesce.
+func (n *notifier) signal(match func(*waiter) bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for w := range n.subs {
+		if match(w) {
+			select {
+			case w.c <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// stop ends the subscription loop.
+func (n *notifier) stop() {
+	n.mu.Lock()
+	cancel, stopped := n.cancel, n.stopped
+	n.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-stopped
+	}
+}

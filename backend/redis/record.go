@@ -1,0 +1,456 @@
+package redis
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// A job's record is one string in its queue's jobs hash:
+//
+//	header "\n" unique-key body
+//
+// The header is what the scripts read and rewrite: fields joined by "|",
+// in the order of the h* constants below (1-based, as Lua counts), with
+// times in Unix milliseconds and "" for an unset time. The worker id is
+// hex-encoded so it can hold any byte. The unique key follows the header
+// raw (its length is in the header); the body is written once by Enqueue,
+// in the binary form of encodeBody, and never read by a script.
+//
+// Attempt errors and results live in their own hashes (keys.go), so the
+// record of a pending job stays small.
+const (
+	hState       = 1  // one letter, see stateCode
+	hAttempt     = 2  // attempts made
+	hMaxAttempts = 3  //
+	hToken       = 4  // lease token of the latest claim
+	hPriority    = 5  //
+	hRunAt       = 6  // ms
+	hDeadline    = 7  // ms or ""
+	hLeaseExp    = 8  // ms or "" while not active
+	hStarted     = 9  // ms or ""
+	hFinished    = 10 // ms or ""
+	hWorker      = 11 // hex or ""
+	hCancel      = 12 // see cancelCodes
+	hUniqueLen   = 13 // bytes of unique key after the header
+	hRetention   = 14 // "" default, "n" none, "f" forever, else ms to keep
+	headerFields = 14
+)
+
+// The cancel field of a header: "" none; "d" cancelled by its deadline;
+// "r" cancelled at once by Cancel; "q" active, its cancel requested; "R"
+// cancelled after a requested cancel (reason requested, CancelRequested
+// kept as a record); "h" cancelled by its handler (FailItem.Cancel).
+const cancelCodes = "drqRh"
+
+// stateCode is the letter a record stores for a state.
+func stateCode(s backend.State) string {
+	switch s {
+	case backend.StateScheduled:
+		return "s"
+	case backend.StatePending:
+		return "p"
+	case backend.StateActive:
+		return "a"
+	case backend.StateRetry:
+		return "r"
+	case backend.StateCompleted:
+		return "c"
+	case backend.StateFailed:
+		return "f"
+	case backend.StateCancelled:
+		return "x"
+	}
+	return "?"
+}
+
+// stateOfCode is the inverse of stateCode.
+func stateOfCode(code string) (backend.State, bool) {
+	for _, s := range backend.States() {
+		if stateCode(s) == code {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// bodyVersion is the first byte of every body this package writes.
+const bodyVersion = 1
+
+// msOf is t in Unix milliseconds, "" for the zero time.
+func msOf(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixMilli(), 10)
+}
+
+// retentionField is the header's retention: how many ms to keep a final job.
+func retentionField(r backend.Retention) string {
+	switch {
+	case r == backend.RetainDefault:
+		return ""
+	case r == backend.RetainNone:
+		return "n"
+	case r == backend.RetainForever:
+		return "f"
+	}
+	ms := (time.Duration(r) + time.Millisecond - 1) / time.Millisecond
+	return strconv.FormatInt(int64(ms), 10)
+}
+
+// encodeRecord writes the record of a new job.
+func encodeRecord(j *backend.Job) string {
+	b := make([]byte, 0, 64+len(j.UniqueKey)+len(j.Payload)+len(j.Type)+len(j.Title))
+	b = append(b, stateCode(j.State)...)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(j.Attempt), 10)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, j.LeaseToken, 10)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(j.Priority), 10)
+	for _, t := range []time.Time{j.RunAt, j.Deadline, j.LeaseExpiresAt, j.StartedAt, j.FinishedAt} {
+		b = append(b, '|')
+		if !t.IsZero() {
+			b = strconv.AppendInt(b, t.UnixMilli(), 10)
+		}
+	}
+	b = append(b, '|')
+	b = hex.AppendEncode(b, []byte(j.WorkerID))
+	b = append(b, "||"...) // no cancel reason yet
+	b = strconv.AppendInt(b, int64(len(j.UniqueKey)), 10)
+	b = append(b, '|')
+	b = append(b, retentionField(j.Retention)...)
+	b = append(b, '\n')
+	b = append(b, j.UniqueKey...)
+	b = appendBody(b, j)
+	return string(b)
+}
+
+// appendBody writes the fields no script reads.
+func appendBody(b []byte, j *backend.Job) []byte {
+	b = append(b, bodyVersion)
+	str := func(s []byte) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	str([]byte(j.Type))
+	str(j.Payload)
+	str([]byte(j.Title))
+	b = appendDuration(b, j.Timeout)
+	b = appendDuration(b, j.UniqueFor)
+	b = appendDuration(b, time.Duration(j.Retention))
+	// CreatedAt as ms before the time in the id (a UUIDv7 made at
+	// enqueue): a byte or two unless the caller's clock is far off.
+	b = binary.AppendVarint(b, idMilli(j.ID)-j.CreatedAt.UnixMilli())
+	b = binary.AppendUvarint(b, uint64(len(j.Tags)))
+	for _, t := range j.Tags {
+		str([]byte(t))
+	}
+	b = binary.AppendUvarint(b, uint64(len(j.Metadata)))
+	for _, k := range slices.Sorted(maps.Keys(j.Metadata)) {
+		str([]byte(k))
+		str([]byte(j.Metadata[k]))
+	}
+	return b
+}
+
+// appendDuration writes d compactly: whole milliseconds as ms<<1, any
+// other duration as ns<<1|1 (zigzag varints, so negatives fit).
+func appendDuration(b []byte, d time.Duration) []byte {
+	if d%time.Millisecond == 0 {
+		return binary.AppendVarint(b, int64(d/time.Millisecond)<<1)
+	}
+	return binary.AppendVarint(b, int64(d)<<1|1)
+}
+
+// decodeDuration reads what appendDuration wrote.
+func decodeDuration(v int64) time.Duration {
+	if v&1 == 0 {
+		return time.Duration(v>>1) * time.Millisecond
+	}
+	return time.Duration(v >> 1)
+}
+
+// decodeRecord reads a stored record back into a Job. Anything that does
+// not parse is reported as ErrCorrupt, naming the job and the field.
+func decodeRecord(id, queue, rec string) (*backend.Job, error) {
+	bad := func(what string) error {
+		return fmt.Errorf("%w: job %s: %s", ErrCorrupt, id, what)
+	}
+	head, rest, ok := strings.Cut(rec, "\n")
+	if !ok {
+		return nil, bad("no header")
+	}
+	h := strings.Split(head, "|")
+	if len(h) != headerFields {
+		return nil, bad(fmt.Sprintf("header has %d fields, want %d", len(h), headerFields))
+	}
+	j := &backend.Job{ID: id, Queue: queue}
+	var err error
+	state, ok := stateOfCode(h[hState-1])
+	if !ok {
+		return nil, bad(fmt.Sprintf("unknown state %q", h[hState-1]))
+	}
+	j.State = state
+	ints := []struct {
+		field int
+		name  string
+		dst   *int
+	}{{hAttempt, "attempt", &j.Attempt}, {hMaxAttempts, "max_attempts", &j.MaxAttempts}, {hPriority, "priority", &j.Priority}}
+	for _, f := range ints {
+		if *f.dst, err = strconv.Atoi(h[f.field-1]); err != nil {
+			return nil, bad(f.name + " is not a number")
+		}
+	}
+	if j.LeaseToken, err = strconv.ParseInt(h[hToken-1], 10, 64); err != nil {
+		return nil, bad("lease token is not a number")
+	}
+	times := []struct {
+		field int
+		name  string
+		dst   *time.Time
+	}{
+		{hRunAt, "run_at", &j.RunAt}, {hDeadline, "deadline", &j.Deadline}, {hLeaseExp, "lease_expires_at", &j.LeaseExpiresAt},
+		{hStarted, "started_at", &j.StartedAt}, {hFinished, "finished_at", &j.FinishedAt},
+	}
+	for _, f := range times {
+		if *f.dst, err = parseMs(h[f.field-1]); err != nil {
+			return nil, bad(f.name + " is not a time")
+		}
+	}
+	if j.RunAt.IsZero() {
+		return nil, bad("run_at is missing")
+	}
+	w, err := hex.DecodeString(h[hWorker-1])
+	if err != nil {
+		return nil, bad("worker id is not hex")
+	}
+	j.WorkerID = string(w)
+	switch h[hCancel-1] {
+	case "":
+	case "d":
+		j.CancelReason = backend.CancelReasonDeadline
+	case "r":
+		j.CancelReason = backend.CancelReasonRequested
+	case "q":
+		j.CancelRequested = true
+	case "R":
+		j.CancelReason, j.CancelRequested = backend.CancelReasonRequested, true
+	case "h":
+		j.CancelReason = backend.CancelReasonHandler
+	default:
+		return nil, bad("unknown cancel reason")
+	}
+	ulen, err := strconv.Atoi(h[hUniqueLen-1])
+	if err != nil || ulen < 0 || ulen > len(rest) {
+		return nil, bad("unique key length out of range")
+	}
+	j.UniqueKey, rest = rest[:ulen], rest[ulen:]
+	if err := decodeBody(j, []byte(rest)); err != nil {
+		return nil, bad(err.Error())
+	}
+	return j, nil
+}
+
+// parseMs reads a header time; "" is the zero time.
+func parseMs(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(ms).UTC(), nil
+}
+
+// decodeBody reads what encodeBody wrote.
+func decodeBody(j *backend.Job, b []byte) error {
+	if len(b) == 0 || b[0] != bodyVersion {
+		return fmt.Errorf("body has an unknown version")
+	}
+	b = b[1:]
+	fail := false
+	uvarint := func() uint64 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			fail = true
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	varint := func() int64 {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			fail = true
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	str := func() []byte {
+		n := uvarint()
+		if fail || n > uint64(len(b)) {
+			fail = true
+			return nil
+		}
+		if n == 0 {
+			return nil
+		}
+		s := bytes.Clone(b[:n])
+		b = b[n:]
+		return s
+	}
+	j.Type = string(str())
+	j.Payload = str()
+	j.Title = string(str())
+	j.Timeout = decodeDuration(varint())
+	j.UniqueFor = decodeDuration(varint())
+	j.Retention = backend.Retention(decodeDuration(varint()))
+	j.CreatedAt = time.UnixMilli(idMilli(j.ID) - varint()).UTC()
+	if n := uvarint(); !fail && n > 0 {
+		if n > uint64(len(b)) {
+			return fmt.Errorf("body is truncated")
+		}
+		j.Tags = make([]string, 0, n)
+		for range n {
+			j.Tags = append(j.Tags, string(str()))
+		}
+	}
+	if n := uvarint(); !fail && n > 0 {
+		if n > uint64(len(b)) {
+			return fmt.Errorf("body is truncated")
+		}
+		j.Metadata = make(map[string]string, n)
+		for range n {
+			k := string(str())
+			j.Metadata[k] = string(str())
+		}
+	}
+	if fail {
+		return fmt.Errorf("body is truncated")
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("body has %d bytes too many", len(b))
+	}
+	return nil
+}
+
+// storedError is one attempt error as the scripts write it.
+type storedError struct {
+	Attempt int    `json:"a"`
+	At      int64  `json:"t"`
+	Kind    string `json:"k"`
+	Message string `json:"m"`
+	Stack   string `json:"s"`
+}
+
+// decodeErrors reads a job's errors hash value ("" for none).
+func decodeErrors(id, s string) ([]backend.AttemptError, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var st []storedError
+	if err := json.Unmarshal([]byte(s), &st); err != nil {
+		return nil, fmt.Errorf("%w: job %s: errors: %v", ErrCorrupt, id, err)
+	}
+	out := make([]backend.AttemptError, len(st))
+	for i, e := range st {
+		out[i] = backend.AttemptError{Attempt: e.Attempt, At: time.UnixMilli(e.At).UTC(), Kind: e.Kind, Message: e.Message, Stack: e.Stack}
+	}
+	return out, nil
+}
+
+// storedProgress is a job's progress as Report writes it.
+type storedProgress struct {
+	Percent float64 `json:"p"`
+	Message string  `json:"m,omitempty"`
+	At      int64   `json:"t"`
+}
+
+// storedLine is one log line as Report writes it.
+type storedLine struct {
+	At   int64  `json:"t"`
+	Line string `json:"l"`
+}
+
+// encodeProgress writes a progress report made at now.
+func encodeProgress(p *backend.Progress, now time.Time) string {
+	b, _ := json.Marshal(storedProgress{Percent: p.Percent, Message: p.Message, At: now.UnixMilli()})
+	return string(b)
+}
+
+// encodeLine writes a log line made at now.
+func encodeLine(line string, now time.Time) string {
+	b, _ := json.Marshal(storedLine{At: now.UnixMilli(), Line: line})
+	return string(b)
+}
+
+// jobExtras are the stored values beside a record that a view carries
+// (see view in scripts.go); nil for a value not stored.
+type jobExtras struct {
+	errors, result, progress, logs, logCounts, expires *string
+}
+
+// apply decodes the extras into j.
+func (x jobExtras) apply(j *backend.Job) error {
+	bad := func(what string, err error) error {
+		return fmt.Errorf("%w: job %s: %s: %v", ErrCorrupt, j.ID, what, err)
+	}
+	if x.errors != nil {
+		errs, err := decodeErrors(j.ID, *x.errors)
+		if err != nil {
+			return err
+		}
+		j.Errors = errs
+	}
+	if x.result != nil {
+		j.Result = []byte(*x.result)
+	}
+	if x.progress != nil {
+		var p storedProgress
+		if err := json.Unmarshal([]byte(*x.progress), &p); err != nil {
+			return bad("progress", err)
+		}
+		j.Progress = &backend.Progress{Percent: p.Percent, Message: p.Message, At: time.UnixMilli(p.At).UTC()}
+	}
+	if x.logs != nil {
+		var lines []storedLine
+		if err := json.Unmarshal([]byte(*x.logs), &lines); err != nil {
+			return bad("logs", err)
+		}
+		j.Logs = make([]backend.LogLine, len(lines))
+		for i, l := range lines {
+			j.Logs[i] = backend.LogLine{At: time.UnixMilli(l.At).UTC(), Line: l.Line}
+		}
+	}
+	if x.logCounts != nil {
+		_, dropped, ok := strings.Cut(*x.logCounts, "|")
+		n, err := strconv.Atoi(dropped)
+		if !ok || err != nil || n < 0 {
+			return bad("log counts", fmt.Errorf("%q is not kept|dropped", *x.logCounts))
+		}
+		j.LogsDropped = n
+	}
+	if x.expires != nil {
+		ms, err := strconv.ParseFloat(*x.expires, 64)
+		if err != nil {
+			return bad("expiry", err)
+		}
+		j.ExpiresAt = time.UnixMilli(int64(ms)).UTC()
+	}
+	return nil
+}

@@ -1,0 +1,217 @@
+// Package redis is kyu's Redis store: backend.Backend on Redis 7
+// (standalone, Sentinel or Cluster), through the rueidis client, whose
+// automatic pipelining lets many goroutines share few connections.
+//
+// Every state change is one Lua script over the keys of one queue (see
+// keys.go for the layout and scripts.go for the scripts), so a crash
+// between two commands never leaves a job half-moved, and every script
+// runs in one Cluster slot: the lifecycle operations (cancel, retry, run
+// now, purge, reports, queue settings) too. Views across queues (List,
+// Stats) run one read per queue and merge here; the worker registry has
+// store-wide keys of its own. Idle workers wake, and watchers of a job
+// hear its end, through Pub/Sub (notify.go). Calls retry with backoff
+// while the server restarts or fails over (Options.RetryFor).
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/redis/rueidis"
+)
+
+// formatVersion is the key layout this package writes, kept in the marker.
+// Format 2 added the in sets, settings, minutes and reports (keys.go).
+const formatVersion = 2
+
+// Store is a kyu store in Redis. It implements backend.Backend; build it
+// with Open or OpenURL.
+type Store struct {
+	opts   Options
+	log    *slog.Logger
+	client rueidis.Client
+	keys   keys
+	queues *registry
+	notify *notifier // wake-ups
+	finish *notifier // ends of jobs
+
+	// ops counts calls in flight, so Close waits for them.
+	ops    sync.WaitGroup
+	mu     sync.Mutex
+	closed atomic.Bool
+	// done is closed by Close; retries and background loops stop on it.
+	done chan struct{}
+}
+
+var _ backend.Backend = (*Store)(nil)
+
+// OpenURL opens the store a redis://, rediss://, redis-cluster:// or
+// redis-sentinel:// URL names (see ParseURL). opts supplies what a URL
+// does not say (Logger, RetryFor, DialTimeout).
+func OpenURL(ctx context.Context, rawURL string, opts Options) (*Store, error) {
+	o, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	o.Logger, o.RetryFor, o.DialTimeout = opts.Logger, opts.RetryFor, opts.DialTimeout
+	return Open(ctx, o)
+}
+
+// Open connects to Redis, checks that the key prefix is kyu's (marking it
+// when it is unused) and returns the store.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	if !validPrefix(opts.Prefix) {
+		return nil, fmt.Errorf("%w: prefix %q is not 1-64 characters of [A-Za-z0-9._-]", ErrBadURL, opts.Prefix)
+	}
+	co := rueidis.ClientOption{
+		InitAddress:       opts.Addrs,
+		Username:          opts.Username,
+		Password:          opts.Password,
+		SelectDB:          opts.DB,
+		TLSConfig:         opts.TLS,
+		DisableCache:      true,
+		ForceSingleClient: !opts.Cluster && opts.SentinelMaster == "",
+		ClientName:        "kyu",
+	}
+	co.Dialer.Timeout = opts.DialTimeout
+	if opts.SentinelMaster != "" {
+		co.Sentinel = rueidis.SentinelOption{MasterSet: opts.SentinelMaster, Username: opts.Username, Password: opts.Password}
+	}
+	where := fmt.Sprintf("redis at %v", opts.Addrs)
+	client, err := rueidis.NewClient(co)
+	if err != nil {
+		return nil, fmt.Errorf("kyu/redis: connect to %s: %w", where, explainConnect(err))
+	}
+	s := &Store{
+		opts:   opts,
+		log:    opts.Logger,
+		client: client,
+		keys:   keys{prefix: opts.Prefix},
+		done:   make(chan struct{}),
+	}
+	s.queues = newRegistry(s)
+	s.notify = newWakeNotifier(s)
+	s.finish = newDoneNotifier(s)
+	if err := s.checkMarker(ctx); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("kyu/redis: %s, prefix %q: %w", where, opts.Prefix, err)
+	}
+	s.checkEviction(ctx)
+	return s, nil
+}
+
+// checkEviction warns when the server may evict keys under memory
+// pressure: an evicted job is a lost job. Servers that refuse CONFIG (many
+// managed ones) are not checked.
+func (s *Store) checkEviction(ctx context.Context) {
+	m, err := s.client.Do(ctx, s.client.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+	if err != nil {
+		return
+	}
+	if p, ok := m["maxmemory-policy"]; ok && p != "noeviction" {
+		s.log.Warn("redis may evict keys when it runs out of memory, which loses jobs; set maxmemory-policy noeviction", "maxmemory-policy", p)
+	}
+}
+
+// explainConnect names the usual reasons a connection is refused.
+func explainConnect(err error) error {
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		msg := re.Error()
+		switch {
+		case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "ERR AUTH"), strings.HasPrefix(msg, "ERR invalid password"):
+			return fmt.Errorf("authentication failed (wrong user or password): %w", err)
+		}
+		return err
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) && !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("the server does not speak the Redis protocol (is it a Redis server?): %w", err)
+	}
+	return err
+}
+
+// checkMarker runs markerScript: a prefix is kyu's only if its marker says so.
+func (s *Store) checkMarker(ctx context.Context) error {
+	var out string
+	err := s.retry(ctx, func(int) error {
+		var err error
+		out, err = s.eval(ctx, markerScript, []string{s.keys.meta()}, []string{strconv.Itoa(formatVersion)}).ToString()
+		return err
+	})
+	if err != nil {
+		if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "ERR unknown command") {
+			return fmt.Errorf("the server does not run Lua scripts (is it Redis 7 or later?): %w", err)
+		}
+		return fmt.Errorf("check the prefix marker: %w", err)
+	}
+	switch {
+	case out == "new":
+		s.log.Info("marked a new kyu store", "prefix", s.opts.Prefix)
+		return nil
+	case strings.HasPrefix(out, "v:"):
+		v, err := strconv.Atoi(out[2:])
+		if err != nil {
+			return fmt.Errorf("%w: marker %s holds version %q", ErrPrefixInUse, s.keys.meta(), out[2:])
+		}
+		switch {
+		case v > formatVersion:
+			return fmt.Errorf("%w: format %d, this kyu reads %d", ErrNewerFormat, v, formatVersion)
+		case v < formatVersion:
+			return fmt.Errorf("%w: format %d, this kyu reads %d; finish its jobs with the kyu that wrote it, or remove its keys", ErrOlderFormat, v, formatVersion)
+		}
+		return nil
+	default:
+		return fmt.Errorf("%w: %s is %s", ErrPrefixInUse, s.keys.meta(), out[len("foreign:"):])
+	}
+}
+
+// enter starts a call; it fails once the store is closed.
+func (s *Store) enter() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return backend.ErrClosed
+	}
+	s.ops.Add(1)
+	return nil
+}
+
+func (s *Store) leave() { s.ops.Done() }
+
+// Capabilities: Redis notifies (Pub/Sub) and has no caller transactions.
+func (s *Store) Capabilities() backend.Capabilities { return backend.Capabilities{Notify: true} }
+
+// Close waits for calls in flight, stops the subscriptions and closes the
+// connections. Calls after Close return backend.ErrClosed; a second Close
+// does nothing.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed.Store(true)
+	close(s.done)
+	s.mu.Unlock()
+	s.notify.stop()
+	s.finish.stop()
+	s.ops.Wait()
+	s.client.Close()
+	return nil
+}
+
+// errClosing reports whether err comes from a client being closed.
+func errClosing(err error) bool {
+	return errors.Is(err, rueidis.ErrClosing)
+}

@@ -119,6 +119,10 @@ import (
 type Backend interface {
 	// Enqueue writes new jobs atomically. A job whose unique key is held is
 	// not an error: its item reports Duplicate with the holder's id.
+	// Validation always covers the whole batch before anything is written;
+	// on Redis Cluster, where queues live on different nodes, a crash can
+	// still leave a batch spanning several queues written for some queues
+	// only (each queue's part stays atomic).
 	Enqueue(ctx context.Context, p EnqueueParams) (EnqueueResult, error)
 
 	// Claim leases up to Max claimable jobs from the given queues. Each

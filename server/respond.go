@@ -144,15 +144,25 @@ func readBody(r *http.Request) ([]byte, error) {
 
 // readAll reads r to its end. A declared length (up to 1 MiB; beyond it
 // the buffer grows as the body arrives) sizes the buffer at once, which
-// saves io.ReadAll's regrowths and copies.
+// saves io.ReadAll's regrowths and copies for bodies over 512 bytes.
 func readAll(r io.Reader, declared int64) ([]byte, error) {
 	if declared <= 0 || declared > 1<<20 {
 		return io.ReadAll(r)
 	}
-	// bytes.MinRead spare bytes let ReadFrom see the end without growing.
-	buf := bytes.NewBuffer(make([]byte, 0, int(declared)+bytes.MinRead))
-	_, err := buf.ReadFrom(r)
-	return buf.Bytes(), err
+	b := make([]byte, 0, declared+1) // a spare byte to see the end without growing
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) { // longer than declared: grow
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // decodeBody reads the JSON body into v, refusing unknown fields and

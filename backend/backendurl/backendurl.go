@@ -6,9 +6,15 @@
 //	/var/lib/kyu, ./data     a bare path: the embedded store there
 //	""                       the default, pebble://kyu-data
 //
-// Redis (redis, rediss, redis-sentinel, redis-cluster), PostgreSQL
-// (postgres, postgresql), MySQL (mysql) and a kyu server (http, https) are
-// recognised but not yet available in this build.
+//	postgres://user@host/db?schema=kyu     PostgreSQL (postgresql:// too)
+//
+// A PostgreSQL URL takes the store's schema as the schema parameter
+// (default kyu) and migrates it when the store opens unless it says
+// automigrate=false (then run `kyu migrate` first).
+//
+// Redis (redis, rediss, redis-sentinel, redis-cluster), MySQL (mysql) and
+// a kyu server (http, https) are recognised but not yet available in this
+// build.
 //
 // The choice is a plain switch on the scheme, with no global registry: a
 // program that wants only one store imports that store's package directly
@@ -22,6 +28,7 @@ import (
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/pebble"
+	"github.com/kyuhq/kyu/backend/postgres"
 )
 
 // DefaultURL is the store used when no URL is given.
@@ -52,6 +59,13 @@ func Open(ctx context.Context, rawURL string, opts Options) (backend.Backend, er
 		b, err := pebble.Open(t.dir, pebble.Options{Logger: opts.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("backendurl: open embedded store %q: %w", t.dir, err)
+		}
+		return b, nil
+	case schemePostgres, schemePostgresql:
+		opts.Logger.Debug("opening PostgreSQL store", "url", t.url.Redacted())
+		b, err := postgres.Open(ctx, t.url.String(), postgres.Options{Logger: opts.Logger, AutoMigrate: true})
+		if err != nil {
+			return nil, fmt.Errorf("backendurl: open PostgreSQL store %s: %w", t.url.Redacted(), err)
 		}
 		return b, nil
 	default:

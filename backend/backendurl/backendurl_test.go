@@ -3,9 +3,15 @@ package backendurl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kyuhq/kyu/backend/backendtest"
 )
 
 func TestParse(t *testing.T) {
@@ -81,6 +87,8 @@ func TestErrorsHidePasswords(t *testing.T) {
 		"http://u:hunter2@",
 		"pebble://u:hunter2@dir",
 		"ftp://u:hunter2@host",
+		"postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=2",
+		"postgres://u:hunter2@[::1",
 	} {
 		_, err := Open(t.Context(), raw, Options{})
 		if err == nil {
@@ -96,7 +104,7 @@ func TestOpenUnavailable(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{
 		"redis://localhost:6379/0", "rediss://h", "redis-sentinel://h/m", "redis-cluster://h",
-		"postgres://db/kyu", "postgresql://db/kyu", "mysql://db/kyu", "http://h:7420", "https://h",
+		"mysql://db/kyu", "http://h:7420", "https://h",
 	} {
 		b, err := Open(t.Context(), raw, Options{})
 		if err == nil {
@@ -138,5 +146,31 @@ func TestOpenCancelled(t *testing.T) {
 	cancel()
 	if _, err := Open(ctx, filepath.Join(t.TempDir(), "x"), Options{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Open with a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
+func TestOpenPostgres(t *testing.T) {
+	t.Parallel()
+	url := backendtest.ServiceURL("KYU_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		backendtest.Unreachable(t, "postgres", "KYU_TEST_POSTGRES_URL", url, err)
+	}
+	defer conn.Close(context.Background())
+	schema := fmt.Sprintf("kyu_test_backendurl_%d", time.Now().UnixNano())
+	defer conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	b, err := Open(t.Context(), url+sep+"schema="+schema, Options{})
+	if err != nil {
+		t.Fatalf("Open(postgres URL): %v", err)
+	}
+	if !b.Capabilities().Tx {
+		t.Errorf("the PostgreSQL store does not declare Capabilities().Tx")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
 	}
 }

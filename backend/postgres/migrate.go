@@ -149,15 +149,25 @@ func readVersion(ctx context.Context, q pgx.Tx, schema string) (int, error) {
 	return v, nil
 }
 
-// checkSchema refuses a schema at another version than this code's.
-func (s *Store) checkSchema(ctx context.Context) error {
+// version reads the schema's recorded version; ErrNotMigrated when the
+// schema or its version table does not exist.
+func (s *Store) version(ctx context.Context) (int, error) {
 	var v int
 	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s.schema+`.schema_versions`).Scan(&v)
 	if err != nil {
 		if isUndefinedTable(err) {
-			return fmt.Errorf("%w: schema %s has no kyu tables; run `kyu migrate` or open with AutoMigrate", ErrNotMigrated, s.opts.Schema)
+			return 0, fmt.Errorf("%w: schema %s has no kyu tables; run `kyu migrate` or open with AutoMigrate", ErrNotMigrated, s.opts.Schema)
 		}
-		return fmt.Errorf("kyu/postgres: read schema version: %w", err)
+		return 0, fmt.Errorf("kyu/postgres: read schema version: %w", err)
+	}
+	return v, nil
+}
+
+// checkSchema refuses a schema at another version than this code's.
+func (s *Store) checkSchema(ctx context.Context) error {
+	v, err := s.version(ctx)
+	if err != nil {
+		return err
 	}
 	latest := SchemaVersion()
 	switch {

@@ -41,6 +41,41 @@ var _ backend.Backend = (*Store)(nil)
 // opts.Schema is empty) and automigrate (true or false, overriding
 // opts.AutoMigrate). Errors never repeat the password.
 func Open(ctx context.Context, connString string, opts Options) (*Store, error) {
+	s, err := connect(ctx, connString, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.open(ctx); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Migrate connects to the database named by connString (read as Open
+// reads it), brings the schema to SchemaVersion and disconnects; it
+// returns the versions before and after. It is what `kyu migrate` runs.
+func Migrate(ctx context.Context, connString string, opts Options) (from, to int, err error) {
+	s, err := connect(ctx, connString, opts)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer s.pool.Close()
+	if err := checkServer(ctx, s.pool); err != nil {
+		return 0, 0, err
+	}
+	from, err = s.version(ctx)
+	if err != nil && !errors.Is(err, ErrNotMigrated) {
+		return 0, 0, err
+	}
+	if err := s.Migrate(ctx); err != nil {
+		return from, from, err
+	}
+	return from, SchemaVersion(), nil
+}
+
+// connect builds a Store with its pool, before any check.
+func connect(ctx context.Context, connString string, opts Options) (*Store, error) {
 	cfg, opts, err := parseConfig(connString, opts)
 	if err != nil {
 		return nil, err
@@ -68,10 +103,6 @@ func Open(ctx context.Context, connString string, opts Options) (*Store, error) 
 	}
 	s.sqls = newStatements(s.schema)
 	s.listen = newListener(s)
-	if err := s.open(ctx); err != nil {
-		pool.Close()
-		return nil, err
-	}
 	return s, nil
 }
 

@@ -74,7 +74,9 @@ func txFlavours(t *testing.T, run func(t *testing.T, s *Store, begin func() (enq
 				t.Fatalf("BeginTx: %v", err)
 			}
 			t.Cleanup(func() { tx.Rollback() })
-			return func(p backend.EnqueueParams) (backend.EnqueueResult, error) { return s.EnqueueSQLTx(t.Context(), tx, p) },
+			return func(p backend.EnqueueParams) (backend.EnqueueResult, error) {
+					return s.EnqueueSQLTx(t.Context(), tx, p)
+				},
 				tx.Commit, tx.Rollback
 		})
 	})

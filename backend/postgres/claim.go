@@ -76,6 +76,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		sortClaimed(more)
 		jobs = append(jobs, more...)
 	}
+	s.vacuum.note(len(jobs))
 	// Highest priority first across queues; queue order within a priority.
 	slices.SortStableFunc(jobs, func(a, b *backend.Job) int { return cmp.Compare(b.Priority, a.Priority) })
 	return backend.ClaimResult{Jobs: jobs}, nil

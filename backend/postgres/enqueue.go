@@ -29,7 +29,7 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 	}
 	if len(plan.keyed) == 0 {
 		// One statement: its own transaction.
-		if err := s.insert(ctx, pgxRunner{s.pool}, plan); err != nil {
+		if err := s.insert(ctx, pgxRunner{s.pool}, plan, false); err != nil {
 			return backend.EnqueueResult{}, s.wrap("enqueue", err)
 		}
 	} else {
@@ -37,7 +37,7 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 		if err != nil {
 			return backend.EnqueueResult{}, s.wrap("enqueue", err)
 		}
-		err = s.enqueueIn(ctx, pgxRunner{tx}, plan)
+		err = s.enqueueIn(ctx, pgxRunner{tx}, plan, false)
 		if err == nil {
 			err = tx.Commit(ctx)
 		}
@@ -46,19 +46,21 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 			return backend.EnqueueResult{}, s.wrap("enqueue", err)
 		}
 	}
-	for _, q := range plan.pendingQueues() {
+	pending := plan.pendingQueues()
+	for _, q := range pending {
 		s.listen.signal(q)
 	}
+	s.notifier.notify(pending)
 	return plan.result(), nil
 }
 
 // enqueueIn takes the plan's unique keys and writes its new jobs within one
-// transaction, r.
-func (s *Store) enqueueIn(ctx context.Context, r runner, plan *enqueuePlan) error {
+// transaction, r; with notify, the INSERT also notifies on commit.
+func (s *Store) enqueueIn(ctx context.Context, r runner, plan *enqueuePlan, notify bool) error {
 	if err := s.takeKeys(ctx, r, plan); err != nil {
 		return err
 	}
-	return s.insert(ctx, r, plan)
+	return s.insert(ctx, r, plan, notify)
 }
 
 // enqueuePlan is one Enqueue worked out before it reaches the database.
@@ -185,9 +187,10 @@ func (s *Store) takeKeys(ctx context.Context, r runner, plan *enqueuePlan) error
 	return nil
 }
 
-// insert writes the plan's fresh jobs with one INSERT, which also notifies
-// the queues that got pending jobs when its transaction commits.
-func (s *Store) insert(ctx context.Context, r runner, plan *enqueuePlan) error {
+// insert writes the plan's fresh jobs with one INSERT which, with notify,
+// also notifies the queues that got pending jobs when its transaction
+// commits.
+func (s *Store) insert(ctx context.Context, r runner, plan *enqueuePlan, notify bool) error {
 	fresh := plan.fresh()
 	n := len(fresh)
 	if n == 0 {
@@ -227,7 +230,11 @@ func (s *Store) insert(ctx context.Context, r runner, plan *enqueuePlan) error {
 		runAts[k], deadlines[k] = pgtype.Timestamptz{Time: j.RunAt, Valid: true}, nullTime(j.Deadline)
 		timeouts[k], uniqueFors[k], retentions[k] = int64(j.Timeout), int64(j.UniqueFor), int64(j.Retention)
 	}
-	return r.run(ctx, s.sqls.insert, []any{ids, queues, types, payloads, titles, priorities, states, maxAttempts, runAts,
-		timeouts, deadlines, keys, uniqueFors, tags, metadata, retentions, plan.now, s.channel},
-		func(scan func(...any) error) error { return nil })
+	args := []any{ids, queues, types, payloads, titles, priorities, states, maxAttempts, runAts,
+		timeouts, deadlines, keys, uniqueFors, tags, metadata, retentions, plan.now}
+	query := s.sqls.insertQuiet
+	if notify {
+		query, args = s.sqls.insert, append(args, s.channel)
+	}
+	return r.run(ctx, query, args, func(scan func(...any) error) error { return nil })
 }

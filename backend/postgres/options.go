@@ -32,6 +32,13 @@ type Options struct {
 	// locks. Zero means DefaultMaintenanceLimit.
 	MaintenanceLimit int
 
+	// VacuumEvery makes the store VACUUM its jobs table itself after every
+	// VacuumEvery claimed jobs. Zero means DefaultVacuumEvery when the
+	// server's autovacuum is off and never when it is on (autovacuum, with
+	// the table's settings from the migration, then does the work);
+	// negative means never.
+	VacuumEvery int
+
 	// ListenRetry is the pause before the LISTEN connection is opened again
 	// after it was lost. Zero means one second.
 	ListenRetry time.Duration

@@ -14,21 +14,22 @@ import (
 // server_version_num: 14.0. (It is tested on 15.)
 const MinServerVersion = 140000
 
-// checkServer refuses a server that is not PostgreSQL or is too old.
-func checkServer(ctx context.Context, pool *pgxpool.Pool) error {
+// checkServer refuses a server that is not PostgreSQL or is too old, and
+// reports whether its autovacuum is on.
+func checkServer(ctx context.Context, pool *pgxpool.Pool) (autovacuum bool, err error) {
 	var num int
-	var version string
-	err := pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, version()`).Scan(&num, &version)
+	var version, av string
+	err = pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, version(), current_setting('autovacuum')`).Scan(&num, &version, &av)
 	if err != nil {
-		return fmt.Errorf("kyu/postgres: ask the server's version: %w", err)
+		return false, fmt.Errorf("kyu/postgres: ask the server's version: %w", err)
 	}
 	if !strings.HasPrefix(version, "PostgreSQL ") {
-		return fmt.Errorf("%w: the server says it is %q, not PostgreSQL", ErrUnsupportedServer, version)
+		return false, fmt.Errorf("%w: the server says it is %q, not PostgreSQL", ErrUnsupportedServer, version)
 	}
 	if num < MinServerVersion {
-		return fmt.Errorf("%w: PostgreSQL %d.%d is older than the minimum, %d", ErrUnsupportedServer, num/10000, num%10000, MinServerVersion/10000)
+		return false, fmt.Errorf("%w: PostgreSQL %d.%d is older than the minimum, %d", ErrUnsupportedServer, num/10000, num%10000, MinServerVersion/10000)
 	}
-	return nil
+	return av == "on", nil
 }
 
 // isUndefinedTable reports a missing table (SQLSTATE 42P01) or schema (3F000).

@@ -11,13 +11,15 @@ import (
 // filled in. Placeholders: {{s}} is the quoted schema; {{cols j}} the job
 // columns with the alias j; {{keys d}} the unique-key bookkeeping for the
 // jobs a CTE named d deleted; {{delete_at STATE}} the retention deadline of
-// a job (alias j) becoming final in STATE at $1... see the comments of each.
+// a job (alias j) becoming final in STATE at $1. The parameters of each
+// are listed above its template.
 type statements struct {
 	get, delete, deleteState           string
 	claim, step                        string
 	heartbeat, complete, fail, release string
 	recover, retention, forgetKeys     string
-	insert, takeKeys, existing         string
+	insert, insertQuiet, takeKeys      string
+	existing, notify                   string
 }
 
 // newStatements fills in the templates for one schema.
@@ -37,6 +39,8 @@ func newStatements(schema string) *statements {
 		retention:   f(sqlRetention),
 		forgetKeys:  f(sqlForgetKeys),
 		insert:      f(sqlInsert),
+		insertQuiet: f(sqlInsertQuiet),
+		notify:      `SELECT count(*) FROM (SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q) x`,
 		takeKeys:    f(sqlTakeKeys),
 		existing:    f(`SELECT id::text FROM {{s}}.jobs WHERE id = ANY($1::uuid[])`),
 	}
@@ -119,10 +123,9 @@ const sqlStep = `WITH cand AS (
 ), t AS (
 	SELECT j.id, (j.deadline IS NOT NULL AND j.deadline <= $1) AS expired
 	FROM {{s}}.jobs j
-	WHERE j.id IN (SELECT id FROM cand)
+	WHERE j.id = ANY (ARRAY(SELECT id FROM cand))
 		AND ((j.state IN ('scheduled', 'retry') AND j.run_at <= $1)
 			OR (j.deadline IS NOT NULL AND j.state IN ('scheduled', 'pending', 'retry') AND j.deadline <= $1))
-	ORDER BY j.id
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
 ), pr AS (
@@ -291,6 +294,18 @@ const sqlInsert = `WITH ins AS (
 	RETURNING queue, state
 )
 SELECT count(*) FROM (SELECT pg_notify($18, q) FROM (SELECT DISTINCT queue AS q FROM ins WHERE state = 'pending') x) y`
+
+// sqlInsertQuiet: sqlInsert without the notifications ($18 is unused and
+// absent), for Enqueue, which hands them to the store's notifier after the
+// commit instead. (A transaction that notifies holds a server-wide lock
+// from before its commit record is flushed until it is done, so notifying
+// commits cannot share a flush: at thousands of enqueues per second that
+// lock, not the disk, sets the pace.)
+const sqlInsertQuiet = `INSERT INTO {{s}}.jobs (id, queue, type, payload, title, priority, state, max_attempts, run_at,
+	timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, created_at)
+SELECT i.*, $17::timestamptz FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[],
+	$6::smallint[], $7::text[], $8::int[], $9::timestamptz[], $10::bigint[], $11::timestamptz[],
+	$12::text[], $13::bigint[], $14::jsonb[], $15::jsonb[], $16::bigint[]) AS i`
 
 // sqlTakeKeys: $1 item indexes, $2 queues, $3 keys, $4 job ids, $5 held
 // until (NULL while the job lives), $6 now. Takes each free key for its

@@ -29,7 +29,9 @@ type Store struct {
 	closeMu sync.RWMutex
 	closed  bool
 
-	listen *listener
+	listen   *listener
+	notifier *notifier
+	vacuum   *vacuumer // nil when the store leaves vacuuming to autovacuum
 }
 
 var _ backend.Backend = (*Store)(nil)
@@ -49,6 +51,8 @@ func Open(ctx context.Context, connString string, opts Options) (*Store, error) 
 		s.pool.Close()
 		return nil, err
 	}
+	s.notifier.start()
+	s.vacuum.start()
 	return s, nil
 }
 
@@ -61,7 +65,7 @@ func Migrate(ctx context.Context, connString string, opts Options) (from, to int
 		return 0, 0, err
 	}
 	defer s.pool.Close()
-	if err := checkServer(ctx, s.pool); err != nil {
+	if _, err := checkServer(ctx, s.pool); err != nil {
 		return 0, 0, err
 	}
 	from, err = s.version(ctx)
@@ -85,6 +89,18 @@ func connect(ctx context.Context, connString string, opts Options) (*Store, erro
 		return nil, fmt.Errorf("%w: schema %q is not 1-63 characters of [A-Za-z0-9_] starting with a letter or _", ErrBadURL, opts.Schema)
 	}
 	cfg.MaxConns = opts.MaxConns
+	// Every statement of the store is an index lookup or an ordered index
+	// scan. Without fresh statistics (a table autovacuum has not analysed
+	// yet) the planner may fetch all pending jobs of a queue with a bitmap
+	// scan and sort them to claim ten; this keeps it on the claim index.
+	// It applies to the store's own connections only.
+	cfg.ConnConfig.RuntimeParams["enable_bitmapscan"] = "off"
+	// The statements are prepared once per connection. Their custom plans
+	// (the default for the first executions, and whenever the planner
+	// thinks them cheaper) cost more to plan than to run: the statements
+	// are long CTE chains that touch a few rows. Their generic plans are
+	// index lookups whatever the parameters.
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	if opts.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
 	} else if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
@@ -103,14 +119,26 @@ func connect(ctx context.Context, connString string, opts Options) (*Store, erro
 	}
 	s.sqls = newStatements(s.schema)
 	s.listen = newListener(s)
+	s.notifier = newNotifier(s)
 	return s, nil
 }
 
 // open checks the server and the schema, migrating it when asked.
 func (s *Store) open(ctx context.Context) error {
-	if err := checkServer(ctx, s.pool); err != nil {
+	autovacuum, err := checkServer(ctx, s.pool)
+	if err != nil {
 		return err
 	}
+	every := s.opts.VacuumEvery
+	switch {
+	case every == 0 && autovacuum:
+		every = -1
+	case every == 0:
+		s.log.Warn("kyu/postgres: the server's autovacuum is off; the store vacuums its jobs table itself",
+			"schema", s.opts.Schema, "every_claims", DefaultVacuumEvery)
+		every = DefaultVacuumEvery
+	}
+	s.vacuum = newVacuumer(s, every)
 	if s.opts.AutoMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return err
@@ -137,6 +165,8 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.closeMu.Unlock()
 	s.listen.stop()
+	s.notifier.stop()
+	s.vacuum.stop()
 	s.pool.Close()
 	return nil
 }

@@ -38,7 +38,7 @@ func (s *Store) enqueueTx(ctx context.Context, r runner, p backend.EnqueueParams
 	if err != nil {
 		return backend.EnqueueResult{}, err
 	}
-	if err := s.enqueueIn(ctx, r, plan); err != nil {
+	if err := s.enqueueIn(ctx, r, plan, true); err != nil {
 		return backend.EnqueueResult{}, s.wrap("enqueue in transaction", err)
 	}
 	return plan.result(), nil

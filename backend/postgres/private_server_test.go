@@ -20,10 +20,10 @@ import (
 // privateServer is a PostgreSQL server a test creates for itself, so it
 // can stop and start it without disturbing anyone.
 type privateServer struct {
-	t      *testing.T
-	bin    string // the directory of initdb and pg_ctl
-	dir    string // owned by postgres: data, socket and log
-	port   int
+	t    *testing.T
+	bin  string // the directory of initdb and pg_ctl
+	dir  string // owned by postgres: data, socket and log
+	port int
 }
 
 // startPrivateServer creates and starts a private server, or skips the

@@ -196,45 +196,75 @@ func (s *Store) insert(ctx context.Context, r runner, plan *enqueuePlan, notify 
 	if n == 0 {
 		return nil
 	}
-	var (
-		ids, queues, types, titles, states, keys = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]pgtype.Text, n)
-		payloads, tags, metadata                 = make([][]byte, n), make([][]byte, n), make([][]byte, n)
-		priorities                               = make([]int16, n)
-		maxAttempts                              = make([]int32, n)
-		runAts, deadlines                        = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
-		timeouts, uniqueFors, retentions         = make([]int64, n), make([]int64, n), make([]int64, n)
-	)
+	rows := make([][]any, n)
 	for k, i := range fresh {
-		j := plan.jobs[i]
-		ids[k], queues[k], types[k], titles[k], states[k] = j.ID, j.Queue, j.Type, j.Title, string(j.State)
-		keys[k] = nullText(j.UniqueKey)
-		payloads[k] = j.Payload
-		if payloads[k] == nil {
-			payloads[k] = []byte{}
+		row, err := insertRow(plan.jobs[i])
+		if err != nil {
+			return fmt.Errorf("job %d: %w", i, err)
 		}
-		if len(j.Tags) > 0 {
-			b, err := json.Marshal(j.Tags)
-			if err != nil {
-				return fmt.Errorf("tags of job %d: %w", i, err)
-			}
-			tags[k] = b
-		}
-		if len(j.Metadata) > 0 {
-			b, err := json.Marshal(j.Metadata)
-			if err != nil {
-				return fmt.Errorf("metadata of job %d: %w", i, err)
-			}
-			metadata[k] = b
-		}
-		priorities[k], maxAttempts[k] = int16(j.Priority), int32(j.MaxAttempts)
-		runAts[k], deadlines[k] = pgtype.Timestamptz{Time: j.RunAt, Valid: true}, nullTime(j.Deadline)
-		timeouts[k], uniqueFors[k], retentions[k] = int64(j.Timeout), int64(j.UniqueFor), int64(j.Retention)
+		rows[k] = row
 	}
-	args := []any{ids, queues, types, payloads, titles, priorities, states, maxAttempts, runAts,
-		timeouts, deadlines, keys, uniqueFors, tags, metadata, retentions, plan.now}
-	query := s.sqls.insertQuiet
+	query, args := s.sqls.insertQuiet, []any(nil)
+	if n == 1 && !notify {
+		query, args = s.sqls.insertOne, rows[0]
+	} else {
+		args = columns(rows)
+	}
+	args = append(args, plan.now) // $17
 	if notify {
-		query, args = s.sqls.insert, append(args, s.channel)
+		query, args = s.sqls.insert, append(args, s.channel) // $18
 	}
 	return r.run(ctx, query, args, func(scan func(...any) error) error { return nil })
+}
+
+// insertRow is one job's values for the insert statements, in their order
+// ($1 to $16; $17, the creation time, is shared).
+func insertRow(j *backend.Job) ([]any, error) {
+	payload := j.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	var tags, metadata []byte
+	if len(j.Tags) > 0 {
+		b, err := json.Marshal(j.Tags)
+		if err != nil {
+			return nil, fmt.Errorf("tags: %w", err)
+		}
+		tags = b
+	}
+	if len(j.Metadata) > 0 {
+		b, err := json.Marshal(j.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("metadata: %w", err)
+		}
+		metadata = b
+	}
+	return []any{
+		j.ID, j.Queue, j.Type, payload, j.Title, int16(j.Priority), string(j.State), int32(j.MaxAttempts),
+		pgtype.Timestamptz{Time: j.RunAt, Valid: true}, int64(j.Timeout), nullTime(j.Deadline), nullText(j.UniqueKey),
+		int64(j.UniqueFor), tags, metadata, int64(j.Retention),
+	}, nil
+}
+
+// columns turns rows of insertRow into one typed slice per column, for the
+// unnest of the batch insert statements.
+func columns(rows [][]any) []any {
+	n := len(rows)
+	var (
+		ids, queues, types, titles, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		keys                               = make([]pgtype.Text, n)
+		payloads, tags, metadata           = make([][]byte, n), make([][]byte, n), make([][]byte, n)
+		priorities                         = make([]int16, n)
+		maxAttempts                        = make([]int32, n)
+		runAts, deadlines                  = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+		timeouts, uniqueFors, retentions   = make([]int64, n), make([]int64, n), make([]int64, n)
+	)
+	for k, r := range rows {
+		ids[k], queues[k], types[k], payloads[k], titles[k] = r[0].(string), r[1].(string), r[2].(string), r[3].([]byte), r[4].(string)
+		priorities[k], states[k], maxAttempts[k], runAts[k] = r[5].(int16), r[6].(string), r[7].(int32), r[8].(pgtype.Timestamptz)
+		timeouts[k], deadlines[k], keys[k], uniqueFors[k] = r[9].(int64), r[10].(pgtype.Timestamptz), r[11].(pgtype.Text), r[12].(int64)
+		tags[k], metadata[k], retentions[k] = r[13].([]byte), r[14].([]byte), r[15].(int64)
+	}
+	return []any{ids, queues, types, payloads, titles, priorities, states, maxAttempts, runAts,
+		timeouts, deadlines, keys, uniqueFors, tags, metadata, retentions}
 }

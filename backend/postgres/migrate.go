@@ -177,5 +177,32 @@ func (s *Store) checkSchema(ctx context.Context) error {
 		return fmt.Errorf("%w: schema %s is at version %d, this kyu needs %d; run `kyu migrate` or open with AutoMigrate",
 			ErrNotMigrated, s.opts.Schema, v, latest)
 	}
+	return s.checkObjects(ctx)
+}
+
+// checkObjects refuses a schema whose recorded version is right but which
+// lacks one of its tables or functions (dropped by hand, say).
+func (s *Store) checkObjects(ctx context.Context) error {
+	// The tables and functions of the current version, as to_regclass and
+	// to_regprocedure name them after the schema and a dot.
+	objects := []struct{ kind, name string }{
+		{"table", "jobs"},
+		{"table", "unique_keys"},
+		{"function", "take_unique_key(text, text, uuid, timestamptz, timestamptz)"},
+	}
+	for _, o := range objects {
+		fn := "to_regclass"
+		if o.kind == "function" {
+			fn = "to_regprocedure"
+		}
+		var found bool
+		if err := s.pool.QueryRow(ctx, `SELECT `+fn+`($1) IS NOT NULL`, s.schema+"."+o.name).Scan(&found); err != nil {
+			return fmt.Errorf("kyu/postgres: check schema %s: %w", s.opts.Schema, err)
+		}
+		if !found {
+			return fmt.Errorf("%w: schema %s records version %d but has no %s %s; restore it, or migrate a fresh schema",
+				ErrNotMigrated, s.opts.Schema, SchemaVersion(), o.kind, o.name)
+		}
+	}
 	return nil
 }

@@ -220,3 +220,17 @@ func TestMigrateConcurrently(t *testing.T) {
 		t.Fatalf("%d versions recorded; want %d", n, SchemaVersion())
 	}
 }
+
+// TestOpenRefusesHalfSchema: a schema whose version is recorded but which
+// lost a table is refused with an error naming what is missing.
+func TestOpenRefusesHalfSchema(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{MaxConns: 2})
+	if _, err := s.Pool().Exec(t.Context(), `DROP TABLE `+s.schema+`.unique_keys CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(t.Context(), testURL(t), Options{Schema: s.Schema(), MaxConns: 2})
+	if !errors.Is(err, ErrNotMigrated) || !strings.Contains(err.Error(), "unique_keys") {
+		t.Fatalf("Open of a schema without its unique_keys table = %v; want ErrNotMigrated naming the table", err)
+	}
+}

@@ -12,7 +12,9 @@ import (
 )
 
 // benchPayload is the 100-byte payload of every benchmark job.
-var benchPayload = []byte(`{"n":1,"pad":"` + fmt.Sprintf("%085d", 0) + `"}`)
+func benchPayload() []byte {
+	return []byte(`{"n":1,"pad":"` + fmt.Sprintf("%085d", 0) + `"}`)
+}
 
 func benchStore(b *testing.B, conns int32) *Store {
 	b.Helper()
@@ -26,7 +28,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			_, err := s.Enqueue(b.Context(), backend.EnqueueParams{Now: time.Now(), Jobs: []backend.NewJob{{Type: "bench", Queue: "bench", Payload: benchPayload}}})
+			_, err := s.Enqueue(b.Context(), backend.EnqueueParams{Now: time.Now(), Jobs: []backend.NewJob{{Type: "bench", Queue: "bench", Payload: benchPayload()}}})
 			if err != nil {
 				b.Error(err)
 				return
@@ -41,7 +43,7 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 	s := benchStore(b, 10)
 	jobs := make([]backend.NewJob, 100)
 	for i := range jobs {
-		jobs[i] = backend.NewJob{Type: "bench", Queue: "bench", Payload: benchPayload}
+		jobs[i] = backend.NewJob{Type: "bench", Queue: "bench", Payload: benchPayload()}
 	}
 	b.SetParallelism(5)
 	b.ResetTimer()
@@ -64,7 +66,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	total := b.N * per
 	jobs := make([]backend.NewJob, 1000)
 	for i := range jobs {
-		jobs[i] = backend.NewJob{Type: "bench", Queue: "bench", Payload: benchPayload}
+		jobs[i] = backend.NewJob{Type: "bench", Queue: "bench", Payload: benchPayload()}
 	}
 	for n := 0; n < total; n += len(jobs) {
 		if _, err := s.Enqueue(b.Context(), backend.EnqueueParams{Now: time.Now(), Jobs: jobs}); err != nil {

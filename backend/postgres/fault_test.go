@@ -77,7 +77,7 @@ func enqueueFaultJobs(t *testing.T, s *Store, queue string, n int) []string {
 	for len(ids) < n {
 		jobs := make([]backend.NewJob, min(100, n-len(ids)))
 		for i := range jobs {
-			jobs[i] = backend.NewJob{Type: "fault", Queue: queue, Payload: benchPayload}
+			jobs[i] = backend.NewJob{Type: "fault", Queue: queue, Payload: benchPayload()}
 		}
 		res, err := s.Enqueue(t.Context(), backend.EnqueueParams{Now: time.Now(), Jobs: jobs})
 		if err != nil {

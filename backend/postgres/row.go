@@ -11,20 +11,20 @@ import (
 	"github.com/kyuhq/kyu/backend"
 )
 
-// jobColumns are the columns scanJob reads, in its order; prefix them with
-// a table alias where the query needs one (see cols).
-var jobColumnNames = []string{
-	"id", "type", "queue", "payload", "title", "priority", "state", "attempt", "max_attempts",
-	"run_at", "timeout_ns", "deadline", "unique_key", "unique_for_ns", "tags", "metadata",
-	"retention_ns", "created_at", "started_at", "finished_at", "worker_id", "lease_token",
-	"lease_expires_at", "errors", "result", "cancel_reason",
+// jobColumnNames are the columns scanJob reads, in its order; cols puts
+// them into a query.
+func jobColumnNames() []string {
+	return []string{"id", "type", "queue", "payload", "title", "priority", "state", "attempt", "max_attempts",
+		"run_at", "timeout_ns", "deadline", "unique_key", "unique_for_ns", "tags", "metadata",
+		"retention_ns", "created_at", "started_at", "finished_at", "worker_id", "lease_token",
+		"lease_expires_at", "errors", "result", "cancel_reason"}
 }
 
 // cols lists jobColumnNames for a SELECT or RETURNING, each prefixed with
 // alias and a dot when alias is not empty.
 func cols(alias string) string {
 	out := ""
-	for i, c := range jobColumnNames {
+	for i, c := range jobColumnNames() {
 		if i > 0 {
 			out += ", "
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -58,6 +59,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		err = cerr
 	}
 	if err != nil {
+		s.handBack(ctx, jobs, p.Now)
 		return backend.ClaimResult{}, s.wrap("claim", err)
 	}
 	sortClaimed(jobs)
@@ -66,12 +68,13 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 			break
 		}
 		rows, err := s.pool.Query(ctx, s.sqls.claim, p.Now, q, p.Max-len(jobs), worker, expires)
-		if err != nil {
-			return backend.ClaimResult{Jobs: jobs}, s.wrap("claim", err)
+		var more []*backend.Job
+		if err == nil {
+			more, err = collectJobs(rows)
 		}
-		more, err := collectJobs(rows)
 		if err != nil {
-			return backend.ClaimResult{Jobs: jobs}, s.wrap("claim", err)
+			s.handBack(ctx, append(jobs, more...), p.Now)
+			return backend.ClaimResult{}, s.wrap("claim", err)
 		}
 		sortClaimed(more)
 		jobs = append(jobs, more...)
@@ -82,18 +85,50 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	return backend.ClaimResult{Jobs: jobs}, nil
 }
 
-// collectJobs reads every row of a job query and closes it.
+// handBack releases jobs claimed by a Claim that then failed, so they are
+// pending again at once rather than after their lease; if that fails too,
+// lease recovery brings them back.
+func (s *Store) handBack(ctx context.Context, jobs []*backend.Job, now time.Time) {
+	if len(jobs) == 0 {
+		return
+	}
+	leases := make([]backend.Lease, len(jobs))
+	for i, j := range jobs {
+		leases[i] = backend.Lease{JobID: j.ID, Token: j.LeaseToken}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	b := newLeaseBatch(leases)
+	rows, err := s.pool.Query(ctx, s.sqls.release, now, b.ids, b.tokens, jsonTime(now), s.channel)
+	if err == nil {
+		err = s.settle(ctx, b, rows)
+	}
+	if err != nil {
+		s.log.Warn("kyu/postgres: could not hand back the jobs of a failed claim; they return when their leases expire",
+			"jobs", len(jobs), "err", err)
+	}
+}
+
+// collectJobs reads every row of a job query and closes it. A row that
+// does not decode is skipped and its error returned beside the good jobs.
 func collectJobs(rows pgx.Rows) ([]*backend.Job, error) {
 	defer rows.Close()
 	var jobs []*backend.Job
+	var bad error
 	for rows.Next() {
 		j, err := scanJob(rows)
 		if err != nil {
-			return jobs, err
+			if bad == nil {
+				bad = err
+			}
+			continue
 		}
 		jobs = append(jobs, j)
 	}
-	return jobs, rows.Err()
+	if err := rows.Err(); err != nil {
+		return jobs, err
+	}
+	return jobs, bad
 }
 
 // sortClaimed puts the jobs claimed from one queue in claim order (an

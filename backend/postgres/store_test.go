@@ -234,3 +234,30 @@ func TestOpenRefusesHalfSchema(t *testing.T) {
 		t.Fatalf("Open of a schema without its unique_keys table = %v; want ErrNotMigrated naming the table", err)
 	}
 }
+
+// TestCorruptRowInClaim: a claim that meets a corrupt row fails, and hands
+// the good jobs it took back at once.
+func TestCorruptRowInClaim(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{MaxConns: 2})
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	res, err := s.Enqueue(t.Context(), backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{{Type: "t", Queue: "mixed"}, {Type: "t", Queue: "mixed"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, good := res.Jobs[0].ID, res.Jobs[1].ID
+	if _, err := s.Pool().Exec(t.Context(), `UPDATE `+s.schema+`.jobs SET tags = '7' WHERE id = $1`, bad); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Claim(t.Context(), backend.ClaimParams{Queues: []string{"mixed"}, Max: 2, Lease: time.Minute, Now: now})
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Claim over a corrupt row = %v; want ErrCorrupt", err)
+	}
+	j, err := s.Get(t.Context(), backend.GetParams{ID: good})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != backend.StatePending || j.Attempt != 0 {
+		t.Fatalf("the good job is %s at attempt %d after the failed claim; want pending at attempt 0 (handed back)", j.State, j.Attempt)
+	}
+}

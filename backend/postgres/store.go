@@ -94,13 +94,19 @@ func connect(ctx context.Context, connString string, opts Options) (*Store, erro
 	// yet) the planner may fetch all pending jobs of a queue with a bitmap
 	// scan and sort them to claim ten; this keeps it on the claim index.
 	// It applies to the store's own connections only.
-	cfg.ConnConfig.RuntimeParams["enable_bitmapscan"] = "off"
+	//
 	// The statements are prepared once per connection. Their custom plans
 	// (the default for the first executions, and whenever the planner
 	// thinks them cheaper) cost more to plan than to run: the statements
 	// are long CTE chains that touch a few rows. Their generic plans are
 	// index lookups whatever the parameters.
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	//
+	// Set after connecting rather than as startup parameters, which some
+	// connection poolers refuse.
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "SET enable_bitmapscan = off; SET plan_cache_mode = force_generic_plan")
+		return err
+	}
 	if opts.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
 	} else if cfg.ConnConfig.RuntimeParams["application_name"] == "" {

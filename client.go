@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kyuhq/kyu/backend"
 )
@@ -15,9 +16,18 @@ type ClientConfig struct {
 	Clock Clock
 	// MaxPayload bounds a payload in bytes; 0 means 10 MiB.
 	MaxPayload int
+	// WaitPollInterval is how often Wait reads a job it waits for when no
+	// signal from the store has woken it: the fallback for stores that
+	// send none (Capabilities().Notify false) and for signals lost on the
+	// way. Default 1s.
+	WaitPollInterval time.Duration
 }
 
-// Client enqueues and reads jobs. It is safe for concurrent use.
+// DefaultWaitPollInterval is ClientConfig.WaitPollInterval's default.
+const DefaultWaitPollInterval = time.Second
+
+// Client enqueues, reads, waits for and manages jobs and queues. Every time
+// it gives the store comes from its Clock. It is safe for concurrent use.
 type Client struct {
 	b   backend.Backend
 	cfg ClientConfig
@@ -31,6 +41,9 @@ func NewClient(b backend.Backend, cfg ClientConfig) *Client {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
+	}
+	if cfg.WaitPollInterval <= 0 {
+		cfg.WaitPollInterval = DefaultWaitPollInterval
 	}
 	return &Client{b: b, cfg: cfg}
 }

@@ -32,10 +32,11 @@ type completer struct {
 	loop lifecycle.Loop
 
 	// Reused between flushes; only the completer goroutine touches them.
-	batch, done, failed []*jobRun
-	completes           []backend.CompleteItem
-	linger              *time.Timer
-	fails               []backend.FailItem
+	batch, done, failed, reported []*jobRun
+	completes                     []backend.CompleteItem
+	reports                       []backend.ReportItem
+	linger                        *time.Timer
+	fails                         []backend.FailItem
 }
 
 func newCompleter(w *Worker, capacity int) *completer {
@@ -121,9 +122,13 @@ func (c *completer) gather(first *jobRun) {
 func (c *completer) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.w.outcomeTimeout)
 	defer cancel()
-	c.done, c.failed = c.done[:0], c.failed[:0]
-	c.completes, c.fails = c.completes[:0], c.fails[:0]
+	c.done, c.failed, c.reported = c.done[:0], c.failed[:0], c.reported[:0]
+	c.completes, c.fails, c.reports = c.completes[:0], c.fails[:0], c.reports[:0]
 	for _, run := range c.batch {
+		if run.lastReport != nil {
+			c.reported = append(c.reported, run)
+			c.reports = append(c.reports, *run.lastReport)
+		}
 		if run.err == nil {
 			c.done = append(c.done, run)
 			c.completes = append(c.completes, backend.CompleteItem{Lease: run.lease, Result: run.takeResult()})
@@ -144,6 +149,9 @@ func (c *completer) flush(ctx context.Context) {
 		})
 		c.account(c.failed, res, err, "fail")
 	}
+	// Progress and log lines first: a line logged before the handler
+	// returned is stored before the job is final.
+	c.w.sendReports(ctx, c.reported, c.reports)
 	switch {
 	case len(c.fails) == 0:
 		complete()
@@ -162,6 +170,8 @@ func (c *completer) flush(ctx context.Context) {
 	clear(c.failed)
 	clear(c.completes)
 	clear(c.fails)
+	clear(c.reported)
+	clear(c.reports)
 }
 
 // retryBatch calls fn, trying again a few times, with a growing pause, when

@@ -40,4 +40,26 @@
 // Run (or Shutdown) stops gracefully: claiming stops at once, running jobs
 // get ShutdownGrace to finish, and the rest are cancelled and handed back to
 // their queue at once.
+//
+// # Results, progress and cancelling
+//
+// A handler stores a result with Job.SetResult; Client.Wait blocks until a
+// job is finished and returns it, woken by the store's signal, and
+// Client.EnqueueAndWait does both for request/response work. Inside a
+// handler, Progress, Log and Logf record progress and log lines with the
+// handler's context; they are sent in batches and stored before the job's
+// outcome. Client.Cancel cancels a waiting job at once, and a running one
+// at its worker's next heartbeat: the handler's context ends with the cause
+// ErrCancelled and the job ends cancelled whatever the handler returns. A
+// handler ends its own job cancelled by returning Cancel(err).
+//
+// # Operating
+//
+// Client also offers what a dashboard or a CLI needs: Retry, RunNow,
+// Delete, Purge and RetryFailed; PauseQueue, ResumeQueue and
+// SetQueueRetention; List with filters and cursors; Stats; and Workers,
+// the registry in which every Worker keeps an entry (host, pid, queues,
+// the jobs it runs, its counters) while it runs. WorkerConfig.Periodic
+// enqueues jobs on a cron schedule or an interval, each tick exactly once
+// however many workers list it.
 package kyu

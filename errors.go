@@ -12,10 +12,27 @@ var (
 	ErrNotFound  = backend.ErrNotFound
 	ErrLeaseLost = backend.ErrLeaseLost
 	ErrJobActive = backend.ErrJobActive
+	// ErrWrongState: the job's state does not allow the operation (Cancel
+	// of a finished job, Retry of a pending one…); a *StateError says which.
+	ErrWrongState = backend.ErrWrongState
+	// ErrUniqueKeyHeld: Retry would take a unique key another job holds.
+	ErrUniqueKeyHeld = backend.ErrUniqueKeyHeld
+	// ErrNotSupported: the backend does not offer the operation.
+	ErrNotSupported = backend.ErrNotSupported
+	// ErrCancelled is the cause (context.Cause) of a handler's context
+	// ended because someone cancelled its job with Client.Cancel.
+	ErrCancelled = errors.New("kyu: job cancelled")
+	// ErrNotInHandler: Progress, Log or Logf was called with a context that
+	// is not a running handler's.
+	ErrNotInHandler = errors.New("kyu: not inside a running handler")
 	// ErrDuplicate is returned by Enqueue when the unique key is held; the
 	// EnqueueResult still carries the holder's id.
 	ErrDuplicate = errors.New("kyu: duplicate unique key")
 )
+
+// StateError refuses an operation on a job in the wrong state; it matches
+// ErrWrongState.
+type StateError = backend.StateError
 
 // ValidationError is bad input to Enqueue, naming the field; nothing was
 // written. Client returns it as it is, not wrapped.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/kyuhq/kyu"
@@ -198,4 +199,167 @@ func ExampleEnqueueOptions_uniqueKey() {
 	// Output:
 	// true true true
 	// <nil> true
+}
+
+func ExampleClient_EnqueueAndWait() {
+	store, cleanup := openExampleStore()
+	defer cleanup()
+	ctx := context.Background()
+
+	mux := kyu.NewMux()
+	mux.HandleFunc("thumbnail", func(ctx context.Context, job *kyu.Job) error {
+		var p struct{ Image string }
+		if err := job.UnmarshalPayload(&p); err != nil {
+			return kyu.Permanent(err)
+		}
+		return job.SetResultJSON(map[string]string{"thumbnail": "thumb-" + p.Image})
+	})
+	worker, err := kyu.NewWorker(store, kyu.WorkerConfig{Handler: mux})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := worker.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer worker.Shutdown(ctx)
+
+	// A foreground job: enqueue it and block until a worker has run it.
+	client := kyu.NewClient(store, kyu.ClientConfig{})
+	job, err := client.EnqueueAndWait(ctx, "thumbnail", []byte(`{"Image":"cat.png"}`), kyu.EnqueueOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(job.State, string(job.Result))
+	// Output:
+	// completed {"thumbnail":"thumb-cat.png"}
+}
+
+func ExampleProgress() {
+	store, cleanup := openExampleStore()
+	defer cleanup()
+	ctx := context.Background()
+
+	client := kyu.NewClient(store, kyu.ClientConfig{})
+	res, err := client.Enqueue(ctx, "import.csv", nil, kyu.EnqueueOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	runOnce(store, func(ctx context.Context, job *kyu.Job) error {
+		rows := []string{"ada", "grace", "edsger", "barbara"}
+		for i, row := range rows {
+			// ... import row ...
+			if err := kyu.Progress(ctx, float64(i+1)*100/float64(len(rows)), "importing "+row); err != nil {
+				return err
+			}
+		}
+		return kyu.Logf(ctx, "imported %d rows", len(rows))
+	})
+
+	// A dashboard or a CLI reads them with the job.
+	job, err := client.Get(ctx, res.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s: %.0f%% %s\n", job.State, job.Progress.Percent, job.Progress.Message)
+	for _, l := range job.Logs {
+		fmt.Println(l.Line)
+	}
+	// Output:
+	// completed: 100% importing barbara
+	// imported 4 rows
+}
+
+func ExampleClient_Cancel() {
+	store, cleanup := openExampleStore()
+	defer cleanup()
+	ctx := context.Background()
+	client := kyu.NewClient(store, kyu.ClientConfig{})
+
+	// A job that has not started is cancelled at once.
+	res, err := client.Enqueue(ctx, "newsletter.send", nil, kyu.EnqueueOptions{Delay: time.Hour})
+	if err != nil {
+		log.Fatal(err)
+	}
+	job, err := client.Cancel(ctx, res.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(job.State, job.CancelReason)
+
+	// A running job: its handler's context ends at the worker's next
+	// heartbeat, with the cause ErrCancelled.
+	started := make(chan struct{})
+	worker, err := kyu.NewWorker(store, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			close(started)
+			<-ctx.Done()
+			fmt.Println("handler stopped:", errors.Is(context.Cause(ctx), kyu.ErrCancelled))
+			return ctx.Err()
+		}),
+		HeartbeatInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := worker.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer worker.Shutdown(ctx)
+	res, err = client.Enqueue(ctx, "video.encode", nil, kyu.EnqueueOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	<-started
+	if _, err := client.Cancel(ctx, res.ID); err != nil {
+		log.Fatal(err)
+	}
+	job, err = client.Wait(ctx, res.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(job.State, job.CancelReason)
+	// Output:
+	// cancelled requested
+	// handler stopped: true
+	// cancelled requested
+}
+
+func ExamplePeriodicJob() {
+	store, cleanup := openExampleStore()
+	defer cleanup()
+	ctx := context.Background()
+
+	ran := make(chan struct{})
+	var once sync.Once // the example stops after the first run
+	mux := kyu.NewMux()
+	mux.HandleFunc("report.build", func(ctx context.Context, job *kyu.Job) error {
+		once.Do(func() {
+			fmt.Println("building the report of schedule", job.Metadata["kyu.periodic"])
+			close(ran)
+		})
+		return nil
+	})
+	// Every worker may list the same periodic jobs: each tick is enqueued
+	// once. With CatchUpLast (the default) the tick missed before the
+	// worker started is enqueued at once, so the example need not wait an
+	// hour.
+	worker, err := kyu.NewWorker(store, kyu.WorkerConfig{
+		Handler: mux,
+		Periodic: []kyu.PeriodicJob{
+			{Name: "hourly-report", Spec: "0 * * * *", Type: "report.build"},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := worker.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	<-ran
+	if err := worker.Shutdown(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// building the report of schedule hourly-report
 }

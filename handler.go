@@ -6,7 +6,9 @@ import "context"
 // fails the attempt, and the job is retried after its backoff unless the
 // error is Permanent or its attempts are used up. RetryAfter chooses the
 // delay. The context ends at the job's timeout, when the worker loses the
-// job's lease, and at a forced shutdown; a handler should return soon after.
+// job's lease (cause ErrLeaseLost), when the job is cancelled (cause
+// ErrCancelled), and at a forced shutdown; a handler should return soon
+// after. The context also carries the job for Progress, Log and Logf.
 type Handler interface {
 	ProcessJob(ctx context.Context, job *Job) error
 }

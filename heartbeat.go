@@ -11,11 +11,14 @@ import (
 
 // heartbeatLoop extends the leases of all running jobs every
 // HeartbeatInterval in one Heartbeat call, and cancels the context of every
-// job whose lease the backend reports lost. Leases of jobs whose handler
-// has returned are extended too (their outcome may take a while to be
-// recorded), but such a lease reported lost is skipped silently: most
-// often the completer recorded the outcome between the snapshot and the
-// heartbeat, and otherwise there is no handler left to cancel.
+// job whose lease the backend reports lost (cause ErrLeaseLost) or whose
+// cancel was requested (cause ErrCancelled; the handler's outcome is then
+// recorded as usual, and the store ends the job cancelled). Leases of jobs
+// whose handler has returned are extended too (their outcome may take a
+// while to be recorded), but such a lease reported lost is skipped
+// silently: most often the completer recorded the outcome between the
+// snapshot and the heartbeat, and otherwise there is no handler left to
+// cancel.
 //
 // After each heartbeat, and in between often enough to act within the
 // lease margin (checkInterval), it checks every running handler (see
@@ -91,6 +94,10 @@ func (w *Worker) beat(ctx context.Context, runs []*jobRun, leases []backend.Leas
 			}
 			run.expires.Store(expires.UnixNano())
 			renewed[i] = true
+			if st.CancelRequested && run.state.Load() == runRunning && !run.cancelled.Swap(true) {
+				w.log.Info("kyu: job cancel requested; cancelling the job's handler", "job_id", run.lease.JobID, "type", run.jobType)
+				run.cancel(ErrCancelled)
+			}
 			continue
 		}
 		if run.state.Load() != runRunning || run.lost.Swap(true) {
@@ -152,6 +159,7 @@ func (w *Worker) abandonTimedOut(ctx context.Context, run *jobRun) {
 
 	item := w.failItem(run, errors.New(abandonedMessage), "")
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	w.closeReports(fctx, []*jobRun{run})
 	res, err := w.b.Fail(fctx, backend.FailParams{Items: []backend.FailItem{item}, Now: w.cfg.Clock.Now()})
 	cancel()
 	switch {

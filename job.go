@@ -35,6 +35,13 @@ const (
 	RetainForever = backend.RetainForever
 )
 
+// JobProgress is the latest progress a handler reported for a job (see
+// Progress): a percentage, a message and when it was recorded.
+type JobProgress = backend.Progress
+
+// LogLine is one line a handler logged for a job, with its time.
+type LogLine = backend.LogLine
+
 // RetainFor keeps a finished job for d.
 func RetainFor(d time.Duration) Retention { return backend.RetainFor(d) }
 
@@ -65,6 +72,21 @@ type Job struct {
 	Errors       []AttemptError
 	Result       []byte
 	CancelReason string
+	// CancelRequested is set on an active job someone asked to cancel
+	// (Client.Cancel): it ends cancelled however its attempt ends.
+	CancelRequested bool
+
+	// Progress is the latest progress reported by a handler (nil if
+	// none); Logs holds the lines it logged, at most the worker's cap (the
+	// first ones), and LogsDropped counts the lines past the cap. Jobs in
+	// a List page carry no Logs (Get has them).
+	Progress    *JobProgress
+	Logs        []LogLine
+	LogsDropped int
+
+	// ExpiresAt is when retention will delete this finished job; zero
+	// while the job is not final, or when it is kept forever.
+	ExpiresAt time.Time
 
 	// run is set while a Worker runs the job; it carries the handler's
 	// result and lease back to the worker.
@@ -115,6 +137,7 @@ func fillJob(j *Job, r *backend.Job) {
 		UniqueKey: r.UniqueKey, UniqueFor: r.UniqueFor, Tags: r.Tags, Metadata: r.Metadata,
 		Retention: r.Retention, CreatedAt: r.CreatedAt, StartedAt: r.StartedAt,
 		FinishedAt: r.FinishedAt, WorkerID: r.WorkerID, Errors: r.Errors,
-		Result: r.Result, CancelReason: r.CancelReason,
+		Result: r.Result, CancelReason: r.CancelReason, CancelRequested: r.CancelRequested,
+		Progress: r.Progress, Logs: r.Logs, LogsDropped: r.LogsDropped, ExpiresAt: r.ExpiresAt,
 	}
 }

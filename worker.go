@@ -11,6 +11,7 @@ import (
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/internal/lifecycle"
+	"github.com/kyuhq/kyu/periodic"
 )
 
 // ErrWorkerStopped is returned by Start on a worker that has been shut
@@ -36,10 +37,12 @@ const outcomeTimeout = 10 * time.Second
 //
 // For each queue a fetcher claims jobs in batches, as slots free up, when
 // the backend signals new work, or every PollInterval. Each job runs in its
-// own goroutine; one heartbeater extends all leases, one completer records
-// outcomes of many jobs in one backend call, and unless disabled three
-// maintenance loops promote due jobs, recover expired leases and apply
-// retention.
+// own goroutine; one heartbeater extends all leases (and passes on cancel
+// requests), one completer records outcomes of many jobs in one backend
+// call, one reporter sends handlers' progress and log lines in batches, one
+// loop keeps the worker's entry in the registry, one enqueues the periodic
+// jobs if there are any, and unless disabled three maintenance loops
+// promote due jobs, recover expired leases and apply retention.
 type Worker struct {
 	b   backend.Backend
 	cfg WorkerConfig
@@ -47,8 +50,17 @@ type Worker struct {
 
 	fetchers  []*fetcher
 	comp      *completer
+	reports   *reporter
 	heartbeat lifecycle.Loop
 	maint     [3]lifecycle.Loop
+	registry  lifecycle.Loop
+	// sched enqueues the periodic jobs in the periodic loop; nil when none.
+	sched    *periodic.Scheduler
+	periodic lifecycle.Loop
+
+	// host names the worker in the registry; startedAt is set by Start.
+	host      string
+	startedAt time.Time
 
 	mu      sync.Mutex // guards state and the contexts below
 	state   workerState
@@ -94,10 +106,16 @@ func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
 		log:     cfg.Logger.With("worker_id", cfg.ID),
 		stopped: make(chan struct{}),
 		runs:    make(map[*jobRun]struct{}),
+		host:    hostname(),
 
 		flushWait:      shutdownFlushWait,
 		outcomeTimeout: outcomeTimeout,
 	}
+	sched, err := newScheduler(b, cfg.Periodic)
+	if err != nil {
+		return nil, err
+	}
+	w.sched = sched
 	total := 0
 	for _, q := range cfg.queueNames() {
 		n := cfg.Queues[q]
@@ -107,10 +125,12 @@ func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
 	// A queue has at most twice its concurrency of outcomes unrecorded
 	// (see fetcher.freeEarly), so sending to the completer never blocks.
 	w.comp = newCompleter(w, 2*total)
+	w.reports = newReporter(w)
 	return w, nil
 }
 
-// ID is the worker's id, as stored in the jobs it claims.
+// ID is the worker's id, as stored in the jobs it claims (Job.WorkerID)
+// and in its entry in the registry (Client.Workers).
 func (w *Worker) ID() string { return w.cfg.ID }
 
 // Run starts the worker and blocks until ctx is done, then shuts down
@@ -141,13 +161,19 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	base := context.WithoutCancel(ctx)
 	w.jobsCtx = base
+	w.startedAt = w.cfg.Clock.Now()
 	w.comp.loop.Start(base, w.comp.run)
 	w.heartbeat.Start(base, w.heartbeatLoop)
+	w.reports.loop.Start(base, w.reports.run)
 	if !w.cfg.DisableMaintenance {
 		w.startMaintenance(base)
 	}
 	for _, f := range w.fetchers {
 		f.loop.Start(base, f.run)
+	}
+	w.registry.Start(base, w.registryLoop)
+	if w.sched != nil {
+		w.periodic.Start(base, w.periodicLoop)
 	}
 	w.state = workerRunning
 	w.log.Info("kyu: worker started", "queues", w.cfg.Queues)
@@ -199,8 +225,10 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	start := time.Now()
 	w.log.Info("kyu: worker shutting down", "running", w.stats.running.Load(), "grace", w.cfg.ShutdownGrace)
 
-	// Stop claiming: cancel every fetcher first, then wait for each.
+	// Stop enqueueing periodic jobs, and claiming: cancel every fetcher
+	// first, then wait for each.
 	var wg sync.WaitGroup
+	wg.Go(w.periodic.Stop)
 	for _, f := range w.fetchers {
 		wg.Add(1)
 		go func() {
@@ -238,10 +266,13 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	}
 
 	w.heartbeat.Stop()
+	w.reports.loop.Stop()
 	w.comp.loop.Stop()
 	for i := range w.maint {
 		w.maint[i].Stop()
 	}
+	w.registry.Stop()
+	w.deregister()
 	w.log.Info("kyu: worker stopped", "took", time.Since(start).Round(time.Millisecond))
 	return err
 }
@@ -275,6 +306,8 @@ func (w *Worker) releaseAbandoned(runs []*jobRun) error {
 	}
 	ctx, cancel := context.WithTimeout(w.jobsCtx, releaseTimeout)
 	defer cancel()
+	// What the handlers reported so far stays with the job.
+	w.closeReports(ctx, runs)
 	res, err := w.b.Release(ctx, backend.ReleaseParams{Leases: leases, Now: w.cfg.Clock.Now()})
 	if err != nil {
 		err = fmt.Errorf("kyu: release %d interrupted jobs: %w", len(runs), err)

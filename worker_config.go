@@ -21,6 +21,7 @@ const (
 	DefaultPollInterval        = time.Second
 	DefaultShutdownGrace       = 30 * time.Second
 	DefaultMaintenanceInterval = time.Second
+	DefaultRegistryInterval    = 10 * time.Second
 )
 
 // Upper bounds of WorkerConfig's durations: a lease must end within the
@@ -30,6 +31,7 @@ const (
 	MaxLease               = 24 * time.Hour
 	MaxPollInterval        = time.Hour
 	MaxMaintenanceInterval = time.Hour
+	MaxRegistryInterval    = time.Hour
 	MaxShutdownGrace       = 24 * time.Hour
 	// NoShutdownGrace as WorkerConfig.ShutdownGrace makes Shutdown cancel
 	// running jobs and hand them back at once.
@@ -108,6 +110,30 @@ type WorkerConfig struct {
 	// DisableMaintenance turns those maintenance loops off, for a worker
 	// that shares a store with another process that runs them.
 	DisableMaintenance bool
+
+	// MaxLogLines caps the log lines a job keeps (Log, Logf), over all its
+	// attempts: the first ones are kept, the rest counted in
+	// Job.LogsDropped. Default 0: the store's default,
+	// backend.DefaultMaxLogLines (1000).
+	MaxLogLines int
+
+	// RegistryInterval is how often the worker refreshes its entry in the
+	// store's worker registry (Client.Workers) with the jobs it runs and its
+	// counters. An entry not refreshed for 3 intervals shows as dead, and
+	// expires after an hour (or 3 intervals, if longer). Default 10s, at
+	// most 1h.
+	RegistryInterval time.Duration
+
+	// Periodic lists jobs the worker enqueues on a schedule (cron or
+	// interval). Any number of workers may list the same ones: each tick is
+	// enqueued once. A schedule that does not parse makes NewWorker fail.
+	// The worker waits for each tick on its Clock, reading it at least
+	// every PollInterval, and enqueues the tick when it is due.
+	Periodic []PeriodicJob
+
+	// Version is the version the worker gives in the registry. Default
+	// Version(): kyu's module version, or "dev".
+	Version string
 }
 
 // withDefaults returns a copy of c with every zero field set to its
@@ -156,6 +182,12 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	if c.MaintenanceInterval == 0 {
 		c.MaintenanceInterval = DefaultMaintenanceInterval
 	}
+	if c.RegistryInterval == 0 {
+		c.RegistryInterval = DefaultRegistryInterval
+	}
+	if c.Version == "" {
+		c.Version = Version()
+	}
 	return c
 }
 
@@ -176,6 +208,12 @@ func (c WorkerConfig) validate() error {
 		return fmt.Errorf("kyu: WorkerConfig.ShutdownGrace %s is over %s", c.ShutdownGrace, MaxShutdownGrace)
 	case c.MaintenanceInterval < 0 || c.MaintenanceInterval > MaxMaintenanceInterval:
 		return fmt.Errorf("kyu: WorkerConfig.MaintenanceInterval %s is outside (0, %s]", c.MaintenanceInterval, MaxMaintenanceInterval)
+	case c.MaxLogLines < 0:
+		return fmt.Errorf("kyu: WorkerConfig.MaxLogLines %d is negative", c.MaxLogLines)
+	case c.RegistryInterval < 0 || c.RegistryInterval > MaxRegistryInterval:
+		return fmt.Errorf("kyu: WorkerConfig.RegistryInterval %s is outside (0, %s]", c.RegistryInterval, MaxRegistryInterval)
+	case len(c.ID) > 256:
+		return fmt.Errorf("kyu: WorkerConfig.ID is %d bytes, at most 256", len(c.ID))
 	}
 	for _, name := range c.queueNames() {
 		if !backend.ValidQueueName(name) {

@@ -68,6 +68,9 @@ type jobRun struct {
 	// lease because it was not renewed in time: whatever the handler
 	// returns is then dropped.
 	expired atomic.Bool
+	// cancelled is set by the heartbeater before it cancels the context of
+	// a job whose cancel was requested.
+	cancelled atomic.Bool
 	// expires is the lease's known expiry in Unix nanoseconds of the
 	// worker's Clock: the claim's LeaseExpiresAt, then the ExpiresAt of
 	// each successful heartbeat. Only the heartbeater reads and writes it
@@ -77,11 +80,29 @@ type jobRun struct {
 	mu     sync.Mutex
 	result []byte
 
+	// ctx is the root of the handler's context; it carries the run for
+	// Progress and Log.
+	ctx runContext
+
+	// report holds what the handler reported (Progress, Log) and is not
+	// yet sent, from its first report on; reportClosed is set when the
+	// handler has returned or been abandoned. lastReport is what was still
+	// pending when the handler returned, sent by the completer just before
+	// the outcome. logLines is the number of lines the job had when
+	// claimed.
+	report       atomic.Pointer[runReport]
+	reportClosed atomic.Bool
+	lastReport   *backend.ReportItem
+	logLines     int
+
 	// The outcome, written by the handler goroutine before it hands the
 	// run to the completer: err nil means success.
 	err     error
 	failure backend.FailItem
 }
+
+// w is the worker running r.
+func (r *jobRun) w() *Worker { return r.f.w }
 
 func (r *jobRun) setResult(b []byte) {
 	r.mu.Lock()
@@ -106,6 +127,7 @@ func newRun(rec *backend.Job, f *fetcher) *jobRun {
 		f:       f,
 	}
 	r.expires.Store(rec.LeaseExpiresAt.UnixNano())
+	r.logLines = len(rec.Logs) + rec.LogsDropped
 	fillJob(&r.job, rec)
 	r.job.run = r
 	return r
@@ -115,7 +137,8 @@ func newRun(rec *backend.Job, f *fetcher) *jobRun {
 // is already taken.
 func (w *Worker) startJob(f *fetcher, rec *backend.Job) {
 	run := newRun(rec, f)
-	ctx := w.jobsCtx
+	run.ctx = runContext{Context: w.jobsCtx, run: run}
+	var ctx context.Context = &run.ctx
 	if rec.Timeout > 0 {
 		ctx, run.stopTimer = context.WithTimeout(ctx, rec.Timeout)
 	} else {
@@ -171,9 +194,14 @@ func (w *Worker) settle(run *jobRun, err error, stack string) {
 	w.stats.running.Add(-1)
 
 	if !run.state.CompareAndSwap(runRunning, runReturned) {
+		// Whoever abandoned the run has sent its reports.
 		w.log.Debug("kyu: outcome of an abandoned job dropped",
 			"job_id", run.lease.JobID, "type", run.jobType, "error", err)
 		return
+	}
+	// No more reports; what is pending goes just before the outcome.
+	if item, ok := run.closeReport(); ok {
+		run.lastReport = new(item) // allocated only when there is one
 	}
 	if run.expired.Load() || (err != nil && run.lost.Load()) {
 		// The lease is lost, or was about to expire unrenewed: the job is
@@ -207,8 +235,9 @@ func (w *Worker) failItem(run *jobRun, err error, stack string) backend.FailItem
 		Message: err.Error(),
 		Stack:   stack,
 		Final:   IsPermanent(err),
+		Cancel:  isCancel(err),
 	}
-	if !item.Final {
+	if !item.Final && !item.Cancel {
 		item.RetryAt = retryTime(w.cfg.Clock.Now(), w.backoff(run.jobType, run.attempt, err))
 	}
 	return item

@@ -44,8 +44,48 @@
 //     held for exactly that period from enqueue, whatever the job does, even
 //     if it is deleted. A duplicate, including a second item with the same
 //     key in one batch, reports Duplicate with the holder's id and state.
-//   - Retention. RetainNone deletes the job in the step that makes it final
-//     (its unique key as above). Otherwise see Retention.Keep.
+//   - Retention. When a job becomes final, Expiry (job retention, then the
+//     queue's override for the state, then the default) decides: delete it
+//     in that same step (its unique key as above), or keep it and set
+//     ExpiresAt (zero: forever). A RetainNone job that completes with a
+//     non-empty result is kept ResultGrace, so a waiter can read it.
+//     ApplyRetention deletes a final job when Now >= ExpiresAt.
+//   - Cancel. A scheduled, pending or retry job is cancelled at once
+//     (reason "requested", FinishedAt = Now, unique key as for any final
+//     job). An active job gets CancelRequested; Heartbeat reports it on a
+//     live lease; and the attempt's end makes the job cancelled (reason
+//     "requested") instead of what it would have been: Complete (the
+//     result is stored), Fail (the error is recorded), Release (recorded
+//     interrupted) and lease expiry (recorded lease_expired). Cancel of an
+//     active job already requested changes nothing and is not an error; of
+//     a final job it is a *StateError. FailItem.Cancel ends a job cancelled
+//     with the reason "handler" (but "requested" when a cancel was requested
+//     first). CancelRequested stays set on the final job, as a record.
+//     Release of a requested job decrements Attempt as any Release does.
+//   - Admin. Retry (failed, cancelled), RunNow (scheduled, retry) and their
+//     errors as written on RetryParams and RunNowParams; Retry keeps the
+//     job's Errors, RunNow leaves its Deadline alone. Cancel, Retry and
+//     RunNow return the job as it is after the call (Cancel's job may
+//     already be deleted under RetainNone). RetryQueue and
+//     Purge act on the oldest jobs (by id) first. Delete and Purge never
+//     touch an active job.
+//   - Pause. Claim hands out nothing from a paused queue, in both modes;
+//     everything else (enqueue, promotion, finishing active jobs) goes on.
+//   - Reports. Report needs a live lease as Complete does. Progress
+//     replaces the previous one (its At set to Now); log lines are appended
+//     with At = Now until the job holds the cap, then counted in
+//     LogsDropped. Both survive retries and stay for the job's life.
+//   - Listing. List orders by id; a cursor names the last id of its page,
+//     so paging neither repeats nor skips a job that matched throughout.
+//   - Stats. Counts are exact at the moment they are read and agree with
+//     List (a due scheduled job not yet promoted counts as scheduled). Each
+//     Complete, Fail and recovered lease adds to the minute of its Now (see
+//     MinuteCount); counters older than StatsHistory may be dropped by
+//     ApplyRetention, the totals never.
+//   - Registry. RegisterWorker upserts by id; Workers returns the entries
+//     with ExpiresAt after Now, marking Dead those with DeadAt not after
+//     Now; expired entries are never returned and may be removed by
+//     ApplyRetention.
 //   - Promotion. A scheduled or retry job is claimable as soon as
 //     RunAt <= Now, whether or not Promote has run: Claim promotes the due
 //     jobs of its queues itself. Promote's Moved counts promoted jobs;
@@ -57,8 +97,11 @@
 //     never keeps a caller's buffers.
 //   - Wake-ups. Subscribe signals when a job becomes pending in a subscribed
 //     queue (every queue when none is named): enqueue, Promote, Release,
-//     RecoverLeases, and Fail with a retry time not after Now. A
-//     subscription hears every such event after Subscribe returns.
+//     RecoverLeases, Fail with a retry time not after Now, Retry, RunNow,
+//     RetryQueue, and resuming a paused queue that holds pending jobs.
+//     WatchFinished signals when a watched job becomes final or is deleted,
+//     however that happens. A subscription hears every such event after
+//     Subscribe or WatchFinished returns.
 //   - Duplicates. A duplicate reports the holder's id and its state (for a
 //     holder deleted within its UniqueFor period, the state it had when it
 //     was deleted).
@@ -121,6 +164,51 @@ type Backend interface {
 	// forgets unique keys whose UniqueFor period has ended.
 	ApplyRetention(ctx context.Context, p MaintenanceParams) (MaintenanceResult, error)
 
+	// Cancel cancels a job. A scheduled, pending or retry job becomes
+	// cancelled (reason "requested") at once; for an active job the request
+	// is recorded (CancelRequested), reported by the next Heartbeat, and the
+	// job ends cancelled whatever its attempt then reports. A final job
+	// gives a *StateError.
+	Cancel(ctx context.Context, p CancelParams) (*Job, error)
+
+	// Retry sends a failed or cancelled job back to pending (see
+	// RetryParams); RunNow makes a scheduled or retry job pending at once.
+	// Other states give a *StateError.
+	Retry(ctx context.Context, p RetryParams) (*Job, error)
+	RunNow(ctx context.Context, p RunNowParams) (*Job, error)
+
+	// RetryQueue retries up to Limit failed (or cancelled) jobs of a queue
+	// as Retry does; Purge deletes up to Limit jobs of a queue in one state
+	// (never active). Callers repeat while Count == Limit.
+	RetryQueue(ctx context.Context, p RetryQueueParams) (CountResult, error)
+	Purge(ctx context.Context, p PurgeParams) (CountResult, error)
+
+	// Report records progress and log lines of active jobs under their
+	// live leases (per item, as Complete does).
+	Report(ctx context.Context, p ReportParams) (BatchResult, error)
+
+	// WatchFinished returns a subscription signalled, soon after, whenever
+	// one of the named jobs may have become final or been deleted. As with
+	// Subscribe, a receiver must Get to learn what happened.
+	WatchFinished(ctx context.Context, p WatchParams) (*Subscription, error)
+
+	// UpdateQueue changes a queue's settings (pause, retention overrides)
+	// and returns them. A queue needs no creation; settings persist.
+	UpdateQueue(ctx context.Context, p UpdateQueueParams) (QueueSettings, error)
+
+	// List pages through jobs in id order (enqueue order) with filters.
+	List(ctx context.Context, p ListParams) (ListResult, error)
+
+	// Stats counts jobs per queue and state, with each queue's settings and
+	// oldest pending job, and the processed/failed counters per minute.
+	Stats(ctx context.Context, p StatsParams) (Stats, error)
+
+	// RegisterWorker records or refreshes a worker process's entry;
+	// DeregisterWorker removes it; Workers lists the entries not expired.
+	RegisterWorker(ctx context.Context, p RegisterWorkerParams) error
+	DeregisterWorker(ctx context.Context, p DeregisterWorkerParams) error
+	Workers(ctx context.Context, p WorkersParams) ([]WorkerInfo, error)
+
 	// Subscribe returns a subscription that receives a signal, soon after,
 	// whenever a job may have become claimable in one of the queues. Signals
 	// coalesce; a receiver must still claim to learn what is there, and must
@@ -136,8 +224,8 @@ type Backend interface {
 
 // Capabilities declares what a backend offers beyond the contract.
 type Capabilities struct {
-	// Notify: Subscribe delivers signals on enqueue (otherwise the
-	// subscription never fires and workers rely on polling).
+	// Notify: Subscribe and WatchFinished deliver their signals (otherwise
+	// the subscriptions never fire and callers rely on polling).
 	Notify bool
 	// Tx: the backend can enqueue inside a caller's database transaction.
 	Tx bool
@@ -223,6 +311,9 @@ type FailItem struct {
 	RetryAt time.Time
 	// Final skips any remaining attempts: the job goes to failed.
 	Final bool
+	// Cancel ends the job cancelled (reason "handler"), the attempt
+	// recorded as AttemptCancelled with Message. It wins over Final.
+	Cancel bool
 }
 
 // FailParams fails many attempts; each item stands alone.

@@ -19,7 +19,27 @@ var (
 	ErrNotSupported = errors.New("kyu: not supported by this backend")
 	// ErrClosed: the backend has been closed.
 	ErrClosed = errors.New("kyu: backend closed")
+	// ErrWrongState: the job's state does not allow the operation (a
+	// *StateError says which).
+	ErrWrongState = errors.New("kyu: job is in the wrong state for this")
+	// ErrUniqueKeyHeld: Retry would take a unique key another job holds.
+	ErrUniqueKeyHeld = errors.New("kyu: unique key is held by another job")
 )
+
+// StateError refuses an operation on a job in the wrong state. It matches
+// ErrWrongState.
+type StateError struct {
+	Op    string // "cancel", "retry", "run now"
+	ID    string
+	State State
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("kyu: cannot %s job %s: it is %s", e.Op, e.ID, e.State)
+}
+
+// Unwrap makes a StateError match ErrWrongState.
+func (e *StateError) Unwrap() error { return ErrWrongState }
 
 // ValidationError is bad input: it names the field and, in a batch, the
 // index of the item. Nothing was written.

@@ -56,6 +56,8 @@ func ParseState(name string) (State, error) {
 const (
 	CancelReasonDeadline  = "deadline"
 	CancelReasonRequested = "requested"
+	// CancelReasonHandler: the handler ended its job with kyu.Cancel.
+	CancelReasonHandler = "handler"
 )
 
 // Kinds of AttemptError.
@@ -67,6 +69,9 @@ const (
 	// AttemptInterrupted is an attempt handed back by Release (shutdown); it
 	// does not count against MaxAttempts.
 	AttemptInterrupted = "interrupted"
+	// AttemptCancelled is an attempt whose handler cancelled its job
+	// (FailItem.Cancel).
+	AttemptCancelled = "cancelled"
 )
 
 // AttemptError records how one attempt of a job ended when it did not succeed.
@@ -112,6 +117,19 @@ type Job struct {
 	Errors       []AttemptError `json:"errors,omitempty"`
 	Result       []byte         `json:"result,omitempty"`
 	CancelReason string         `json:"cancel_reason,omitempty"`
+	// CancelRequested is set on an active job by Cancel; the job ends
+	// cancelled however its attempt ends.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+
+	// Progress is the latest progress reported; Logs the lines logged (at
+	// most the cap, the first ones) and LogsDropped those past the cap.
+	Progress    *Progress `json:"progress,omitempty"`
+	Logs        []LogLine `json:"logs,omitempty"`
+	LogsDropped int       `json:"logs_dropped,omitempty"`
+
+	// ExpiresAt is when retention deletes this final job (see Expiry);
+	// zero while the job is not final, or when it is kept forever.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 // Clone returns a deep copy of j, so a caller may keep or change it freely.
@@ -129,20 +147,14 @@ func (j *Job) Clone() *Job {
 	if j.Errors != nil {
 		c.Errors = append([]AttemptError(nil), j.Errors...)
 	}
+	if j.Progress != nil {
+		p := *j.Progress
+		c.Progress = &p
+	}
+	if j.Logs != nil {
+		c.Logs = append([]LogLine(nil), j.Logs...)
+	}
 	return &c
-}
-
-// DeleteAt is when retention will delete the job, given its state and the
-// store's defaults; ok is false while the job is not final or is kept forever.
-func (j *Job) DeleteAt() (at time.Time, ok bool) {
-	if !j.State.Final() {
-		return time.Time{}, false
-	}
-	keep, forever := j.Retention.Keep(j.State)
-	if forever {
-		return time.Time{}, false
-	}
-	return j.FinishedAt.Add(keep), true
 }
 
 func cloneBytes(b []byte) []byte {

@@ -42,6 +42,16 @@
 //   - An AttemptError records the attempt number the attempt ran as, also
 //     for an interrupted attempt whose Attempt Release then decrements.
 //   - A Subscription hears every event that happens after Subscribe returns.
+//   - Cancel, Retry and RunNow return the job as it is after the call (not
+//     checked for a job Cancel deleted under RetainNone). A second Cancel
+//     of an active job already requested returns no error.
+//   - Retry keeps the job's attempt errors: RetryParams clears only what it
+//     names.
+//   - WatchFinished, like Subscribe, is checked only on a store that
+//     declares Capabilities().Notify.
+//   - A page that ends with the last matching job has no NextCursor, and
+//     a cursor stays valid when only Limit changes.
+//   - Stats lists a queue that has settings and no jobs.
 //
 // memstore_test.go keeps a plain in-memory reading of the contract that
 // passes the suite; it checks the suite, not a store anyone should use.
@@ -81,6 +91,16 @@ func Run(t *testing.T, factory Factory) {
 		{"Delete", testDelete},
 		{"Maintenance", testMaintenance},
 		{"Subscribe", testSubscribe},
+		{"Cancel", testCancel},
+		{"Admin", testAdmin},
+		{"Pause", testPause},
+		{"QueueRetention", testQueueRetention},
+		{"Report", testReport},
+		{"Watch", testWatch},
+		{"List", testList},
+		{"Stats", testStats},
+		{"Workers", testWorkers},
+		{"Periodic", testPeriodic},
 		{"Close", testClose},
 	}
 	for _, a := range areas {

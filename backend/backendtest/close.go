@@ -3,6 +3,7 @@ package backendtest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/kyuhq/kyu/backend"
 )
@@ -27,6 +28,20 @@ func testClose(t *testing.T, factory Factory) {
 		_, checks["RecoverLeases"] = f.b.RecoverLeases(f.ctx, backend.MaintenanceParams{Now: f.now})
 		_, checks["ApplyRetention"] = f.b.ApplyRetention(f.ctx, backend.MaintenanceParams{Now: f.now})
 		_, checks["Subscribe"] = f.b.Subscribe(f.ctx, backend.SubscribeParams{Queues: []string{f.queue}})
+		_, checks["Cancel"] = f.b.Cancel(f.ctx, backend.CancelParams{ID: id, Now: f.now})
+		_, checks["Retry"] = f.b.Retry(f.ctx, backend.RetryParams{ID: id, Now: f.now})
+		_, checks["RunNow"] = f.b.RunNow(f.ctx, backend.RunNowParams{ID: id, Now: f.now})
+		_, checks["RetryQueue"] = f.b.RetryQueue(f.ctx, backend.RetryQueueParams{Queue: f.queue, State: backend.StateFailed, Limit: 1, Now: f.now})
+		_, checks["Purge"] = f.b.Purge(f.ctx, backend.PurgeParams{Queue: f.queue, State: backend.StatePending, Limit: 1, Now: f.now})
+		_, checks["Report"] = f.b.Report(f.ctx, backend.ReportParams{Items: []backend.ReportItem{{Lease: backend.Lease{JobID: id, Token: 1}}}, Now: f.now})
+		_, checks["WatchFinished"] = f.b.WatchFinished(f.ctx, backend.WatchParams{IDs: []string{id}})
+		paused := true
+		_, checks["UpdateQueue"] = f.b.UpdateQueue(f.ctx, backend.UpdateQueueParams{Queue: f.queue, Paused: &paused, Now: f.now})
+		_, checks["List"] = f.b.List(f.ctx, backend.ListParams{})
+		_, checks["Stats"] = f.b.Stats(f.ctx, backend.StatsParams{Now: f.now})
+		checks["RegisterWorker"] = f.b.RegisterWorker(f.ctx, backend.RegisterWorkerParams{Worker: backend.WorkerInfo{ID: "w"}, DeadAfter: time.Minute, ExpireAfter: time.Hour, Now: f.now})
+		checks["DeregisterWorker"] = f.b.DeregisterWorker(f.ctx, backend.DeregisterWorkerParams{ID: "w"})
+		_, checks["Workers"] = f.b.Workers(f.ctx, backend.WorkersParams{Now: f.now})
 		for op, err := range checks {
 			if !errors.Is(err, backend.ErrClosed) {
 				t.Errorf("%s after Close = %v; want ErrClosed", op, err)

@@ -346,8 +346,17 @@ func stamp(t time.Time) string {
 // millisecond in UTC, empty slices and maps as nil.
 func normalize(j *backend.Job) *backend.Job {
 	c := j.Clone()
-	for _, p := range []*time.Time{&c.RunAt, &c.Deadline, &c.CreatedAt, &c.StartedAt, &c.FinishedAt, &c.LeaseExpiresAt} {
+	for _, p := range []*time.Time{&c.RunAt, &c.Deadline, &c.CreatedAt, &c.StartedAt, &c.FinishedAt, &c.LeaseExpiresAt, &c.ExpiresAt} {
 		*p = normTime(*p)
+	}
+	if c.Progress != nil {
+		c.Progress.At = normTime(c.Progress.At)
+	}
+	if len(c.Logs) == 0 {
+		c.Logs = nil
+	}
+	for i := range c.Logs {
+		c.Logs[i].At = normTime(c.Logs[i].At)
 	}
 	if len(c.Payload) == 0 {
 		c.Payload = nil

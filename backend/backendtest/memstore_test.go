@@ -3,6 +3,7 @@ package backendtest_test
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -31,15 +32,29 @@ type hold struct {
 }
 
 type memStore struct {
-	mu     sync.Mutex
-	closed bool
-	jobs   map[string]*backend.Job
-	holds  map[[2]string]*hold
-	subs   map[chan struct{}][]string
+	mu       sync.Mutex
+	closed   bool
+	jobs     map[string]*backend.Job
+	holds    map[[2]string]*hold
+	subs     map[chan struct{}][]string
+	watchers map[chan struct{}][]string // job ids watched by each WatchFinished
+	queues   map[string]backend.QueueSettings
+	workers  map[string]*backend.WorkerInfo
+	// minutes counts ended attempts per minute: [processed, failed].
+	minutes           map[time.Time]*[2]int64
+	processed, failed int64
 }
 
 func newMemStore() *memStore {
-	return &memStore{jobs: map[string]*backend.Job{}, holds: map[[2]string]*hold{}, subs: map[chan struct{}][]string{}}
+	return &memStore{
+		jobs:     map[string]*backend.Job{},
+		holds:    map[[2]string]*hold{},
+		subs:     map[chan struct{}][]string{},
+		watchers: map[chan struct{}][]string{},
+		queues:   map[string]backend.QueueSettings{},
+		workers:  map[string]*backend.WorkerInfo{},
+		minutes:  map[time.Time]*[2]int64{},
+	}
 }
 
 var _ backend.Backend = (*memStore)(nil)
@@ -126,12 +141,58 @@ func before(a, b *backend.Job) int {
 	return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
 }
 
-// finish moves j to a final state at now, deleting it under RetainNone.
+// finish moves j to a final state at now and applies backend.Expiry:
+// delete it at once, or set its ExpiresAt.
 func (s *memStore) finish(j *backend.Job, state backend.State, now time.Time) {
 	j.State, j.FinishedAt = state, now
-	if j.Retention == backend.RetainNone {
-		delete(s.jobs, j.ID)
+	j.LeaseExpiresAt, j.WorkerID = time.Time{}, ""
+	at, deleteNow := backend.Expiry(j.Retention, s.queues[j.Queue].Retention, state, now, len(j.Result) > 0)
+	j.ExpiresAt = at
+	if deleteNow {
+		s.remove(j.ID)
+		return
 	}
+	s.signalFinished(j.ID)
+}
+
+// remove deletes a job and tells those watching it.
+func (s *memStore) remove(id string) {
+	delete(s.jobs, id)
+	s.signalFinished(id)
+}
+
+// signalFinished wakes every WatchFinished subscription naming id.
+func (s *memStore) signalFinished(id string) {
+	for c, ids := range s.watchers {
+		if slices.Contains(ids, id) {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// count adds one ended attempt to the minute of now and the totals.
+func (s *memStore) count(now time.Time, failed bool) {
+	m := backend.MinuteOf(now)
+	c := s.minutes[m]
+	if c == nil {
+		c = &[2]int64{}
+		s.minutes[m] = c
+	}
+	c[0]++
+	s.processed++
+	if failed {
+		c[1]++
+		s.failed++
+	}
+}
+
+// endCancelled ends the attempt of a job whose cancel was requested.
+func (s *memStore) endCancelled(j *backend.Job, reason string, now time.Time) {
+	j.CancelReason = reason
+	s.finish(j, backend.StateCancelled, now)
 }
 
 func (s *memStore) cancelForDeadline(j *backend.Job, now time.Time) bool {
@@ -153,6 +214,9 @@ func (s *memStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Cl
 	defer s.mu.Unlock()
 	ready := map[string][]*backend.Job{}
 	for _, j := range s.jobs {
+		if s.queues[j.Queue].Paused {
+			continue
+		}
 		due := (j.State == backend.StateScheduled || j.State == backend.StateRetry) && !j.RunAt.After(p.Now) && slices.Contains(p.Queues, j.Queue)
 		if due && !s.cancelForDeadline(j, p.Now) {
 			j.State = backend.StatePending
@@ -246,7 +310,7 @@ func (s *memStore) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (ba
 			continue
 		}
 		j.LeaseExpiresAt = p.Now.Add(p.Extend)
-		res.Leases = append(res.Leases, backend.LeaseStatus{ExpiresAt: j.LeaseExpiresAt})
+		res.Leases = append(res.Leases, backend.LeaseStatus{ExpiresAt: j.LeaseExpiresAt, CancelRequested: j.CancelRequested})
 	}
 	return res, nil
 }
@@ -261,8 +325,12 @@ func (s *memStore) Complete(ctx context.Context, p backend.CompleteParams) (back
 		j, err := s.live(it.Lease, p.Now)
 		if err == nil {
 			j.Result = slices.Clone(it.Result)
-			j.LeaseExpiresAt, j.WorkerID = time.Time{}, ""
-			s.finish(j, backend.StateCompleted, p.Now)
+			s.count(p.Now, false)
+			if j.CancelRequested {
+				s.endCancelled(j, backend.CancelReasonRequested, p.Now)
+			} else {
+				s.finish(j, backend.StateCompleted, p.Now)
+			}
 		}
 		res.Errors = append(res.Errors, err)
 	}
@@ -281,9 +349,18 @@ func (s *memStore) Fail(ctx context.Context, p backend.FailParams) (backend.Batc
 	for _, it := range p.Items {
 		j, err := s.live(it.Lease, p.Now)
 		if err == nil {
-			j.Errors = append(j.Errors, backend.AttemptError{Attempt: j.Attempt, At: p.Now, Kind: backend.AttemptFailed, Message: it.Message, Stack: it.Stack})
+			kind := backend.AttemptFailed
+			if it.Cancel {
+				kind = backend.AttemptCancelled
+			}
+			j.Errors = append(j.Errors, backend.AttemptError{Attempt: j.Attempt, At: p.Now, Kind: kind, Message: it.Message, Stack: it.Stack})
 			j.LeaseExpiresAt, j.WorkerID = time.Time{}, ""
+			s.count(p.Now, true)
 			switch {
+			case it.Cancel:
+				s.endCancelled(j, backend.CancelReasonHandler, p.Now)
+			case j.CancelRequested:
+				s.endCancelled(j, backend.CancelReasonRequested, p.Now)
 			case it.Final || j.Attempt >= j.MaxAttempts:
 				s.finish(j, backend.StateFailed, p.Now)
 			case it.RetryAt.After(p.Now):
@@ -309,8 +386,13 @@ func (s *memStore) Release(ctx context.Context, p backend.ReleaseParams) (backen
 		if err == nil {
 			j.Errors = append(j.Errors, backend.AttemptError{Attempt: j.Attempt, At: p.Now, Kind: backend.AttemptInterrupted, Message: "released"})
 			j.Attempt--
-			j.State, j.LeaseExpiresAt, j.WorkerID = backend.StatePending, time.Time{}, ""
-			s.signal(j.Queue)
+			j.LeaseExpiresAt, j.WorkerID = time.Time{}, ""
+			if j.CancelRequested {
+				s.endCancelled(j, backend.CancelReasonRequested, p.Now)
+			} else {
+				j.State = backend.StatePending
+				s.signal(j.Queue)
+			}
 		}
 		res.Errors = append(res.Errors, err)
 	}
@@ -341,7 +423,7 @@ func (s *memStore) Delete(ctx context.Context, p backend.DeleteParams) error {
 	case j.State == backend.StateActive:
 		return backend.ErrJobActive
 	}
-	delete(s.jobs, p.ID)
+	s.remove(p.ID)
 	return nil
 }
 
@@ -403,7 +485,10 @@ func (s *memStore) RecoverLeases(ctx context.Context, p backend.MaintenanceParam
 		j.Errors = append(j.Errors, backend.AttemptError{Attempt: j.Attempt, At: p.Now, Kind: backend.AttemptLeaseExpired, Message: "lease expired"})
 		j.LeaseExpiresAt, j.WorkerID = time.Time{}, ""
 		res.Moved++
-		if j.Attempt >= j.MaxAttempts {
+		s.count(p.Now, true)
+		if j.CancelRequested {
+			s.endCancelled(j, backend.CancelReasonRequested, p.Now)
+		} else if j.Attempt >= j.MaxAttempts {
 			res.Failed++
 			s.finish(j, backend.StateFailed, p.Now)
 		} else {
@@ -422,8 +507,8 @@ func (s *memStore) ApplyRetention(ctx context.Context, p backend.MaintenancePara
 	defer s.mu.Unlock()
 	var res backend.MaintenanceResult
 	s.step(p, func(j *backend.Job) bool {
-		if at, ok := j.DeleteAt(); ok && !p.Now.Before(at) {
-			delete(s.jobs, j.ID)
+		if j.State.Final() && !j.ExpiresAt.IsZero() && !p.Now.Before(j.ExpiresAt) {
+			s.remove(j.ID)
 			res.Moved++
 			return true
 		}
@@ -432,6 +517,16 @@ func (s *memStore) ApplyRetention(ctx context.Context, p backend.MaintenancePara
 	for k := range s.holds {
 		if s.holder(k[0], k[1], p.Now) == nil {
 			delete(s.holds, k)
+		}
+	}
+	for m := range s.minutes {
+		if m.Before(backend.MinuteOf(p.Now.Add(-backend.StatsHistory))) {
+			delete(s.minutes, m)
+		}
+	}
+	for id, w := range s.workers {
+		if !p.Now.Before(w.ExpiresAt) {
+			delete(s.workers, id)
 		}
 	}
 	return res, nil
@@ -458,4 +553,331 @@ func (s *memStore) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	return nil
+}
+
+func (s *memStore) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
+	if err := backend.CheckNow(p.Now); err != nil {
+		return nil, err
+	}
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	j := s.jobs[p.ID]
+	if j == nil {
+		return nil, backend.ErrNotFound
+	}
+	switch j.State {
+	case backend.StateScheduled, backend.StatePending, backend.StateRetry:
+		j.CancelReason = backend.CancelReasonRequested
+		s.finish(j, backend.StateCancelled, p.Now)
+	case backend.StateActive:
+		j.CancelRequested = true
+	default:
+		return nil, &backend.StateError{Op: "cancel", ID: j.ID, State: j.State}
+	}
+	return j.Clone(), nil
+}
+
+// retry sends a failed or cancelled job back to pending at now, as
+// RetryParams says.
+func (s *memStore) retry(j *backend.Job, now time.Time) error {
+	if j.State != backend.StateFailed && j.State != backend.StateCancelled {
+		return &backend.StateError{Op: "retry", ID: j.ID, State: j.State}
+	}
+	if j.UniqueKey != "" && j.UniqueFor == 0 {
+		k := [2]string{j.Queue, j.UniqueKey}
+		if h := s.holder(j.Queue, j.UniqueKey, now); h != nil && h.id != j.ID {
+			return fmt.Errorf("retry of %s: key %q is held by %s: %w", j.ID, j.UniqueKey, h.id, backend.ErrUniqueKeyHeld)
+		}
+		s.holds[k] = &hold{id: j.ID, state: backend.StatePending}
+	}
+	j.State, j.RunAt = backend.StatePending, now
+	j.MaxAttempts = max(j.MaxAttempts, j.Attempt+1)
+	j.FinishedAt, j.ExpiresAt, j.Result, j.CancelReason, j.CancelRequested = time.Time{}, time.Time{}, nil, "", false
+	if !j.Deadline.IsZero() && !j.Deadline.After(now) {
+		j.Deadline = time.Time{}
+	}
+	s.signal(j.Queue)
+	return nil
+}
+
+func (s *memStore) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
+	if err := backend.CheckNow(p.Now); err != nil {
+		return nil, err
+	}
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	j := s.jobs[p.ID]
+	if j == nil {
+		return nil, backend.ErrNotFound
+	}
+	if err := s.retry(j, p.Now); err != nil {
+		return nil, err
+	}
+	return j.Clone(), nil
+}
+
+func (s *memStore) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
+	if err := backend.CheckNow(p.Now); err != nil {
+		return nil, err
+	}
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	j := s.jobs[p.ID]
+	if j == nil {
+		return nil, backend.ErrNotFound
+	}
+	if j.State != backend.StateScheduled && j.State != backend.StateRetry {
+		return nil, &backend.StateError{Op: "run now", ID: j.ID, State: j.State}
+	}
+	j.State, j.RunAt = backend.StatePending, p.Now
+	s.signal(j.Queue)
+	return j.Clone(), nil
+}
+
+// inQueue returns the jobs of queue in state, by id.
+func (s *memStore) inQueue(queue string, state backend.State) []*backend.Job {
+	var js []*backend.Job
+	for _, j := range s.jobs {
+		if j.Queue == queue && j.State == state {
+			js = append(js, j)
+		}
+	}
+	slices.SortFunc(js, func(a, b *backend.Job) int { return cmp.Compare(a.ID, b.ID) })
+	return js
+}
+
+func (s *memStore) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
+	if err := p.Check(); err != nil {
+		return backend.CountResult{}, err
+	}
+	if err := s.lock(); err != nil {
+		return backend.CountResult{}, err
+	}
+	defer s.mu.Unlock()
+	var res backend.CountResult
+	for _, j := range s.inQueue(p.Queue, p.State) {
+		if res.Count == p.Limit {
+			break
+		}
+		if s.retry(j, p.Now) == nil {
+			res.Count++
+		}
+	}
+	return res, nil
+}
+
+func (s *memStore) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
+	if err := p.Check(); err != nil {
+		return backend.CountResult{}, err
+	}
+	if err := s.lock(); err != nil {
+		return backend.CountResult{}, err
+	}
+	defer s.mu.Unlock()
+	var res backend.CountResult
+	for _, j := range s.inQueue(p.Queue, p.State) {
+		if res.Count == p.Limit {
+			break
+		}
+		s.remove(j.ID)
+		res.Count++
+	}
+	return res, nil
+}
+
+func (s *memStore) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
+	if err := p.Check(); err != nil {
+		return backend.BatchResult{}, err
+	}
+	if err := s.lock(); err != nil {
+		return backend.BatchResult{}, err
+	}
+	defer s.mu.Unlock()
+	var res backend.BatchResult
+	for _, it := range p.Items {
+		j, err := s.live(it.Lease, p.Now)
+		if err == nil {
+			if it.Progress != nil {
+				pr := *it.Progress
+				pr.At = p.Now
+				j.Progress = &pr
+			}
+			for _, l := range it.Logs {
+				if len(j.Logs) < p.MaxLines() {
+					j.Logs = append(j.Logs, backend.LogLine{At: p.Now, Line: l})
+				} else {
+					j.LogsDropped++
+				}
+			}
+		}
+		res.Errors = append(res.Errors, err)
+	}
+	return res, nil
+}
+
+func (s *memStore) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	c := make(chan struct{}, 1)
+	s.watchers[c] = slices.Clone(p.IDs)
+	return backend.NewSubscription(c, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.watchers, c)
+	}), nil
+}
+
+func (s *memStore) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
+	if err := p.Check(); err != nil {
+		return backend.QueueSettings{}, err
+	}
+	if err := s.lock(); err != nil {
+		return backend.QueueSettings{}, err
+	}
+	defer s.mu.Unlock()
+	qs := s.queues[p.Queue]
+	wasPaused := qs.Paused
+	if p.Paused != nil {
+		qs.Paused = *p.Paused
+	}
+	if p.Retention != nil {
+		qs.Retention = *p.Retention
+	}
+	s.queues[p.Queue] = qs
+	if wasPaused && !qs.Paused {
+		for _, j := range s.jobs {
+			if j.Queue == p.Queue && j.State == backend.StatePending {
+				s.signal(p.Queue)
+				break
+			}
+		}
+	}
+	return qs, nil
+}
+
+func (s *memStore) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
+	after, err := p.Check()
+	if err != nil {
+		return backend.ListResult{}, err
+	}
+	if err := s.lock(); err != nil {
+		return backend.ListResult{}, err
+	}
+	defer s.mu.Unlock()
+	var js []*backend.Job
+	for _, j := range s.jobs {
+		if !p.Matches(j) {
+			continue
+		}
+		if after != "" && (p.Order == backend.NewestFirst && j.ID >= after || p.Order != backend.NewestFirst && j.ID <= after) {
+			continue
+		}
+		js = append(js, j)
+	}
+	slices.SortFunc(js, func(a, b *backend.Job) int { return cmp.Compare(a.ID, b.ID) })
+	if p.Order == backend.NewestFirst {
+		slices.Reverse(js)
+	}
+	var res backend.ListResult
+	for i, j := range js {
+		if i == p.Limit {
+			res.NextCursor = p.NextCursor(js[i-1].ID)
+			break
+		}
+		c := j.Clone()
+		c.Payload, c.Result, c.Logs = nil, nil, nil
+		res.Jobs = append(res.Jobs, c)
+	}
+	return res, nil
+}
+
+func (s *memStore) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
+	if err := p.Check(); err != nil {
+		return backend.Stats{}, err
+	}
+	if err := s.lock(); err != nil {
+		return backend.Stats{}, err
+	}
+	defer s.mu.Unlock()
+	infos := map[string]*backend.QueueInfo{}
+	info := func(q string) *backend.QueueInfo {
+		if infos[q] == nil {
+			infos[q] = &backend.QueueInfo{Name: q, Counts: backend.NewCounts(), Settings: s.queues[q]}
+		}
+		return infos[q]
+	}
+	for q := range s.queues {
+		info(q)
+	}
+	for _, j := range s.jobs {
+		qi := info(j.Queue)
+		qi.Counts[j.State]++
+		if j.State == backend.StatePending && (qi.OldestPending.IsZero() || j.RunAt.Before(qi.OldestPending)) {
+			qi.OldestPending = j.RunAt
+		}
+	}
+	st := backend.Stats{Processed: s.processed, Failed: s.failed}
+	for _, qi := range infos {
+		st.Queues = append(st.Queues, *qi)
+	}
+	slices.SortFunc(st.Queues, func(a, b backend.QueueInfo) int { return cmp.Compare(a.Name, b.Name) })
+	last := backend.MinuteOf(p.Now)
+	for i := p.Minutes - 1; i >= 0; i-- {
+		m := backend.MinuteCount{Minute: last.Add(-time.Duration(i) * time.Minute)}
+		if c := s.minutes[m.Minute]; c != nil {
+			m.Processed, m.Failed = c[0], c[1]
+		}
+		st.Minutes = append(st.Minutes, m)
+	}
+	return st, nil
+}
+
+func (s *memStore) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
+	if err := p.Check(); err != nil {
+		return err
+	}
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	s.workers[p.Worker.ID] = p.Registered()
+	return nil
+}
+
+func (s *memStore) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	delete(s.workers, p.ID)
+	return nil
+}
+
+func (s *memStore) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
+	if err := backend.CheckNow(p.Now); err != nil {
+		return nil, err
+	}
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var ws []backend.WorkerInfo
+	for _, w := range s.workers {
+		if !w.ExpiresAt.After(p.Now) {
+			continue
+		}
+		c := w.Clone()
+		c.Dead = !p.Now.Before(w.DeadAt)
+		ws = append(ws, *c)
+	}
+	slices.SortFunc(ws, func(a, b backend.WorkerInfo) int { return cmp.Compare(a.ID, b.ID) })
+	return ws, nil
 }

@@ -56,6 +56,7 @@ func testRetention(t *testing.T, factory Factory) {
 			id := f.finish(c.retention, c.state)
 			j := f.wantState(id, c.state, "it was just finished")
 			f.wantTime("FinishedAt", j.FinishedAt, finished)
+			f.wantTime("ExpiresAt", j.ExpiresAt, finished.Add(c.keep))
 
 			f.now = finished.Add(c.keep - time.Millisecond)
 			f.wantResult("ApplyRetention 1ms before the job's time", f.applyRetention(), backend.MaintenanceResult{})
@@ -101,7 +102,7 @@ func testRetention(t *testing.T, factory Factory) {
 		f.now = t0.Add(10 * 365 * 24 * time.Hour)
 		f.wantResult("ApplyRetention ten years on", f.applyRetention(), backend.MaintenanceResult{})
 		for _, id := range kept {
-			f.get(id)
+			f.wantTime("ExpiresAt of a job kept forever", f.get(id).ExpiresAt, time.Time{})
 		}
 	})
 
@@ -120,6 +121,9 @@ func testRetention(t *testing.T, factory Factory) {
 		f.wantState(scheduled, backend.StateScheduled, "retention never deletes a scheduled job")
 		f.wantState(retry, backend.StateRetry, "retention never deletes a job in retry")
 		f.wantState(active, backend.StateActive, "retention never deletes an active job, even with an expired lease")
+		for _, id := range []string{pending, scheduled, retry, active} {
+			f.wantTime("ExpiresAt of a job that is not final", f.get(id).ExpiresAt, time.Time{})
+		}
 	})
 
 	t.Run("Limit", func(t *testing.T) {
@@ -138,5 +142,151 @@ func testRetention(t *testing.T, factory Factory) {
 		for _, id := range done {
 			f.wantGone(id, "repeated steps delete every expired job")
 		}
+	})
+}
+
+// wantExpires checks that id expires at at: kept by ApplyRetention 1ms
+// before, deleted at at exactly.
+func (f *fixture) wantExpires(id string, at time.Time, why string) {
+	f.t.Helper()
+	f.wantTime("ExpiresAt of "+id, f.get(id).ExpiresAt, at)
+	back := f.now
+	f.now = at.Add(-time.Millisecond)
+	f.applyRetention()
+	f.get(id)
+	f.now = at
+	f.applyRetention()
+	f.wantGone(id, "ApplyRetention deletes a final job when Now >= ExpiresAt: "+why)
+	f.now = back
+}
+
+func testQueueRetention(t *testing.T, factory Factory) {
+	override := func(s backend.State, r backend.Retention) backend.QueueRetention {
+		var q backend.QueueRetention
+		switch s {
+		case backend.StateCompleted:
+			q.Completed = r
+		case backend.StateFailed:
+			q.Failed = r
+		case backend.StateCancelled:
+			q.Cancelled = r
+		}
+		return q
+	}
+	finals := []backend.State{backend.StateCompleted, backend.StateFailed, backend.StateCancelled}
+
+	for _, s := range finals {
+		t.Run("Override/"+string(s), func(t *testing.T) {
+			f := start(t, factory)
+			q := override(s, backend.RetainFor(90*time.Minute))
+			f.updateQueue(backend.UpdateQueueParams{Retention: &q})
+			f.advance(time.Second)
+			id := f.finish(backend.RetainDefault, s)
+			f.wantExpires(id, f.now.Add(90*time.Minute), "the queue's override for "+string(s))
+		})
+
+		t.Run("OtherStatesDefault/"+string(s), func(t *testing.T) {
+			f := start(t, factory)
+			// Every other state is overridden; s keeps its default.
+			q := backend.QueueRetention{Completed: backend.RetainNone, Failed: backend.RetainNone, Cancelled: backend.RetainNone}
+			switch s {
+			case backend.StateCompleted:
+				q.Completed = backend.RetainDefault
+			case backend.StateFailed:
+				q.Failed = backend.RetainDefault
+			case backend.StateCancelled:
+				q.Cancelled = backend.RetainDefault
+			}
+			f.updateQueue(backend.UpdateQueueParams{Retention: &q})
+			id := f.finish(backend.RetainDefault, s)
+			keep, _ := backend.RetainDefault.Keep(s)
+			f.wantExpires(id, f.now.Add(keep), "RetainDefault in an override leaves the state's default")
+		})
+
+		t.Run("OverrideNone/"+string(s), func(t *testing.T) {
+			f := start(t, factory)
+			q := override(s, backend.RetainNone)
+			f.updateQueue(backend.UpdateQueueParams{Retention: &q})
+			id := f.finish(backend.RetainDefault, s)
+			f.wantGone(id, "the queue keeps no "+string(s)+" jobs")
+		})
+
+		t.Run("OverrideForever/"+string(s), func(t *testing.T) {
+			f := start(t, factory)
+			q := override(s, backend.RetainForever)
+			f.updateQueue(backend.UpdateQueueParams{Retention: &q})
+			id := f.finish(backend.RetainDefault, s)
+			f.wantTime("ExpiresAt of a job kept forever", f.get(id).ExpiresAt, time.Time{})
+			f.now = t0.Add(10 * 365 * 24 * time.Hour)
+			f.wantResult("ApplyRetention ten years on", f.applyRetention(), backend.MaintenanceResult{})
+			f.get(id)
+		})
+
+		t.Run("JobWins/"+string(s), func(t *testing.T) {
+			f := start(t, factory)
+			q := backend.QueueRetention{Completed: backend.RetainNone, Failed: backend.RetainNone, Cancelled: backend.RetainNone}
+			f.updateQueue(backend.UpdateQueueParams{Retention: &q})
+			id := f.finish(backend.RetainFor(2*time.Hour), s)
+			f.wantExpires(id, f.now.Add(2*time.Hour), "the job's own retention wins over the queue's")
+			forever := f.finish(backend.RetainForever, s)
+			f.wantTime("ExpiresAt of a job kept forever", f.get(forever).ExpiresAt, time.Time{})
+		})
+	}
+
+	t.Run("JobNoneOverQueueForever", func(t *testing.T) {
+		f := start(t, factory)
+		q := backend.QueueRetention{Completed: backend.RetainForever, Failed: backend.RetainForever, Cancelled: backend.RetainForever}
+		f.updateQueue(backend.UpdateQueueParams{Retention: &q})
+		for _, s := range finals {
+			id := f.finish(backend.RetainNone, s)
+			f.wantGone(id, "the job's RetainNone wins over the queue's forever")
+		}
+	})
+
+	t.Run("ResultGrace", func(t *testing.T) {
+		for name, r := range map[string]backend.Retention{"job": backend.RetainNone, "queue": backend.RetainDefault} {
+			t.Run(name, func(t *testing.T) {
+				f := start(t, factory)
+				q := backend.QueueRetention{Completed: backend.RetainNone}
+				f.updateQueue(backend.UpdateQueueParams{Retention: &q})
+				withResult := f.enqueueOne(backend.NewJob{Retention: r})
+				without := f.enqueueOne(backend.NewJob{Retention: r})
+				j := f.claimID(withResult, "the first job")
+				f.advance(time.Second)
+				f.mustOK("Complete with a result", f.complete(lease(j), []byte("answer")))
+				if got := f.get(withResult); string(got.Result) != "answer" {
+					t.Fatalf("Result kept for the grace = %q; want %q", got.Result, "answer")
+				}
+				f.wantExpires(withResult, f.now.Add(backend.ResultGrace), "a RetainNone job with a result is kept ResultGrace")
+				j = f.claimID(without, "the second job")
+				f.mustOK("Complete without a result", f.complete(lease(j), nil))
+				f.wantGone(without, "a RetainNone job with no result is deleted at once")
+			})
+		}
+	})
+
+	t.Run("ChangeAppliesToLaterJobs", func(t *testing.T) {
+		f := start(t, factory)
+		q := backend.QueueRetention{Completed: backend.RetainFor(time.Hour)}
+		f.updateQueue(backend.UpdateQueueParams{Retention: &q})
+		early := f.finish(backend.RetainDefault, backend.StateCompleted)
+		earlyAt := f.now.Add(time.Hour)
+		q = backend.QueueRetention{Completed: backend.RetainFor(3 * time.Hour)}
+		f.updateQueue(backend.UpdateQueueParams{Retention: &q})
+		f.advance(time.Minute)
+		late := f.finish(backend.RetainDefault, backend.StateCompleted)
+		lateAt := f.now.Add(3 * time.Hour)
+		q = backend.QueueRetention{Completed: backend.RetainNone}
+		f.updateQueue(backend.UpdateQueueParams{Retention: &q})
+		f.wantExpires(early, earlyAt, "the override when it finished was 1h")
+		f.wantExpires(late, lateAt, "the override when it finished was 3h")
+	})
+
+	t.Run("OtherQueue", func(t *testing.T) {
+		f := start(t, factory)
+		q := backend.QueueRetention{Completed: backend.RetainNone}
+		f.updateQueue(backend.UpdateQueueParams{Queue: uniqueQueue(t, "-other"), Retention: &q})
+		id := f.finish(backend.RetainDefault, backend.StateCompleted)
+		f.wantExpires(id, f.now.Add(backend.DefaultRetentionCompleted), "another queue's override does not apply")
 	})
 }

@@ -5,16 +5,15 @@
 //	pebble://kyu-data        embedded store in a relative directory
 //	/var/lib/kyu, ./data     a bare path: the embedded store there
 //	""                       the default, pebble://kyu-data
-//
+//	http://host:7420         a kyu server (backend/remote); https too
 //	postgres://user@host/db?schema=kyu     PostgreSQL (postgresql:// too)
 //
 // A PostgreSQL URL takes the store's schema as the schema parameter
 // (default kyu) and migrates it when the store opens unless it says
 // automigrate=false (then run `kyu migrate` first).
 //
-// Redis (redis, rediss, redis-sentinel, redis-cluster), MySQL (mysql) and
-// a kyu server (http, https) are recognised but not yet available in this
-// build.
+// Redis (redis, rediss, redis-sentinel, redis-cluster) and MySQL (mysql)
+// are recognised but not yet available in this build.
 //
 // The choice is a plain switch on the scheme, with no global registry: a
 // program that wants only one store imports that store's package directly
@@ -29,6 +28,7 @@ import (
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/pebble"
 	"github.com/kyuhq/kyu/backend/postgres"
+	"github.com/kyuhq/kyu/backend/remote"
 )
 
 // DefaultURL is the store used when no URL is given.
@@ -38,6 +38,9 @@ const DefaultURL = "pebble://kyu-data"
 type Options struct {
 	// Logger receives the backend's logs; nil discards them.
 	Logger *slog.Logger
+	// Token is the bearer token for a kyu server (http, https); a
+	// password in the URL (http://:token@host:7420) serves when it is empty.
+	Token string
 }
 
 // Open opens the backend named by rawURL; see the package doc for the forms.
@@ -66,6 +69,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (backend.Backend, er
 		b, err := postgres.Open(ctx, t.url.String(), postgres.Options{Logger: opts.Logger, AutoMigrate: true})
 		if err != nil {
 			return nil, fmt.Errorf("backendurl: open PostgreSQL store %s: %w", t.url.Redacted(), err)
+		}
+		return b, nil
+	case schemeHTTP, schemeHTTPS:
+		b, err := remote.Open(t.url.String(), remote.Options{Token: opts.Token, Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("backendurl: %w", err)
 		}
 		return b, nil
 	default:

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kyuhq/kyu/backend/backendtest"
+	"github.com/kyuhq/kyu/backend/remote"
 )
 
 func TestParse(t *testing.T) {
@@ -104,7 +105,7 @@ func TestOpenUnavailable(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{
 		"redis://localhost:6379/0", "rediss://h", "redis-sentinel://h/m", "redis-cluster://h",
-		"mysql://db/kyu", "http://h:7420", "https://h",
+		"mysql://db/kyu",
 	} {
 		b, err := Open(t.Context(), raw, Options{})
 		if err == nil {
@@ -119,6 +120,22 @@ func TestOpenUnavailable(t *testing.T) {
 		want := `backend "` + scheme + `" is not available in this build yet`
 		if ue.Scheme != scheme || !strings.Contains(err.Error(), want) {
 			t.Fatalf("Open(%q) error = %q, want it to say %q", raw, err, want)
+		}
+	}
+}
+
+func TestOpenRemote(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{"http://h:7420", "https://kyu.example.com", "http://:token@h:7420/prefix"} {
+		b, err := Open(t.Context(), raw, Options{Token: "t"})
+		if err != nil {
+			t.Fatalf("Open(%q): %v", raw, err)
+		}
+		if _, ok := b.(*remote.Backend); !ok {
+			t.Fatalf("Open(%q) = %T, want *remote.Backend", raw, b)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatalf("Open(%q): Close: %v", raw, err)
 		}
 	}
 }

@@ -12,16 +12,16 @@ import (
 
 // claimed is one job a Claim leased.
 type claimed struct {
-	id         jobID
-	job        *backend.Job
-	hasPayload bool
+	id  jobID
+	job *backend.Job
+	sd  side
 }
 
 // Claim leases up to p.Max claimable jobs from p.Queues. It pops the
 // queues' ready heaps (no storage scan), first moving to pending the
 // queue's scheduled and retry jobs whose run-at has come, and cancels
-// instead of handing out a job whose deadline has passed. All claimed jobs
-// are written in one commit.
+// instead of handing out a job whose deadline has passed. A paused queue
+// is skipped. All claimed jobs are written in one commit.
 func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	if err := p.Check(); err != nil {
 		return backend.ClaimResult{}, err
@@ -58,7 +58,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	payloads := pointReader{db: s.db, prefix: prefixPayload}
 	defer payloads.Close()
 	for i, c := range got {
-		if c.hasPayload {
+		if c.sd.payload {
 			pl, err := s.readPayload(&payloads, c.id)
 			if err != nil {
 				return backend.ClaimResult{}, err
@@ -90,7 +90,7 @@ func (s *Store) claimLocked(order []string, max int, leaseFor time.Duration, wor
 			break
 		}
 		qi := s.idx.queues[q]
-		if qi == nil {
+		if qi == nil || qi.settings.Paused {
 			continue
 		}
 		if _, _, err := s.promoteQueue(qi, now, s.opts.MaintenanceLimit); err != nil {
@@ -100,7 +100,7 @@ func (s *Store) claimLocked(order []string, max int, leaseFor time.Duration, wor
 		// may be behind the enqueuer's), so the heap is popped in order.
 		for len(got) < max && qi.ready.len() > 0 {
 			e := qi.ready.pop()
-			j, hasPayload, err := s.load(e.id)
+			j, sd, err := s.load(e.id)
 			if err != nil {
 				return nil, err
 			}
@@ -108,22 +108,23 @@ func (s *Store) claimLocked(order []string, max int, leaseFor time.Duration, wor
 				continue // stale entry
 			}
 			if deadlinePassed(j, now) {
-				s.cancelForDeadline(e.id, j, hasPayload, now)
+				s.cancelForDeadline(e.id, j, sd, now)
 				continue
 			}
+			s.idx.track(j.Queue, e.id, backend.StatePending, backend.StateActive)
 			j.State = backend.StateActive
 			j.Attempt++
 			j.LeaseToken++
 			j.WorkerID = worker
 			j.StartedAt = now
 			j.LeaseExpiresAt = now.Add(leaseFor)
-			s.put(e.id, j, hasPayload)
+			s.put(e.id, j, sd)
 			s.idx.index(e.id, j)
 			le := s.idx.leases[e.id]
-			le.job, le.hasPayload = j, hasPayload
+			le.job, le.sd = j, sd
 			s.idx.leases[e.id] = le
 			s.noteState(e.id, j)
-			got = append(got, claimed{id: e.id, job: j.Clone(), hasPayload: hasPayload})
+			got = append(got, claimed{id: e.id, job: j.Clone(), sd: sd})
 		}
 	}
 	return got, nil
@@ -136,7 +137,7 @@ func (s *Store) promoteQueue(qi *queueIndex, now time.Time, limit int) (moved, c
 	nowCode := timeCode(now)
 	for moved+cancelled < limit && qi.timers.len() > 0 && qi.timers.peek().at <= nowCode {
 		e := qi.timers.pop()
-		j, hasPayload, err := s.load(e.id)
+		j, sd, err := s.load(e.id)
 		if err != nil {
 			return moved, cancelled, err
 		}
@@ -144,11 +145,11 @@ func (s *Store) promoteQueue(qi *queueIndex, now time.Time, limit int) (moved, c
 			continue // stale entry
 		}
 		if deadlinePassed(j, now) {
-			s.cancelForDeadline(e.id, j, hasPayload, now)
+			s.cancelForDeadline(e.id, j, sd, now)
 			cancelled++
 			continue
 		}
-		s.toPending(e.id, j, hasPayload)
+		s.toPending(e.id, j, sd)
 		moved++
 	}
 	return moved, cancelled, nil

@@ -15,8 +15,14 @@ type commitGroup struct {
 	dirty []dirtyRef
 	// wake names the queues to signal once the group is durable.
 	wake map[string]struct{}
-	done chan struct{}
-	err  error
+	// finished names the watched jobs that became final or were deleted.
+	finished []jobID
+	// minutes names the minutes whose counters changed; their current
+	// values (and the totals) are written when the committer takes the
+	// group, so a batch of completions writes each counter once.
+	minutes []int64
+	done    chan struct{}
+	err     error
 }
 
 type dirtyRef struct {
@@ -98,6 +104,7 @@ func (s *Store) commitLoop() {
 			return
 		}
 		s.pending = nil
+		s.writeCounters(g)
 		s.mu.Unlock()
 
 		err := s.commit(g.batch)
@@ -116,6 +123,9 @@ func (s *Store) commitLoop() {
 		if err == nil {
 			for q := range g.wake {
 				s.signal(q)
+			}
+			if len(g.finished) > 0 {
+				s.signalFinished(g.finished)
 			}
 		}
 	}

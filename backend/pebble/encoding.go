@@ -4,22 +4,34 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
 )
 
-// recordVersion is the first byte of every encoded job record. A record
-// with another first byte is refused by decodeJob.
-const recordVersion = 1
+// recordVersion is the first byte of every job record this code writes.
+// decodeJob also reads records of version 1 (written before format 2):
+// they lack the fields of the version 2 tail, and a final job's ExpiresAt
+// is derived from its FinishedAt and retention as version 1 code did.
+// Unique key values keep version 1 (uniqueVersion).
+const (
+	recordVersion   = 2
+	recordVersionV1 = 1
+	uniqueVersion   = 1
+)
 
 // errCorruptRecord is wrapped by every decoding error.
 var errCorruptRecord = errors.New("kyu/pebble: corrupt job record")
 
 // Flags in a record's flag word.
 const (
-	flagHasPayload = 1 << 0
+	flagHasPayload      = 1 << 0
+	flagCancelRequested = 1 << 1
+	// flagsKnown are the flags this code reads; a record with others is
+	// refused, so a later flag cannot be silently dropped.
+	flagsKnown = flagHasPayload | flagCancelRequested
 )
 
 // stateCodes are the states' one-byte codes on disk. They are fixed: a
@@ -36,10 +48,21 @@ var stateCodes = [...]backend.State{
 
 // stateCode is the on-disk code of s; 0 for an unknown state.
 func stateCode(s backend.State) byte {
-	for c, k := range stateCodes {
-		if c > 0 && k == s {
-			return byte(c)
-		}
+	switch s {
+	case backend.StateScheduled:
+		return 1
+	case backend.StatePending:
+		return 2
+	case backend.StateActive:
+		return 3
+	case backend.StateRetry:
+		return 4
+	case backend.StateCompleted:
+		return 5
+	case backend.StateFailed:
+		return 6
+	case backend.StateCancelled:
+		return 7
 	}
 	return 0
 }
@@ -64,11 +87,37 @@ func stateFromCode(c byte) (backend.State, bool) {
 // stack strings); result (uvarint length+1, 0 = nil, then bytes); cancel
 // reason string. Strings are uvarint length then bytes; times are described
 // at appendTime.
-func encodeJob(buf []byte, j *backend.Job, hasPayload bool) []byte {
+//
+// Version 2 adds, after the cancel reason: expires-at time; progress (0 =
+// nil, or 1 then percent as 8 bytes of IEEE 754 bits big-endian, message
+// string, at time); logs dropped varint; log lines held varint (the
+// lines themselves live under their own keys, see logKey). The flag
+// flagCancelRequested is new in version 2 too.
+func encodeJob(buf []byte, j *backend.Job, sd side) []byte {
 	buf = append(buf, recordVersion)
+	buf = appendJobV1(buf, j, sd)
+	buf = appendTime(buf, j.ExpiresAt)
+	if pr := j.Progress; pr == nil {
+		buf = append(buf, 0)
+	} else {
+		buf = append(buf, 1)
+		buf = binary.BigEndian.AppendUint64(buf, math.Float64bits(pr.Percent))
+		buf = appendString(buf, pr.Message)
+		buf = appendTime(buf, pr.At)
+	}
+	buf = binary.AppendVarint(buf, int64(j.LogsDropped))
+	return binary.AppendVarint(buf, int64(sd.logs))
+}
+
+// appendJobV1 appends the fields shared by versions 1 and 2 (everything
+// after the version byte up to the cancel reason).
+func appendJobV1(buf []byte, j *backend.Job, sd side) []byte {
 	var flags uint64
-	if hasPayload {
+	if sd.payload {
 		flags |= flagHasPayload
+	}
+	if j.CancelRequested {
+		flags |= flagCancelRequested
 	}
 	buf = binary.AppendUvarint(buf, flags)
 	buf = appendString(buf, j.Type)
@@ -130,20 +179,26 @@ func encodeJob(buf []byte, j *backend.Job, hasPayload bool) []byte {
 	return buf
 }
 
-// decodeJob parses a record written by encodeJob. It never panics: any
-// malformed input gives an error wrapping errCorruptRecord. The returned
-// job has no ID and no Payload; hasPayload says whether a payload key exists.
-func decodeJob(b []byte) (j *backend.Job, hasPayload bool, err error) {
+// decodeJob parses a record written by encodeJob, of version 1 or 2. It
+// never panics: any malformed input gives an error wrapping
+// errCorruptRecord. The returned job has no ID, Payload or Logs; sd says
+// which keys of its own the job has.
+func decodeJob(b []byte) (j *backend.Job, sd side, err error) {
 	if len(b) == 0 {
-		return nil, false, fmt.Errorf("%w: empty", errCorruptRecord)
+		return nil, side{}, fmt.Errorf("%w: empty", errCorruptRecord)
 	}
-	if b[0] != recordVersion {
-		return nil, false, fmt.Errorf("%w: unknown encoding version %d (this kyu reads %d)", errCorruptRecord, b[0], recordVersion)
+	version := b[0]
+	if version != recordVersion && version != recordVersionV1 {
+		return nil, side{}, fmt.Errorf("%w: unknown encoding version %d (this kyu reads %d and %d)", errCorruptRecord, b[0], recordVersionV1, recordVersion)
 	}
 	d := decoder{b: b[1:]}
 	j = &backend.Job{}
 	flags := d.uvarint()
-	hasPayload = flags&flagHasPayload != 0
+	if d.err == nil && (flags&^flagsKnown != 0 || version == recordVersionV1 && flags&flagCancelRequested != 0) {
+		d.fail("unknown flags %#x", flags)
+	}
+	sd.payload = flags&flagHasPayload != 0
+	j.CancelRequested = flags&flagCancelRequested != 0
 	j.Type = d.string()
 	j.Queue = d.string()
 	j.Title = d.string()
@@ -198,13 +253,57 @@ func decodeJob(b []byte) (j *backend.Job, hasPayload bool, err error) {
 		j.Result = d.bytes(n - 1)
 	}
 	j.CancelReason = d.string()
+	if version == recordVersion {
+		j.ExpiresAt = d.time()
+		switch d.byte() {
+		case 0:
+		case 1:
+			pr := &backend.Progress{}
+			if bits := d.take(8); bits != nil {
+				pr.Percent = math.Float64frombits(binary.BigEndian.Uint64(bits))
+			}
+			pr.Message = d.string()
+			pr.At = d.time()
+			if d.err == nil && !(pr.Percent >= 0 && pr.Percent <= 100) {
+				d.fail("progress percent %v out of range", pr.Percent)
+			}
+			j.Progress = pr
+		default:
+			d.fail("bad progress marker")
+		}
+		j.LogsDropped = d.int()
+		sd.logs = d.int()
+		if d.err == nil && (j.LogsDropped < 0 || sd.logs < 0) {
+			d.fail("negative log count")
+		}
+	} else if d.err == nil {
+		j.ExpiresAt = expiresAtV1(j)
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
 	if d.err != nil {
-		return nil, false, d.err
+		return nil, side{}, d.err
 	}
-	return j, hasPayload, nil
+	return j, sd, nil
+}
+
+// expiresAtV1 is when version 1 code would have deleted a final job: its
+// retention (or the default for its state) after FinishedAt, never when
+// that is past the range of times.
+func expiresAtV1(j *backend.Job) time.Time {
+	if !j.State.Final() {
+		return time.Time{}
+	}
+	keep, forever := j.Retention.Keep(j.State)
+	if forever {
+		return time.Time{}
+	}
+	at := j.FinishedAt.Add(keep)
+	if !backend.InTimeRange(at) {
+		return time.Time{}
+	}
+	return at
 }
 
 // Times are stored as a signed varint: 0 for the zero time, otherwise the
@@ -358,7 +457,7 @@ type uniqueValue struct {
 
 func encodeUnique(u uniqueValue) []byte {
 	buf := make([]byte, 0, 1+16+10+1)
-	buf = append(buf, recordVersion)
+	buf = append(buf, uniqueVersion)
 	buf = append(buf, u.holder[:]...)
 	buf = binary.AppendVarint(buf, u.until)
 	return append(buf, stateCode(u.state))
@@ -366,7 +465,7 @@ func encodeUnique(u uniqueValue) []byte {
 
 func decodeUnique(b []byte) (uniqueValue, error) {
 	var u uniqueValue
-	if len(b) < 17 || b[0] != recordVersion {
+	if len(b) < 17 || b[0] != uniqueVersion {
 		return u, fmt.Errorf("%w: bad unique key value", errCorruptRecord)
 	}
 	copy(u.holder[:], b[1:17])

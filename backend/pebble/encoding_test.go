@@ -30,14 +30,14 @@ func TestEncodingRoundTrip(t *testing.T) {
 		"minimal": {Type: "t", Queue: "default", State: backend.StatePending},
 		"empties": {Type: "t", Queue: "q", State: backend.StateActive, Tags: []string{}, Metadata: map[string]string{}, Result: []byte("r")},
 	} {
-		for _, hasPayload := range []bool{false, true} {
-			b := encodeJob(nil, j, hasPayload)
+		for _, sd := range []side{{}, {payload: true}, {logs: 3}, {payload: true, logs: 1000}} {
+			b := encodeJob(nil, j, sd)
 			got, hp, err := decodeJob(b)
 			if err != nil {
 				t.Fatalf("%s: decode: %v", name, err)
 			}
-			if hp != hasPayload {
-				t.Errorf("%s: hasPayload = %v; want %v", name, hp, hasPayload)
+			if hp != sd {
+				t.Errorf("%s: side = %+v; want %+v", name, hp, sd)
 			}
 			if !reflect.DeepEqual(got, j) {
 				t.Errorf("%s: round trip\n got %+v\nwant %+v", name, got, j)
@@ -47,7 +47,7 @@ func TestEncodingRoundTrip(t *testing.T) {
 }
 
 func TestDecodeRefusesDamage(t *testing.T) {
-	b := encodeJob(nil, fullJob(), true)
+	b := encodeJob(nil, fullJob(), side{payload: true, logs: 2})
 	for i := 0; i < len(b); i++ {
 		if _, _, err := decodeJob(b[:i]); err == nil {
 			t.Fatalf("a record truncated to %d of %d bytes decoded without error", i, len(b))
@@ -57,16 +57,22 @@ func TestDecodeRefusesDamage(t *testing.T) {
 		t.Fatal("a record with a trailing byte decoded without error")
 	}
 	bad := append([]byte{}, b...)
-	bad[0] = recordVersion + 1
-	if _, _, err := decodeJob(bad); err == nil {
-		t.Fatal("a record of an unknown version decoded without error")
+	for _, v := range []byte{0, recordVersion + 1} {
+		bad[0] = v
+		if _, _, err := decodeJob(bad); err == nil {
+			t.Fatalf("a record of the unknown version %d decoded without error", v)
+		}
 	}
 }
 
 func FuzzDecodeJob(f *testing.F) {
-	f.Add(encodeJob(nil, fullJob(), true))
-	f.Add(encodeJob(nil, &backend.Job{Type: "t", Queue: "q", State: backend.StatePending}, false))
+	f.Add(encodeJob(nil, fullJob(), side{payload: true, logs: 2}))
+	f.Add(encodeJob(nil, &backend.Job{Type: "t", Queue: "q", State: backend.StatePending}, side{}))
+	f.Add(encodeJob(nil, withNewFields(fullJob()), side{payload: true, logs: 1000}))
+	f.Add(encodeJobV1(fullJob(), side{payload: true}))
+	f.Add(encodeJobV1(&backend.Job{Type: "t", Queue: "q", State: backend.StateCompleted, FinishedAt: time.Unix(5, 0)}, side{}))
 	f.Add([]byte{})
+	f.Add([]byte{recordVersionV1})
 	f.Add([]byte{recordVersion})
 	f.Add([]byte{recordVersion, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Add([]byte{recordVersion, 0, 1, 'a', 1, 'b', 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x0f})
@@ -117,5 +123,49 @@ func TestStateCodesAreFixed(t *testing.T) {
 		if _, ok := stateFromCode(c); ok {
 			t.Errorf("stateFromCode(%d) accepted an unknown code", c)
 		}
+	}
+}
+
+// encodeJobV1 writes a record as version 1 code did.
+func encodeJobV1(j *backend.Job, sd side) []byte {
+	return appendJobV1([]byte{recordVersionV1}, j, sd)
+}
+
+// withNewFields sets the fields new in record version 2.
+func withNewFields(j *backend.Job) *backend.Job {
+	j.CancelRequested = true
+	j.ExpiresAt = time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	j.Progress = &backend.Progress{Percent: 12.5, Message: "m", At: time.Unix(1, 2).UTC()}
+	j.LogsDropped = 4
+	return j
+}
+
+func TestEncodingNewFields(t *testing.T) {
+	j := withNewFields(fullJob())
+	sd := side{payload: true, logs: 1000}
+	got, gotSide, err := decodeJob(encodeJob(nil, j, sd))
+	if err != nil || gotSide != sd || !reflect.DeepEqual(got, j) {
+		t.Fatalf("round trip = %+v, %+v, %v\nwant %+v", got, gotSide, err, j)
+	}
+	// A version 1 record has none of these; a final job's ExpiresAt is
+	// what version 1 code deleted it at.
+	old := fullJob()
+	old.Retention = backend.RetainFor(time.Hour)
+	got, gotSide, err = decodeJob(encodeJobV1(old, side{payload: true}))
+	if err != nil || gotSide != (side{payload: true}) || !got.ExpiresAt.Equal(old.FinishedAt.Add(time.Hour)) {
+		t.Fatalf("version 1 record = %+v, %+v, %v", got, gotSide, err)
+	}
+	got.ExpiresAt = time.Time{}
+	if !reflect.DeepEqual(got, old) {
+		t.Fatalf("version 1 record changed:\n got %+v\nwant %+v", got, old)
+	}
+	// The version 1 layout cannot carry CancelRequested.
+	bad := encodeJobV1(j, side{})
+	if _, _, err := decodeJob(bad); err == nil {
+		t.Fatal("a version 1 record with the cancel-requested flag decoded")
+	}
+	j.Progress.Percent = 101
+	if _, _, err := decodeJob(encodeJob(nil, j, sd)); err == nil {
+		t.Fatal("a progress of 101% decoded")
 	}
 }

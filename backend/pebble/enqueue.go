@@ -59,16 +59,17 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 		payload := nj.Payload
 		nj.Payload = nil
 		j := nj.Record(id.String(), now)
-		hasPayload := payload != nil
+		sd := side{payload: payload != nil}
 		g = s.group()
-		if hasPayload {
+		if sd.payload {
 			var k [17]byte
 			k[0] = prefixPayload
 			copy(k[1:], id[:])
 			_ = g.batch.Set(k[:], payload, nil)
 		}
-		s.put(id, j, hasPayload)
+		s.put(id, j, sd)
 		s.idx.index(id, j)
+		s.idx.track(j.Queue, id, "", j.State)
 		s.idx.watchDeadline(id, j)
 		if name != "" {
 			u := uniqueValue{holder: id, state: j.State}

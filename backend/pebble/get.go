@@ -37,22 +37,17 @@ func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, err
 	}
 }
 
-// readJob reads a whole job, payload included, from r.
-func (s *Store) readJob(r reader, id jobID) (*backend.Job, error) {
-	j, hasPayload, err := s.read(r, id)
+// readJob reads a whole job, payload and log lines included, from r.
+func (s *Store) readJob(r iterSource, id jobID) (*backend.Job, error) {
+	j, sd, err := s.read(r, id)
 	switch {
 	case err != nil:
 		return nil, err
 	case j == nil:
 		return nil, backend.ErrNotFound
 	}
-	if hasPayload {
-		if j.Payload, err = s.readPayload(r, id); err != nil {
-			return nil, err
-		}
-		if j.Payload == nil {
-			j.Payload = []byte{}
-		}
+	if j.Payload, j.Logs, err = s.readSide(r, id, sd); err != nil {
+		return nil, err
 	}
 	return j, nil
 }
@@ -74,7 +69,7 @@ func (s *Store) Delete(ctx context.Context, p backend.DeleteParams) error {
 	if err := s.lockState(); err != nil {
 		return err
 	}
-	j, hasPayload, err := s.load(id)
+	j, sd, err := s.load(id)
 	switch {
 	case err != nil:
 		s.unlock()
@@ -86,7 +81,7 @@ func (s *Store) Delete(ctx context.Context, p backend.DeleteParams) error {
 		s.unlock()
 		return backend.ErrJobActive
 	}
-	s.deleteJob(id, j, hasPayload)
+	s.deleteJob(id, j, sd, j.State)
 	g := s.pending
 	s.unlock()
 	return wait(g)

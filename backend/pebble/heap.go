@@ -69,3 +69,37 @@ func (h *minHeap[T]) down(i int) {
 		i = m
 	}
 }
+
+// removeAt removes the element at index i.
+func (h *minHeap[T]) removeAt(i int) {
+	n := len(h.items) - 1
+	if i != n {
+		h.items[i] = h.items[n]
+	}
+	var zero T
+	h.items[n] = zero
+	h.items = h.items[:n]
+	if i < n {
+		h.down(i)
+		h.up(i)
+	}
+}
+
+// filter keeps the elements for which keep is true and restores the heap
+// order.
+func (h *minHeap[T]) filter(keep func(T) bool) {
+	out := h.items[:0]
+	for _, x := range h.items {
+		if keep(x) {
+			out = append(out, x)
+		}
+	}
+	var zero T
+	for i := len(out); i < len(h.items); i++ {
+		h.items[i] = zero
+	}
+	h.items = out
+	for i := len(out)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}

@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/kyuhq/kyu/backend"
 )
@@ -52,12 +53,24 @@ type uniqueExpiry struct {
 
 func (a uniqueExpiry) before(b uniqueExpiry) bool { return a.until < b.until }
 
-// queueIndex holds one queue's waiting jobs.
+// queueIndex holds one queue's waiting jobs, and every job of the queue
+// by state.
 type queueIndex struct {
 	// ready holds pending jobs in claim order.
 	ready minHeap[readyEntry]
 	// timers holds scheduled and retry jobs by run-at.
 	timers minHeap[timeEntry]
+	// byState holds the ids of the queue's jobs per state (indexed by
+	// stateCode), exactly: every change of state moves the id in the same
+	// section under mu. It serves List, Purge and RetryQueue in id order,
+	// and the counts of Stats. Active jobs are the exception: they are
+	// counted in active and found in the lease map (they are few), which
+	// keeps the set work of a claim and a completion to one removal.
+	byState [len(stateCodes)]idSet
+	active  int
+	// settings are the queue's persistent settings (queues.go).
+	settings    backend.QueueSettings
+	hasSettings bool
 }
 
 // lease is the live claim on an active job. It may carry the job's
@@ -67,10 +80,12 @@ type queueIndex struct {
 type lease struct {
 	token   int64
 	expires int64
+	// queue is the job's queue (List and Stats find active jobs here).
+	queue string
 	// job is the current record when known (nil after a rebuild), with
-	// whether the job has a payload.
-	job        *backend.Job
-	hasPayload bool
+	// what the job keeps under keys of its own.
+	job *backend.Job
+	sd  side
 }
 
 // indexes are all the in-memory indexes of a store.
@@ -117,16 +132,78 @@ func (x *indexes) index(id jobID, j *backend.Job) {
 	case backend.StateScheduled, backend.StateRetry:
 		x.queue(j.Queue).timers.push(timeEntry{at: timeCode(j.RunAt), id: id})
 	case backend.StateActive:
-		l := lease{token: j.LeaseToken, expires: timeCode(j.LeaseExpiresAt)}
+		l := lease{token: j.LeaseToken, expires: timeCode(j.LeaseExpiresAt), queue: j.Queue}
 		x.leases[id] = l
 		x.leaseExpiry.push(timeEntry{at: l.expires, id: id})
 	default:
-		// A deletion time past the range of times (a long retention) is
-		// never reached by a valid Now, and its timeCode would overflow.
-		if at, ok := j.DeleteAt(); ok && backend.InTimeRange(at) {
+		// Expiry never sets a time past the range of times (its timeCode
+		// would overflow), nor does a version 1 record decode to one.
+		if at := j.ExpiresAt; !at.IsZero() && backend.InTimeRange(at) {
 			x.retention.push(timeEntry{at: timeCode(at), id: id})
 		}
 	}
+}
+
+// track moves a job's id between the per-state sets of its queue: from ""
+// for a new job, to "" for a deleted one.
+func (x *indexes) track(queue string, id jobID, from, to backend.State) {
+	if from == to {
+		return
+	}
+	q := x.queue(queue)
+	switch from {
+	case "":
+	case backend.StateActive:
+		q.active--
+	default:
+		q.byState[stateCode(from)].remove(id)
+	}
+	switch to {
+	case "":
+	case backend.StateActive:
+		q.active++
+	default:
+		q.byState[stateCode(to)].add(id)
+	}
+}
+
+// count is the number of a queue's jobs in state st.
+func (q *queueIndex) count(st backend.State) int {
+	if st == backend.StateActive {
+		return q.active
+	}
+	return q.byState[stateCode(st)].len()
+}
+
+// activeSets returns, per queue, the ids of the active jobs (from the
+// lease map) as sets to walk; only queues for which want is true.
+func (x *indexes) activeSets(want func(queue string) bool) []*idSet {
+	byQueue := make(map[string][]jobID)
+	for id, le := range x.leases {
+		if want(le.queue) {
+			byQueue[le.queue] = append(byQueue[le.queue], id)
+		}
+	}
+	sets := make([]*idSet, 0, len(byQueue))
+	for _, ids := range byQueue {
+		slices.SortFunc(ids, compareID)
+		sets = append(sets, &idSet{chunks: [][]jobID{ids}, n: len(ids)})
+	}
+	return sets
+}
+
+// queueRetention is the retention override of a queue.
+func (x *indexes) queueRetention(queue string) backend.QueueRetention {
+	if q := x.queues[queue]; q != nil {
+		return q.settings.Retention
+	}
+	return backend.QueueRetention{}
+}
+
+// paused reports whether a queue is paused.
+func (x *indexes) paused(queue string) bool {
+	q := x.queues[queue]
+	return q != nil && q.settings.Paused
 }
 
 // waiting reports whether a job in state s waits to be claimed.

@@ -1,6 +1,8 @@
 package pebble
 
 import (
+	"encoding/binary"
+
 	"github.com/google/uuid"
 )
 
@@ -10,10 +12,22 @@ import (
 //	'j' + id[16]              the job's metadata record (encoding.go)
 //	'p' + id[16]              the job's payload, written once at enqueue
 //	'u' + queue + 0x00 + key  a held unique key (uniqueValue)
+//	'l' + id[16] + n[4]       log line n of the job (encodeLogLine), n from 0
+//	'q' + queue               the queue's settings (encodeSettings)
+//	'm' + minute[8]           the counters of one minute (Unix seconds, big-endian)
+//	't'                       the counters' totals
+//	'w' + worker id           a worker's registry entry (encodeWorker)
+//
+// The keys from 'l' on are new in format 2.
 const (
-	prefixJob     = 'j'
-	prefixPayload = 'p'
-	prefixUnique  = 'u'
+	prefixJob      = 'j'
+	prefixPayload  = 'p'
+	prefixUnique   = 'u'
+	prefixLog      = 'l'
+	prefixSettings = 'q'
+	prefixMinute   = 'm'
+	prefixTotals   = 't'
+	prefixWorker   = 'w'
 )
 
 // jobID is a job id in its compact binary form (a UUID).
@@ -59,3 +73,27 @@ func uniqueKey(name string) []byte {
 	k = append(k, prefixUnique)
 	return append(k, name...)
 }
+
+// logKey is the key of log line n of a job; the lines of one job sort in
+// order under logPrefix(id).
+func logKey(id jobID, n int) []byte {
+	k := make([]byte, 0, 21)
+	k = append(k, prefixLog)
+	k = append(k, id[:]...)
+	return binary.BigEndian.AppendUint32(k, uint32(n))
+}
+
+// logPrefix is the prefix of every log line key of a job.
+func logPrefix(id jobID) []byte {
+	k := make([]byte, 0, 17)
+	k = append(k, prefixLog)
+	return append(k, id[:]...)
+}
+
+func settingsKey(queue string) []byte { return append([]byte{prefixSettings}, queue...) }
+
+func minuteKey(unix int64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{prefixMinute}, uint64(unix))
+}
+
+func workerKey(id string) []byte { return append([]byte{prefixWorker}, id...) }

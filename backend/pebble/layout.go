@@ -15,7 +15,14 @@ import (
 // formatVersion is the store format this code writes and reads: the key
 // layout (keys.go) and the record encodings (encoding.go). It is recorded
 // in the marker file; a store with a newer format is refused.
-const formatVersion = 1
+//
+// Format 2 adds job records of encoding version 2 and the keys of queue
+// settings, log lines, counters and worker entries. This code reads a
+// format 1 store (its records are of version 1) and marks it format 2
+// when it opens it, before writing anything, so that a kyu that knows
+// only format 1 refuses it with ErrNewerFormat instead of failing on a
+// record it cannot read.
+const formatVersion = 2
 
 const markerHeader = "kyu store"
 

@@ -34,7 +34,7 @@ func (s *Store) checkLease(l backend.Lease, now time.Time) (jobID, error) {
 // for each live lease, with the job's current record; items whose lease is
 // not live get their error and change nothing. The caller has checked its
 // parameters.
-func (s *Store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Time, fn func(i int, id jobID, j *backend.Job, hasPayload bool)) ([]error, error) {
+func (s *Store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Time, fn func(i int, id jobID, j *backend.Job, sd side)) ([]error, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -48,10 +48,10 @@ func (s *Store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Ti
 		id, err := s.checkLease(l, now)
 		if err == nil {
 			var j *backend.Job
-			var hasPayload bool
-			j, hasPayload, err = s.load(id)
+			var sd side
+			j, sd, err = s.load(id)
 			if err == nil {
-				fn(i, id, j, hasPayload)
+				fn(i, id, j, sd)
 			}
 		}
 		if err != nil && err != backend.ErrNotFound && err != backend.ErrLeaseLost {
@@ -76,13 +76,14 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 	}
 	res := backend.HeartbeatResult{Leases: make([]backend.LeaseStatus, len(p.Leases))}
 	expires := p.Now.Add(p.Extend)
-	errs, err := s.leaseOp(ctx, p.Leases, p.Now, func(i int, id jobID, j *backend.Job, hasPayload bool) {
+	errs, err := s.leaseOp(ctx, p.Leases, p.Now, func(i int, id jobID, j *backend.Job, sd side) {
 		j.LeaseExpiresAt = expires
-		s.put(id, j, hasPayload)
-		le := lease{token: j.LeaseToken, expires: timeCode(expires), job: j, hasPayload: hasPayload}
+		s.put(id, j, sd)
+		le := lease{token: j.LeaseToken, expires: timeCode(expires), queue: j.Queue, job: j, sd: sd}
 		s.idx.leases[id] = le
 		s.idx.leaseExpiry.push(timeEntry{at: le.expires, id: id})
 		res.Leases[i].ExpiresAt = expires
+		res.Leases[i].CancelRequested = j.CancelRequested
 	})
 	if err != nil {
 		return backend.HeartbeatResult{}, err
@@ -93,7 +94,8 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 	return res, nil
 }
 
-// Complete finishes jobs whose leases are live, storing their results.
+// Complete finishes jobs whose leases are live, storing their results. A
+// job whose cancel was requested ends cancelled, its result stored.
 func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
 	if err := backend.CheckNow(p.Now); err != nil {
 		return backend.BatchResult{}, err
@@ -102,17 +104,24 @@ func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 	for i, it := range p.Items {
 		leases[i] = it.Lease
 	}
-	errs, err := s.leaseOp(ctx, leases, p.Now, func(i int, id jobID, j *backend.Job, hasPayload bool) {
+	errs, err := s.leaseOp(ctx, leases, p.Now, func(i int, id jobID, j *backend.Job, sd side) {
 		if r := p.Items[i].Result; r != nil {
 			j.Result = slices.Clone(r)
 		}
-		s.toFinal(id, j, hasPayload, backend.StateCompleted, p.Now)
+		s.countAttempt(p.Now, false)
+		if s.cancelRequested(id, j, sd, p.Now) {
+			return
+		}
+		s.toFinal(id, j, sd, backend.StateCompleted, p.Now)
 	})
 	return backend.BatchResult{Errors: errs}, err
 }
 
 // Fail ends attempts with an error: retry at RetryAt (pending at once when
 // it is not after Now), or failed when Final or the attempts are used up.
+// An item with Cancel ends the job cancelled (reason "handler"); a job
+// whose cancel was requested ends cancelled (reason "requested") whatever
+// the item says.
 func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
 	if err := p.Check(); err != nil {
 		return backend.BatchResult{}, err
@@ -121,36 +130,53 @@ func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 	for i, it := range p.Items {
 		leases[i] = it.Lease
 	}
-	errs, err := s.leaseOp(ctx, leases, p.Now, func(i int, id jobID, j *backend.Job, hasPayload bool) {
+	errs, err := s.leaseOp(ctx, leases, p.Now, func(i int, id jobID, j *backend.Job, sd side) {
 		it := &p.Items[i]
+		kind := backend.AttemptFailed
+		if it.Cancel {
+			kind = backend.AttemptCancelled
+		}
 		j.Errors = append(j.Errors, backend.AttemptError{
-			Attempt: j.Attempt, At: p.Now, Kind: backend.AttemptFailed, Message: it.Message, Stack: it.Stack,
+			Attempt: j.Attempt, At: p.Now, Kind: kind, Message: it.Message, Stack: it.Stack,
 		})
+		s.countAttempt(p.Now, true)
+		if s.cancelRequested(id, j, sd, p.Now) {
+			return
+		}
+		if it.Cancel {
+			j.CancelReason = backend.CancelReasonHandler
+			s.toFinal(id, j, sd, backend.StateCancelled, p.Now)
+			return
+		}
 		if it.Final || j.Attempt >= j.MaxAttempts {
-			s.toFinal(id, j, hasPayload, backend.StateFailed, p.Now)
+			s.toFinal(id, j, sd, backend.StateFailed, p.Now)
 			return
 		}
 		j.RunAt = it.RetryAt
 		if j.RunAt.IsZero() {
 			j.RunAt = p.Now
 		}
-		s.toWaiting(id, j, hasPayload, p.Now)
+		s.toWaiting(id, j, sd, p.Now)
 	})
 	return backend.BatchResult{Errors: errs}, err
 }
 
 // Release hands active jobs back to pending at once, keeping their RunAt;
-// the attempt is recorded as interrupted and given back.
+// the attempt is recorded as interrupted and given back. A job whose
+// cancel was requested ends cancelled instead.
 func (s *Store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
 	if err := backend.CheckNow(p.Now); err != nil {
 		return backend.BatchResult{}, err
 	}
-	errs, err := s.leaseOp(ctx, p.Leases, p.Now, func(i int, id jobID, j *backend.Job, hasPayload bool) {
+	errs, err := s.leaseOp(ctx, p.Leases, p.Now, func(i int, id jobID, j *backend.Job, sd side) {
 		j.Errors = append(j.Errors, backend.AttemptError{
 			Attempt: j.Attempt, At: p.Now, Kind: backend.AttemptInterrupted, Message: "released",
 		})
 		j.Attempt--
-		s.toPending(id, j, hasPayload)
+		if s.cancelRequested(id, j, sd, p.Now) {
+			return
+		}
+		s.toPending(id, j, sd)
 		s.idx.watchDeadline(id, j)
 	})
 	return backend.BatchResult{Errors: errs}, err

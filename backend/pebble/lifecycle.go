@@ -11,10 +11,11 @@ import (
 // held by every caller.
 
 // toPending makes j pending (keeping its RunAt) and indexes it.
-func (s *Store) toPending(id jobID, j *backend.Job, hasPayload bool) {
+func (s *Store) toPending(id jobID, j *backend.Job, sd side) {
+	s.idx.track(j.Queue, id, j.State, backend.StatePending)
 	j.State = backend.StatePending
 	s.clearLease(id, j)
-	s.put(id, j, hasPayload)
+	s.put(id, j, sd)
 	s.idx.index(id, j)
 	s.noteState(id, j)
 	s.wake(j.Queue)
@@ -22,45 +23,55 @@ func (s *Store) toPending(id jobID, j *backend.Job, hasPayload bool) {
 
 // toWaiting puts a job that left active back in line: pending when its
 // RunAt has come, retry otherwise. It watches the deadline again.
-func (s *Store) toWaiting(id jobID, j *backend.Job, hasPayload bool, now time.Time) {
+func (s *Store) toWaiting(id jobID, j *backend.Job, sd side, now time.Time) {
 	if j.RunAt.After(now) {
+		s.idx.track(j.Queue, id, j.State, backend.StateRetry)
 		j.State = backend.StateRetry
 		s.clearLease(id, j)
-		s.put(id, j, hasPayload)
+		s.put(id, j, sd)
 		s.idx.index(id, j)
 		s.noteState(id, j)
 	} else {
-		s.toPending(id, j, hasPayload)
+		s.toPending(id, j, sd)
 	}
 	s.idx.watchDeadline(id, j)
 }
 
-// toFinal moves j to the final state given at now: it is written, or
-// deleted at once under RetainNone, and its unique key released as the
-// contract says.
-func (s *Store) toFinal(id jobID, j *backend.Job, hasPayload bool, state backend.State, now time.Time) {
+// toFinal moves j to the final state given at now: it is written with
+// its ExpiresAt, or deleted at once, as backend.Expiry decides with the
+// queue's retention override; its unique key is released as the contract
+// says, and its watchers are signalled.
+func (s *Store) toFinal(id jobID, j *backend.Job, sd side, state backend.State, now time.Time) {
+	from := j.State
 	j.State = state
 	j.FinishedAt = now
 	s.clearLease(id, j)
-	if j.Retention == backend.RetainNone {
-		s.deleteJob(id, j, hasPayload)
+	at, deleteNow := backend.Expiry(j.Retention, s.idx.queueRetention(j.Queue), state, now, len(j.Result) > 0)
+	if deleteNow {
+		s.deleteJob(id, j, sd, from)
 		return
 	}
-	s.put(id, j, hasPayload)
+	j.ExpiresAt = at
+	s.idx.track(j.Queue, id, from, state)
+	s.put(id, j, sd)
 	s.idx.index(id, j)
 	s.noteState(id, j)
+	s.finished(id)
 }
 
 // cancelForDeadline discards a waiting job whose deadline has passed.
-func (s *Store) cancelForDeadline(id jobID, j *backend.Job, hasPayload bool, now time.Time) {
+func (s *Store) cancelForDeadline(id jobID, j *backend.Job, sd side, now time.Time) {
 	j.CancelReason = backend.CancelReasonDeadline
-	s.toFinal(id, j, hasPayload, backend.StateCancelled, now)
+	s.toFinal(id, j, sd, backend.StateCancelled, now)
 }
 
-// deleteJob removes a job and its payload. A unique key without UniqueFor
-// is released; one with UniqueFor keeps holding, remembering the state.
-func (s *Store) deleteJob(id jobID, j *backend.Job, hasPayload bool) {
-	s.remove(id, hasPayload)
+// deleteJob removes a job, its payload and its log lines; from is the
+// state the job's id is tracked under. A unique key without UniqueFor is
+// released; one with UniqueFor keeps holding, remembering the state.
+func (s *Store) deleteJob(id jobID, j *backend.Job, sd side, from backend.State) {
+	s.remove(id, sd)
+	s.idx.track(j.Queue, id, from, "")
+	s.finished(id)
 	if j.UniqueKey == "" {
 		return
 	}

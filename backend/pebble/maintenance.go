@@ -57,14 +57,14 @@ func (s *Store) Promote(ctx context.Context, p backend.MaintenanceParams) (backe
 		dl := &s.idx.deadlines
 		for res.Moved+res.Cancelled < limit && dl.len() > 0 && dl.peek().at <= nowCode {
 			e := dl.pop()
-			j, hasPayload, err := s.load(e.id)
+			j, sd, err := s.load(e.id)
 			if err != nil {
 				return res, err
 			}
 			if j == nil || !waiting(j.State) || timeCode(j.Deadline) != e.at {
 				continue // started, finished or deleted since
 			}
-			s.cancelForDeadline(e.id, j, hasPayload, now)
+			s.cancelForDeadline(e.id, j, sd, now)
 			res.Cancelled++
 		}
 		return res, nil
@@ -84,7 +84,7 @@ func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 			if le, ok := s.idx.leases[e.id]; !ok || le.expires != e.at {
 				continue // finished or extended since
 			}
-			j, hasPayload, err := s.load(e.id)
+			j, sd, err := s.load(e.id)
 			if err != nil {
 				return res, err
 			}
@@ -95,13 +95,18 @@ func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 			j.Errors = append(j.Errors, backend.AttemptError{
 				Attempt: j.Attempt, At: now, Kind: backend.AttemptLeaseExpired, Message: "lease expired",
 			})
+			s.countAttempt(now, true)
+			if s.cancelRequested(e.id, j, sd, now) {
+				res.Moved++
+				continue
+			}
 			if j.Attempt >= j.MaxAttempts {
-				s.toFinal(e.id, j, hasPayload, backend.StateFailed, now)
+				s.toFinal(e.id, j, sd, backend.StateFailed, now)
 				res.Moved++
 				res.Failed++
 				continue
 			}
-			s.toPending(e.id, j, hasPayload)
+			s.toPending(e.id, j, sd)
 			s.idx.watchDeadline(e.id, j)
 			res.Moved++
 		}
@@ -109,9 +114,10 @@ func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 	})
 }
 
-// ApplyRetention deletes, at most Limit, final jobs whose retention has run
-// out at Now (Moved), and forgets, at most Limit, unique keys whose
-// UniqueFor period has ended.
+// ApplyRetention deletes, at most Limit, final jobs whose ExpiresAt has
+// come at Now (Moved), and forgets, at most Limit each, unique keys whose
+// UniqueFor period has ended, per-minute counters older than
+// backend.StatsHistory and expired worker entries.
 func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	return s.maintain(ctx, p, func(now time.Time, limit int) (backend.MaintenanceResult, error) {
 		var res backend.MaintenanceResult
@@ -119,17 +125,14 @@ func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams)
 		h := &s.idx.retention
 		for res.Moved < limit && h.len() > 0 && h.peek().at <= nowCode {
 			e := h.pop()
-			j, hasPayload, err := s.load(e.id)
+			j, sd, err := s.load(e.id)
 			if err != nil {
 				return res, err
 			}
-			if j == nil || !j.State.Final() {
+			if j == nil || !j.State.Final() || j.ExpiresAt.IsZero() || timeCode(j.ExpiresAt) != e.at {
 				continue
 			}
-			if at, ok := j.DeleteAt(); !ok || timeCode(at) != e.at {
-				continue
-			}
-			s.deleteJob(e.id, j, hasPayload)
+			s.deleteJob(e.id, j, sd, j.State)
 			res.Moved++
 		}
 		u := &s.idx.uniqueExpiry
@@ -141,6 +144,8 @@ func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams)
 			s.dropUnique(e.name)
 			n++
 		}
+		s.dropMinutes(now, limit)
+		s.dropWorkers(now, limit)
 		return res, nil
 	})
 }

@@ -407,4 +407,87 @@ func testPowerLossEveryChange(t *testing.T, unsynced int) {
 			t.Fatalf("key past its UniqueFor period = %+v; want a new job", e)
 		}
 	})
+
+	// Cancel: a pending job at once, an active one by request.
+	activeID := one(now, job("cancel", backend.NewJob{}))
+	active := claimOne(s, now, "cancel", activeID)
+	waitID := one(now, job("cancel", backend.NewJob{}))
+	if _, err := s.Cancel(ctx, backend.CancelParams{ID: waitID, Now: now}); err != nil {
+		t.Fatalf("Cancel of a pending job: %v", err)
+	}
+	if _, err := s.Cancel(ctx, backend.CancelParams{ID: activeID, Now: now}); err != nil {
+		t.Fatalf("Cancel of an active job: %v", err)
+	}
+	crash("Cancel", func(r *Store) {
+		if j := get(t, r, waitID); j.State != backend.StateCancelled || j.CancelReason != backend.CancelReasonRequested {
+			t.Fatalf("cancelled pending job: %s (reason %q)", j.State, j.CancelReason)
+		}
+		hb, err := r.Heartbeat(ctx, backend.HeartbeatParams{Leases: []backend.Lease{leaseOf(active)}, Extend: time.Minute, Now: now})
+		if err != nil || hb.Leases[0].Lost || !hb.Leases[0].CancelRequested {
+			t.Fatalf("Heartbeat of the active job after a cancel request = %+v, %v", hb, err)
+		}
+	})
+
+	// Report: progress and log lines.
+	res, err = s.Report(ctx, backend.ReportParams{Items: []backend.ReportItem{{
+		Lease: leaseOf(active), Progress: &backend.Progress{Percent: 40, Message: "m"}, Logs: []string{"one", "two"},
+	}}, Now: now})
+	ok("Report", res, err)
+	crash("Report", func(r *Store) {
+		j := get(t, r, activeID)
+		if j.Progress == nil || j.Progress.Percent != 40 || len(j.Logs) != 2 || j.Logs[1].Line != "two" {
+			t.Fatalf("after Report: progress %+v logs %+v", j.Progress, j.Logs)
+		}
+	})
+	res, err = s.Complete(ctx, backend.CompleteParams{Items: []backend.CompleteItem{{Lease: leaseOf(active)}}, Now: now})
+	ok("Complete of a job whose cancel was requested", res, err)
+	crash("Complete after a cancel request", func(r *Store) {
+		if j := get(t, r, activeID); j.State != backend.StateCancelled || len(j.Logs) != 2 {
+			t.Fatalf("after Complete of a job whose cancel was requested: %s, %d lines", j.State, len(j.Logs))
+		}
+	})
+
+	// Retry of the cancelled job.
+	if _, err := s.Retry(ctx, backend.RetryParams{ID: waitID, Now: now}); err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+	crash("Retry", func(r *Store) {
+		if j := get(t, r, waitID); j.State != backend.StatePending || !j.FinishedAt.IsZero() {
+			t.Fatalf("after Retry: %s finished %s", j.State, j.FinishedAt)
+		}
+		claimOne(r, now, "cancel", waitID)
+	})
+
+	// Purge: the retried job and the cancelled one, with its log lines.
+	for _, st := range []backend.State{backend.StatePending, backend.StateCancelled} {
+		if c, err := s.Purge(ctx, backend.PurgeParams{Queue: "cancel", State: st, Limit: 10, Now: now}); err != nil || c.Count != 1 {
+			t.Fatalf("Purge of %s = %+v, %v; want 1", st, c, err)
+		}
+	}
+	crash("Purge", func(r *Store) {
+		for _, id := range []string{waitID, activeID} {
+			if _, err := r.Get(ctx, backend.GetParams{ID: id}); !errors.Is(err, backend.ErrNotFound) {
+				t.Fatalf("Get of a purged job = %v; want ErrNotFound", err)
+			}
+		}
+		if n := countKeys(t, r, prefixLog); n != 0 {
+			t.Fatalf("%d log lines left after the purge", n)
+		}
+	})
+
+	// Pause.
+	paused := true
+	if _, err := s.UpdateQueue(ctx, backend.UpdateQueueParams{Queue: "paused", Paused: &paused, Now: now}); err != nil {
+		t.Fatalf("UpdateQueue: %v", err)
+	}
+	one(now, job("paused", backend.NewJob{}))
+	crash("pause", func(r *Store) {
+		if got := claim(t, r, now, 10, "paused"); len(got) != 0 {
+			t.Fatalf("claimed %d jobs of a paused queue after the crash", len(got))
+		}
+		st, err := r.Stats(ctx, backend.StatsParams{Now: now, Minutes: 1})
+		if err != nil || findQueue(t, st, "paused").Counts[backend.StatePending] != 1 || st.Processed == 0 {
+			t.Fatalf("Stats after the crash = %+v, %v", st, err)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	cpebble "github.com/cockroachdb/pebble/v2"
@@ -46,6 +47,7 @@ func (s *Store) rebuild() (err error) {
 		}
 		counts[j.State]++
 		x.index(id, j)
+		x.track(j.Queue, id, "", j.State)
 		x.watchDeadline(id, j)
 		if j.UniqueKey != "" {
 			name := uniqueName(j.Queue, j.UniqueKey)
@@ -59,7 +61,10 @@ func (s *Store) rebuild() (err error) {
 	if err != nil {
 		return err
 	}
-	args := []any{"unique_keys", len(x.uniques)}
+	if err := s.rebuildSettings(); err != nil {
+		return err
+	}
+	args := []any{"unique_keys", len(x.uniques), "workers", len(s.workers)}
 	for _, st := range backend.States() {
 		args = append(args, string(st), counts[st])
 	}
@@ -87,4 +92,51 @@ func (s *Store) scan(prefix byte, fn func(k, v []byte) error) error {
 		return fmt.Errorf("%w: %s: %w", ErrCorrupt, s.dir, err)
 	}
 	return nil
+}
+
+// rebuildSettings loads the queue settings, the counters and the worker
+// registry.
+func (s *Store) rebuildSettings() error {
+	err := s.scan(prefixSettings, func(k, v []byte) error {
+		st, err := decodeSettings(v)
+		if err != nil {
+			return fmt.Errorf("queue %q: %w", k[1:], err)
+		}
+		qi := s.idx.queue(string(k[1:]))
+		qi.settings, qi.hasSettings = st, true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = s.scan(prefixMinute, func(k, v []byte) error {
+		if len(k) != 9 {
+			return fmt.Errorf("%w: bad counter key %x", errCorruptRecord, k)
+		}
+		p, f, err := decodeCounts(v)
+		if err != nil {
+			return err
+		}
+		s.counters.minutes[int64(binary.BigEndian.Uint64(k[1:]))] = &minuteCount{processed: p, failed: f}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = s.scan(prefixTotals, func(k, v []byte) error {
+		p, f, err := decodeCounts(v)
+		s.counters.processed, s.counters.failed = p, f
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.scan(prefixWorker, func(k, v []byte) error {
+		w, err := decodeWorker(v)
+		if err != nil {
+			return err
+		}
+		s.workers[string(k[1:])] = w
+		return nil
+	})
 }

@@ -12,27 +12,27 @@ import (
 // dirtyEntry is a record whose write is queued or being committed: the
 // newest version of the job (nil when it was deleted).
 type dirtyEntry struct {
-	job        *backend.Job
-	hasPayload bool
-	ver        uint64
-	group      *commitGroup
+	job   *backend.Job
+	sd    side
+	ver   uint64
+	group *commitGroup
 }
 
 // load returns the current record of a job, or nil when there is none; mu
 // must be held. The record may be changed in place and then passed to put.
 // A storage error breaks the store.
-func (s *Store) load(id jobID) (*backend.Job, bool, error) {
+func (s *Store) load(id jobID) (*backend.Job, side, error) {
 	if e, ok := s.dirty[id]; ok {
-		return e.job, e.hasPayload, nil
+		return e.job, e.sd, nil
 	}
 	if le, ok := s.idx.leases[id]; ok && le.job != nil {
-		return le.job, le.hasPayload, nil
+		return le.job, le.sd, nil
 	}
-	j, hasPayload, err := s.read(&s.records, id)
+	j, sd, err := s.read(&s.records, id)
 	if err != nil {
-		return nil, false, s.breakStore(err)
+		return nil, side{}, s.breakStore(err)
 	}
-	return j, hasPayload, nil
+	return j, sd, nil
 }
 
 // unlock ends a section under mu begun by lockState: it closes the record
@@ -56,48 +56,62 @@ type reader interface {
 }
 
 // read decodes a job's record from Pebble; nil when there is none.
-func (s *Store) read(r reader, id jobID) (*backend.Job, bool, error) {
+func (s *Store) read(r reader, id jobID) (*backend.Job, side, error) {
 	v, closer, err := r.Get(jobKey(id))
 	if errors.Is(err, cpebble.ErrNotFound) {
-		return nil, false, nil
+		return nil, side{}, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("read job %s: %w", id, err)
+		return nil, side{}, fmt.Errorf("read job %s: %w", id, err)
 	}
 	defer closer.Close()
-	j, hasPayload, err := decodeJob(v)
+	j, sd, err := decodeJob(v)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: job %s: %w", ErrCorrupt, id, err)
+		return nil, side{}, fmt.Errorf("%w: job %s: %w", ErrCorrupt, id, err)
 	}
 	j.ID = id.String()
-	return j, hasPayload, nil
+	return j, sd, nil
 }
 
 // put queues the write of a job's record and makes it the current one; mu
 // must be held.
-func (s *Store) put(id jobID, j *backend.Job, hasPayload bool) {
+func (s *Store) put(id jobID, j *backend.Job, sd side) {
 	g := s.group()
-	s.buf = encodeJob(s.buf[:0], j, hasPayload)
+	s.buf = encodeJob(s.buf[:0], j, sd)
 	var k [17]byte
 	k[0] = prefixJob
 	copy(k[1:], id[:])
 	_ = g.batch.Set(k[:], s.buf, nil)
-	s.markDirty(g, id, j, hasPayload)
+	s.markDirty(g, id, j, sd)
 }
 
-// remove queues the deletion of a job's record and payload; mu must be held.
-func (s *Store) remove(id jobID, hasPayload bool) {
+// logPointDeletes is the most log lines a deletion removes one key at a
+// time; more are removed with a range deletion.
+const logPointDeletes = 16
+
+// remove queues the deletion of a job's record, payload and log lines; mu
+// must be held.
+func (s *Store) remove(id jobID, sd side) {
 	g := s.group()
 	_ = g.batch.Delete(jobKey(id), nil)
-	if hasPayload {
+	if sd.payload {
 		_ = g.batch.Delete(payloadKey(id), nil)
 	}
-	s.markDirty(g, id, nil, false)
+	if sd.logs > logPointDeletes {
+		// One range tombstone rather than up to the cap's worth of
+		// deletions, so a Purge of many chatty jobs stays a small batch.
+		_ = g.batch.DeleteRange(logPrefix(id), logKey(id, sd.logs), nil)
+	} else {
+		for n := range sd.logs {
+			_ = g.batch.Delete(logKey(id, n), nil)
+		}
+	}
+	s.markDirty(g, id, nil, side{})
 }
 
-func (s *Store) markDirty(g *commitGroup, id jobID, j *backend.Job, hasPayload bool) {
+func (s *Store) markDirty(g *commitGroup, id jobID, j *backend.Job, sd side) {
 	s.ver++
-	s.dirty[id] = dirtyEntry{job: j, hasPayload: hasPayload, ver: s.ver, group: g}
+	s.dirty[id] = dirtyEntry{job: j, sd: sd, ver: s.ver, group: g}
 	g.dirty = append(g.dirty, dirtyRef{id: id, ver: s.ver})
 }
 
@@ -125,4 +139,12 @@ func (s *Store) readPayload(r reader, id jobID) ([]byte, error) {
 	p := append([]byte{}, v...)
 	_ = closer.Close()
 	return p, nil
+}
+
+// side says what a job keeps under keys of its own beside its record.
+type side struct {
+	// payload: the payload key exists.
+	payload bool
+	// logs is the number of log lines held, under logKey(id, 0..logs-1).
+	logs int
 }

@@ -13,7 +13,12 @@
 // memory and rebuilt by one scan when the store opens; they hold ids and
 // times, never payloads, and records only of active jobs (as many as the
 // leases workers hold), so a million pending jobs cost a few tens of
-// megabytes.
+// megabytes. Every job's id is also in one ordered set per queue and
+// state (idset.go), moved in the same step as its state: List pages
+// through them in id order, Purge and RetryQueue take the oldest from
+// them, and their sizes are Stats' exact counts. Queue settings, the
+// per-minute counters and the worker registry are small and kept in
+// memory too; log lines are read from storage only by Get.
 package pebble
 
 import (
@@ -83,6 +88,16 @@ type Store struct {
 
 	subsMu sync.Mutex
 	subs   map[string]map[*subscriber]struct{}
+	// watchers holds the WatchFinished subscribers per job; watching
+	// counts their entries, so state changes skip the bookkeeping while
+	// nobody watches.
+	watchers map[jobID]map[*subscriber]struct{}
+	watching atomic.Int64
+
+	// counters are the processed/failed counts (stats.go); workers the
+	// registry (workers.go). Both under mu.
+	counters counters
+	workers  map[string]*backend.WorkerInfo
 }
 
 var _ backend.Backend = (*Store)(nil)
@@ -131,8 +146,14 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err er
 		return nil, err
 	}
 	if kind == dirStore {
-		if _, err := readMarker(fs, dir); err != nil {
+		v, err := readMarker(fs, dir)
+		if err != nil {
 			return nil, err
+		}
+		if v < formatVersion {
+			if err := writeMarker(fs, dir); err != nil {
+				return nil, err
+			}
 		}
 	} else if err := writeMarker(fs, dir); err != nil {
 		return nil, err
@@ -152,6 +173,9 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err er
 		dirty:         make(map[jobID]dirtyEntry),
 		committerDone: make(chan struct{}),
 		subs:          make(map[string]map[*subscriber]struct{}),
+		watchers:      make(map[jobID]map[*subscriber]struct{}),
+		counters:      newCounters(),
+		workers:       make(map[string]*backend.WorkerInfo),
 	}
 	s.commitCond = sync.NewCond(&s.mu)
 	s.records = pointReader{db: db, prefix: prefixJob}

@@ -134,7 +134,7 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) (err 
 		}()
 		rawURL, label = dir, "embedded store (pebble) in a temporary directory"
 	}
-	b, err := backendurl.Open(ctx, rawURL, backendurl.Options{Logger: log})
+	b, err := backendurl.Open(ctx, rawURL, backendurl.Options{Logger: log, Token: os.Getenv(tokenEnv)})
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

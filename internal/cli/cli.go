@@ -98,6 +98,7 @@ redis://, postgres://, mysql://, or http(s):// for a kyu server.`,
 		newVersionCommand(),
 		newBenchCommand(),
 		newMigrateCommand(),
+		newServerCommand(),
 	)
 	return root
 }

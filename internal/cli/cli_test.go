@@ -19,7 +19,7 @@ func run(t *testing.T, args ...string) (stdout, stderr string, err error) {
 
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{nil, {"--help"}, {"help"}, {"help", "bench"}, {"bench", "--help"}} {
+	for _, args := range [][]string{nil, {"--help"}, {"help"}, {"help", "bench"}, {"bench", "--help"}, {"server", "--help"}} {
 		out, _, err := run(t, args...)
 		if err != nil {
 			t.Fatalf("kyu %v: %v", args, err)
@@ -46,6 +46,10 @@ func TestUsageErrors(t *testing.T) {
 		{"bench", "--concurrency", ""},
 		{"bench", "--latency-samples", "0"},
 		{"bench", "stray-argument"},
+		{"server", "stray-argument"},
+		{"server", "--addr"},
+		{"server", "--insecure=maybe"},
+		{"server", "--addr", "127.0.0.1:0", "--backend", "pebble://" + t.TempDir(), "--tls-cert", "only-a-cert.pem"},
 	} {
 		_, _, err := run(t, args...)
 		var usage *UsageError

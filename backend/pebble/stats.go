@@ -1,0 +1,198 @@
+package pebble
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// counters are the processed/failed counts per minute and in total, kept
+// in memory under mu and persisted by the committer: each group writes the
+// current value of the minutes it touched and the totals, once per group
+// whatever the number of attempts it ended (writeCounters).
+type counters struct {
+	// minutes maps the start of a minute (Unix seconds) to its counts.
+	minutes           map[int64]*minuteCount
+	processed, failed int64
+	// last is the entry of lastMinute, the minute counted last: most
+	// attempts end in the same minute as the one before.
+	last       *minuteCount
+	lastMinute int64
+}
+
+type minuteCount struct {
+	processed, failed int64
+}
+
+func newCounters() counters {
+	return counters{minutes: make(map[int64]*minuteCount)}
+}
+
+// countAttempt counts an attempt that ended at now, failed or not (see
+// backend.MinuteCount); mu must be held.
+func (s *Store) countAttempt(now time.Time, failed bool) {
+	// backend.MinuteOf, for the times CheckNow allows (from 1970 on).
+	u := now.Unix()
+	m := u - u%60
+	c := s.counters.last
+	if c == nil || s.counters.lastMinute != m {
+		if c = s.counters.minutes[m]; c == nil {
+			c = &minuteCount{}
+			s.counters.minutes[m] = c
+		}
+		s.counters.last, s.counters.lastMinute = c, m
+	}
+	c.processed++
+	s.counters.processed++
+	if failed {
+		c.failed++
+		s.counters.failed++
+	}
+	g := s.group()
+	if !slices.Contains(g.minutes, m) {
+		g.minutes = append(g.minutes, m)
+	}
+}
+
+// writeCounters adds to g's batch the counters its operations changed;
+// mu must be held, and g taken from pending (nothing else writes to it).
+func (s *Store) writeCounters(g *commitGroup) {
+	if len(g.minutes) == 0 {
+		return
+	}
+	for _, m := range g.minutes {
+		if c := s.counters.minutes[m]; c != nil {
+			_ = g.batch.Set(minuteKey(m), encodeCounts(c.processed, c.failed), nil)
+		} else {
+			_ = g.batch.Delete(minuteKey(m), nil)
+		}
+	}
+	_ = g.batch.Set([]byte{prefixTotals}, encodeCounts(s.counters.processed, s.counters.failed), nil)
+}
+
+// dropMinutes forgets the counters of minutes that no Stats call at now
+// can show any more (older than backend.StatsHistory), at most limit; mu
+// must be held.
+func (s *Store) dropMinutes(now time.Time, limit int) {
+	oldest := backend.MinuteOf(now).Add(-backend.StatsHistory + time.Minute).Unix()
+	n := 0
+	for m := range s.counters.minutes {
+		if n >= limit {
+			return
+		}
+		if m < oldest {
+			delete(s.counters.minutes, m)
+			if s.counters.lastMinute == m {
+				s.counters.last = nil
+			}
+			g := s.group()
+			g.minutes = append(g.minutes, m)
+			n++
+		}
+	}
+}
+
+// encodeCounts is a counter value: a version byte, then processed and
+// failed as uvarints.
+func encodeCounts(processed, failed int64) []byte {
+	b := []byte{uniqueVersion}
+	b = binary.AppendUvarint(b, uint64(processed))
+	return binary.AppendUvarint(b, uint64(failed))
+}
+
+func decodeCounts(b []byte) (processed, failed int64, err error) {
+	if len(b) == 0 || b[0] != uniqueVersion {
+		return 0, 0, fmt.Errorf("%w: bad counter value", errCorruptRecord)
+	}
+	d := decoder{b: b[1:]}
+	p, f := d.uvarint(), d.uvarint()
+	if d.err != nil || len(d.b) != 0 || p > 1<<62 || f > p {
+		return 0, 0, fmt.Errorf("%w: bad counter value", errCorruptRecord)
+	}
+	return int64(p), int64(f), nil
+}
+
+// Stats counts jobs per queue and state from the in-memory per-state
+// sets (exact, O(queues) to read), finds each queue's oldest pending job,
+// and returns the counters of the last p.Minutes minutes.
+func (s *Store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
+	if err := p.Check(); err != nil {
+		return backend.Stats{}, err
+	}
+	if err := s.begin(ctx); err != nil {
+		return backend.Stats{}, err
+	}
+	defer s.end()
+	if err := s.lockState(); err != nil {
+		return backend.Stats{}, err
+	}
+	defer s.unlock()
+	var st backend.Stats
+	names := make([]string, 0, len(s.idx.queues))
+	for name := range s.idx.queues {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		qi := s.idx.queues[name]
+		info := backend.QueueInfo{Name: name, Counts: backend.NewCounts(), Settings: qi.settings}
+		for _, state := range backend.States() {
+			info.Counts[state] = int64(qi.count(state))
+		}
+		oldest, err := s.oldestPending(qi)
+		if err != nil {
+			return backend.Stats{}, err
+		}
+		info.OldestPending = oldest
+		st.Queues = append(st.Queues, info)
+	}
+	if p.Minutes > 0 {
+		last := backend.MinuteOf(p.Now)
+		st.Minutes = make([]backend.MinuteCount, p.Minutes)
+		for i := range st.Minutes {
+			m := last.Add(-time.Duration(p.Minutes-1-i) * time.Minute)
+			st.Minutes[i].Minute = m
+			if c := s.counters.minutes[m.Unix()]; c != nil {
+				st.Minutes[i].Processed, st.Minutes[i].Failed = c.processed, c.failed
+			}
+		}
+	}
+	st.Processed, st.Failed = s.counters.processed, s.counters.failed
+	return st, nil
+}
+
+// oldestPending returns the earliest RunAt among a queue's pending jobs.
+// The ready heap is in claim order (priority first), so it is scanned;
+// entries of jobs no longer pending are dropped on the way (once all of
+// them, when one is met, so a mass cancel costs one pass). mu must be held.
+func (s *Store) oldestPending(qi *queueIndex) (time.Time, error) {
+	pending := &qi.byState[stateCode(backend.StatePending)]
+	compacted := false
+	for pending.len() > 0 && qi.ready.len() > 0 {
+		best := 0
+		for i, e := range qi.ready.items {
+			if e.runAt < qi.ready.items[best].runAt {
+				best = i
+			}
+		}
+		e := qi.ready.items[best]
+		j, _, err := s.load(e.id)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if j != nil && j.State == backend.StatePending && timeCode(j.RunAt) == e.runAt && int8(j.Priority) == e.prio {
+			return j.RunAt, nil
+		}
+		if !compacted {
+			qi.ready.filter(func(e readyEntry) bool { return pending.contains(e.id) })
+			compacted = true
+			continue
+		}
+		qi.ready.removeAt(best)
+	}
+	return time.Time{}, nil
+}

@@ -1,0 +1,131 @@
+package pebble
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// Worker entries live under their own keys ('w' + id) as a version byte
+// followed by the entry's JSON, and in memory (Store.workers) for reading;
+// they are few and change at a worker's heartbeat pace, far from the claim
+// path.
+
+// RegisterWorker records or replaces a worker's entry, with LastSeen,
+// DeadAt and ExpiresAt set from p.Now; it is durable when it returns.
+func (s *Store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
+	if err := p.Check(); err != nil {
+		return err
+	}
+	w := p.Registered()
+	val, err := encodeWorker(w)
+	if err != nil {
+		return err
+	}
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	defer s.end()
+	if err := s.lockState(); err != nil {
+		return err
+	}
+	s.workers[w.ID] = w
+	g := s.group()
+	_ = g.batch.Set(workerKey(w.ID), val, nil)
+	s.unlock()
+	return wait(g)
+}
+
+// DeregisterWorker removes a worker's entry; an unknown id is not an
+// error.
+func (s *Store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	defer s.end()
+	if err := s.lockState(); err != nil {
+		return err
+	}
+	var g *commitGroup
+	if _, ok := s.workers[p.ID]; ok {
+		delete(s.workers, p.ID)
+		g = s.group()
+		_ = g.batch.Delete(workerKey(p.ID), nil)
+	}
+	s.unlock()
+	return wait(g)
+}
+
+// Workers lists the entries not expired at p.Now, by id, marking Dead
+// those silent since their DeadAt.
+func (s *Store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
+	if err := backend.CheckNow(p.Now); err != nil {
+		return nil, err
+	}
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	if err := s.lockState(); err != nil {
+		return nil, err
+	}
+	out := make([]backend.WorkerInfo, 0, len(s.workers))
+	for _, w := range s.workers {
+		if !w.ExpiresAt.After(p.Now) {
+			continue
+		}
+		c := w.Clone()
+		c.Dead = !p.Now.Before(w.DeadAt)
+		out = append(out, *c)
+	}
+	s.unlock()
+	slices.SortFunc(out, func(a, b backend.WorkerInfo) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// dropWorkers removes, at most limit, the entries expired at now; mu must
+// be held.
+func (s *Store) dropWorkers(now time.Time, limit int) {
+	n := 0
+	for id, w := range s.workers {
+		if n >= limit {
+			return
+		}
+		if !w.ExpiresAt.After(now) {
+			delete(s.workers, id)
+			_ = s.group().batch.Delete(workerKey(id), nil)
+			n++
+		}
+	}
+}
+
+func encodeWorker(w *backend.WorkerInfo) ([]byte, error) {
+	b, err := json.Marshal(w)
+	if err != nil {
+		return nil, fmt.Errorf("kyu/pebble: encode worker %s: %w", w.ID, err)
+	}
+	return append([]byte{uniqueVersion}, b...), nil
+}
+
+func decodeWorker(b []byte) (*backend.WorkerInfo, error) {
+	if len(b) == 0 || b[0] != uniqueVersion {
+		return nil, fmt.Errorf("%w: bad worker entry", errCorruptRecord)
+	}
+	w := &backend.WorkerInfo{}
+	if err := json.Unmarshal(b[1:], w); err != nil {
+		return nil, fmt.Errorf("%w: bad worker entry: %w", errCorruptRecord, err)
+	}
+	return w, nil
+}

@@ -1,0 +1,124 @@
+package remote
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/server/api"
+)
+
+// maintain runs one maintenance step on the server.
+func (b *Backend) maintain(ctx context.Context, step string, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+	var out api.MaintenanceResult
+	if err := b.call(ctx, "POST", "/api/v1/maintenance/"+step, true, p.Now, api.MaintenanceRequest{Limit: p.Limit}, &out); err != nil {
+		return backend.MaintenanceResult{}, err
+	}
+	return backend.MaintenanceResult(out), nil
+}
+
+// Promote runs the server's promotion step once. A server runs it by
+// itself too; calling it is for tests and operators.
+func (b *Backend) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+	return b.maintain(ctx, "promote", p)
+}
+
+// RecoverLeases runs the server's lease recovery once.
+func (b *Backend) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+	return b.maintain(ctx, "recover", p)
+}
+
+// ApplyRetention runs the server's retention step once.
+func (b *Backend) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+	return b.maintain(ctx, "retention", p)
+}
+
+// queuePath is the path of a queue, or below it.
+func queuePath(name, rest string) string {
+	return "/api/v1/queues/" + url.PathEscape(name) + rest
+}
+
+// RetryQueue retries up to Limit jobs of a queue in one request.
+func (b *Backend) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
+	if b.closed.Load() {
+		return backend.CountResult{}, backend.ErrClosed
+	}
+	if err := p.Check(); err != nil {
+		return backend.CountResult{}, err
+	}
+	q := url.Values{"state": {string(p.State)}, "limit": {strconv.Itoa(p.Limit)}}
+	var out api.Count
+	if err := b.call(ctx, "POST", queuePath(p.Queue, "/retry?"+q.Encode()), true, p.Now, nil, &out); err != nil {
+		return backend.CountResult{}, err
+	}
+	return backend.CountResult{Count: out.Count}, nil
+}
+
+// Purge deletes up to Limit jobs of a queue in one state in one request.
+func (b *Backend) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
+	if b.closed.Load() {
+		return backend.CountResult{}, backend.ErrClosed
+	}
+	if err := p.Check(); err != nil {
+		return backend.CountResult{}, err
+	}
+	q := url.Values{"state": {string(p.State)}, "limit": {strconv.Itoa(p.Limit)}}
+	var out api.Count
+	if err := b.call(ctx, "DELETE", queuePath(p.Queue, "/jobs?"+q.Encode()), true, p.Now, nil, &out); err != nil {
+		return backend.CountResult{}, err
+	}
+	return backend.CountResult{Count: out.Count}, nil
+}
+
+// UpdateQueue changes a queue's settings.
+func (b *Backend) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
+	if b.closed.Load() {
+		return backend.QueueSettings{}, backend.ErrClosed
+	}
+	if err := p.Check(); err != nil {
+		return backend.QueueSettings{}, err
+	}
+	var out backend.QueueSettings
+	err := b.call(ctx, "PATCH", queuePath(p.Queue, ""), true, p.Now, api.QueueUpdate{Paused: p.Paused, Retention: p.Retention}, &out)
+	return out, err
+}
+
+// Stats reads the server's statistics.
+func (b *Backend) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
+	var out api.Stats
+	if err := b.call(ctx, "GET", "/api/v1/stats?minutes="+strconv.Itoa(p.Minutes), true, p.Now, nil, &out); err != nil {
+		return backend.Stats{}, err
+	}
+	return out.Backend(), nil
+}
+
+// RegisterWorker records a worker process's entry.
+func (b *Backend) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
+	if b.closed.Load() {
+		return backend.ErrClosed
+	}
+	if err := p.Check(); err != nil {
+		return err
+	}
+	in := api.WorkerRegistration{Worker: p.Worker, DeadAfter: api.Duration(p.DeadAfter), ExpireAfter: api.Duration(p.ExpireAfter)}
+	return b.call(ctx, "PUT", "/api/v1/workers/"+url.PathEscape(p.Worker.ID), true, p.Now, in, nil)
+}
+
+// DeregisterWorker removes a worker process's entry.
+func (b *Backend) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
+	if p.ID == "" {
+		return nil
+	}
+	return b.call(ctx, "DELETE", "/api/v1/workers/"+url.PathEscape(p.ID), false, time.Time{}, nil, nil)
+}
+
+// Workers lists the registry's live entries.
+func (b *Backend) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
+	var out api.WorkerList
+	if err := b.call(ctx, "GET", "/api/v1/workers", true, p.Now, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Workers, nil
+}

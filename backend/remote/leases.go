@@ -1,0 +1,109 @@
+package remote
+
+import (
+	"context"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/server/api"
+)
+
+// Claim leases jobs without waiting: a Worker waits on Subscribe.
+func (b *Backend) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+	if b.closed.Load() {
+		return backend.ClaimResult{}, backend.ErrClosed
+	}
+	// Checked here too: the API gives defaults to absent fields where the
+	// contract refuses them (a zero lease).
+	if err := p.Check(); err != nil {
+		return backend.ClaimResult{}, err
+	}
+	queues := p.Queues
+	if queues == nil {
+		queues = []string{}
+	}
+	max := p.Max
+	in := api.ClaimRequest{Queues: queues, Mode: p.Mode, Weights: p.Weights, Worker: p.WorkerID, Max: &max, Lease: api.Duration(p.Lease)}
+	var out api.ClaimResponse
+	if err := b.call(ctx, "POST", "/api/v1/claim", true, p.Now, in, &out); err != nil {
+		return backend.ClaimResult{}, err
+	}
+	res := backend.ClaimResult{Jobs: make([]*backend.Job, len(out.Jobs))}
+	for i, j := range out.Jobs {
+		res.Jobs[i] = j.Backend()
+	}
+	return res, nil
+}
+
+// Heartbeat extends leases in one request.
+func (b *Backend) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
+	if b.closed.Load() {
+		return backend.HeartbeatResult{}, backend.ErrClosed
+	}
+	if err := p.Check(); err != nil {
+		return backend.HeartbeatResult{}, err
+	}
+	in := api.HeartbeatRequest{Leases: api.FromLeases(p.Leases), Extend: api.Duration(p.Extend)}
+	var out api.HeartbeatResponse
+	if err := b.call(ctx, "POST", "/api/v1/leases/heartbeat", true, p.Now, in, &out); err != nil {
+		return backend.HeartbeatResult{}, err
+	}
+	res := backend.HeartbeatResult{Leases: make([]backend.LeaseStatus, len(out.Leases))}
+	for i, l := range out.Leases {
+		res.Leases[i] = backend.LeaseStatus{Lost: l.Lost, CancelRequested: l.CancelRequested, ExpiresAt: l.ExpiresAt}
+	}
+	return res, nil
+}
+
+// Complete finishes jobs in one request.
+func (b *Backend) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
+	in := api.CompleteRequest{Items: make([]api.CompleteItem, len(p.Items))}
+	for i, it := range p.Items {
+		in.Items[i] = api.FromCompleteItem(it)
+	}
+	return b.batch(ctx, "/api/v1/leases/complete", p.Now, in, len(p.Items))
+}
+
+// Fail ends attempts in one request.
+func (b *Backend) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
+	if b.closed.Load() {
+		return backend.BatchResult{}, backend.ErrClosed
+	}
+	if err := p.Check(); err != nil {
+		return backend.BatchResult{}, err
+	}
+	in := api.FailRequest{Items: make([]api.FailItem, len(p.Items))}
+	for i, it := range p.Items {
+		in.Items[i] = api.FromFailItem(it)
+	}
+	return b.batch(ctx, "/api/v1/leases/fail", p.Now, in, len(p.Items))
+}
+
+// Release hands jobs back in one request.
+func (b *Backend) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
+	return b.batch(ctx, "/api/v1/leases/release", p.Now, api.ReleaseRequest{Leases: api.FromLeases(p.Leases)}, len(p.Leases))
+}
+
+// Report records progress and log lines in one request.
+func (b *Backend) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
+	if b.closed.Load() {
+		return backend.BatchResult{}, backend.ErrClosed
+	}
+	if err := p.Check(); err != nil {
+		return backend.BatchResult{}, err
+	}
+	in := api.ReportRequest{Items: make([]api.ReportItem, len(p.Items)), MaxLogLines: p.MaxLogLines}
+	for i, it := range p.Items {
+		in.Items[i] = api.FromReportItem(it)
+	}
+	return b.batch(ctx, "/api/v1/leases/report", p.Now, in, len(p.Items))
+}
+
+// batch posts a batch call and returns its per-item errors.
+func (b *Backend) batch(ctx context.Context, path string, now time.Time, in any, n int) (backend.BatchResult, error) {
+	var out api.BatchResponse
+	if err := b.call(ctx, "POST", path, true, now, in, &out); err != nil {
+		return backend.BatchResult{}, err
+	}
+	return itemErrors(out.Results, n)
+}

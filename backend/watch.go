@@ -1,0 +1,6 @@
+package backend
+
+// WatchParams names the jobs whose end a caller waits for.
+type WatchParams struct {
+	IDs []string
+}

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kyuhq/kyu/backend/backendurl"
+	"github.com/kyuhq/kyu/server"
+)
+
+// tokenEnv names the environment variable that gives the token.
+const tokenEnv = "KYU_TOKEN"
+
+// serverShutdownGrace bounds how long `kyu server` drains requests in
+// flight after a signal.
+const serverShutdownGrace = 30 * time.Second
+
+// serverFlags are the flags of `kyu server`.
+type serverFlags struct {
+	addr       string
+	backendURL string
+	token      string
+	insecure   bool
+	tlsCert    string
+	tlsKey     string
+	verbose    bool
+}
+
+// newServerCommand builds `kyu server`.
+func newServerCommand() *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Serve the REST API, event stream and metrics over a store",
+		Long: `Serve the kyu REST API (/api/v1, OpenAPI document at
+/api/v1/openapi.json), server-sent events, Prometheus metrics (/metrics)
+and health probes (/healthz, /readyz) over a store, and run the store's
+maintenance (promotion of due jobs, lease recovery, retention).
+
+Workers and producers in other processes reach it with the backend URL
+http://ADDR. The embedded store belongs to one process at a time, so
+while the server runs it, everything else goes through the server.
+
+With --token (or KYU_TOKEN) every /api/ and /metrics request needs
+"Authorization: Bearer <token>". Listening beyond loopback without a token
+is refused unless --insecure is given.
+
+The address it listens on is printed to stdout; logs go to stderr.
+SIGINT or SIGTERM drains requests in flight and stops.`,
+		Example: `  kyu server
+  kyu server --addr 0.0.0.0:7420 --token "$(cat /etc/kyu/token)"
+  kyu server --backend pebble:///var/lib/kyu --tls-cert cert.pem --tls-key key.pem`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServer(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.addr, "addr", server.DefaultAddr, "address to listen on")
+	fl.StringVar(&f.backendURL, "backend", backendurl.DefaultURL, "store to serve, as a URL")
+	fl.StringVar(&f.token, "token", "", "bearer token required on /api/ and /metrics (default $"+tokenEnv+")")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow listening beyond loopback without a token")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
+	return cmd
+}
+
+// runServer opens the store, serves until ctx ends, then drains.
+func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (err error) {
+	level := slog.LevelInfo
+	if f.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if f.token == "" {
+		f.token = os.Getenv(tokenEnv)
+	}
+	b, err := backendurl.Open(ctx, f.backendURL, backendurl.Options{Logger: log, Token: os.Getenv(tokenEnv)})
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	defer func() {
+		if cerr := b.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("server: close store: %w", cerr))
+		}
+	}()
+	srv, err := server.New(server.Config{
+		Backend: b, Addr: f.addr, Token: f.token, Insecure: f.insecure,
+		TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey, Logger: log,
+	})
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	scheme := "http"
+	if f.tlsCert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(stdout, "kyu server listening on %s://%s (backend %s)\n", scheme, srv.Addr(), describeBackend(f.backendURL))
+	<-ctx.Done()
+	log.Info("kyu server shutting down", "grace", serverShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serverShutdownGrace)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}

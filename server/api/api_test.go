@@ -1,0 +1,74 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// TestBytesTravelExactly round-trips stored bytes through the wire form of
+// a job, JSON-encoded and decoded, for every kind of payload.
+func TestBytesTravelExactly(t *testing.T) {
+	for name, b := range map[string][]byte{
+		"compact JSON":     []byte(`{"a":[1,2],"b":"x"}`),
+		"spaced JSON":      []byte(`{ "a" : 1 }`),
+		"JSON with <html>": []byte(`"<b>&"`),
+		"null":             []byte(`null`),
+		"binary":           {0, 1, 2, 0xff},
+		"text":             []byte("plain text"),
+		"number":           []byte(`42`),
+	} {
+		j := &backend.Job{ID: "x", Payload: b, Result: b, Timeout: time.Minute}
+		raw, err := json.Marshal(FromJob(j))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var back Job
+		if err := json.Unmarshal(raw, &back); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := back.Backend()
+		if string(got.Payload) != string(b) || string(got.Result) != string(b) || got.Timeout != time.Minute {
+			t.Errorf("%s: %q came back as payload %q, result %q", name, b, got.Payload, got.Result)
+		}
+	}
+	if got := (&Job{}).Backend().Payload; got != nil {
+		t.Errorf("an empty payload came back as %q; want nil", got)
+	}
+}
+
+// TestErrorsCrossTheWire maps the contract's errors to the wire and back.
+func TestErrorsCrossTheWire(t *testing.T) {
+	cases := []error{
+		backend.ErrNotFound, backend.ErrLeaseLost, backend.ErrJobActive,
+		backend.ErrNotSupported, backend.ErrClosed, backend.ErrUniqueKeyHeld, backend.ErrWrongState,
+	}
+	for _, want := range cases {
+		e := FromError(fmt.Errorf("context: %w", want))
+		raw, _ := json.Marshal(e)
+		var back Error
+		if err := json.Unmarshal(raw, &back); err != nil {
+			t.Fatal(err)
+		}
+		if got := back.Err(); !errors.Is(got, want) {
+			t.Errorf("%v came back as %v", want, got)
+		}
+	}
+	ve := FromError(&backend.ValidationError{Index: 3, Field: "priority", Reason: "too high"}).Err()
+	var v *backend.ValidationError
+	if !errors.As(ve, &v) || v.Index != 3 || v.Field != "priority" || v.Reason != "too high" {
+		t.Errorf("validation error came back as %#v", ve)
+	}
+	se := FromError(&backend.StateError{Op: "retry", ID: "j", State: backend.StatePending}).Err()
+	var s *backend.StateError
+	if !errors.As(se, &s) || !errors.Is(se, backend.ErrWrongState) || s.Op != "retry" || s.State != backend.StatePending {
+		t.Errorf("state error came back as %#v", se)
+	}
+	if FromError(errors.New("disk on fire")).Code != CodeInternal {
+		t.Error("an unknown error is not internal")
+	}
+}

@@ -1,0 +1,155 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// Defaults of Config.
+const (
+	DefaultAddr                = "127.0.0.1:7420"
+	DefaultMaxLongPolls        = 1024
+	DefaultMaxWait             = 60 * time.Second
+	DefaultReadHeaderTimeout   = 10 * time.Second
+	DefaultIdleTimeout         = 2 * time.Minute
+	DefaultMaintenanceInterval = time.Second
+	DefaultIdempotencyTTL      = 10 * time.Minute
+	DefaultIdempotencyEntries  = 10000
+	DefaultEventInterval       = 5 * time.Second
+)
+
+// Clock tells the time. Only tests set one (Config.Clock).
+type Clock interface {
+	Now() time.Time
+}
+
+// Config configures a Server. Zero fields take the documented defaults.
+type Config struct {
+	// Backend is the store the server serves. Required. The server does not
+	// close it.
+	Backend backend.Backend
+	// Addr is the listen address; default 127.0.0.1:7420.
+	Addr string
+	// Token, when set, is required as "Authorization: Bearer <token>" on
+	// every /api/ and /metrics request.
+	Token string
+	// Insecure allows a non-loopback Addr without a Token. Without it such
+	// a server refuses to start.
+	Insecure bool
+	// TLSCertFile and TLSKeyFile, when both set, make the server speak
+	// HTTPS.
+	TLSCertFile string
+	TLSKeyFile  string
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+
+	// MaxPayload bounds one job's payload in bytes; default
+	// backend.DefaultMaxPayload.
+	MaxPayload int
+	// MaxBodyBytes bounds a request body; beyond it the answer is 413.
+	// Default: the base64 length of MaxPayload plus 1 MiB, so that one
+	// payload of the full size fits in either of its encodings.
+	MaxBodyBytes int64
+	// MaxLongPolls bounds the requests waiting at once (claims with a wait,
+	// job waits, event streams); default 1024. Past it a claim or a wait
+	// answers at once, and a new stream is refused with 503.
+	MaxLongPolls int
+	// MaxWait caps the wait of a claim and the timeout of a job wait;
+	// default 60s.
+	MaxWait time.Duration
+	// ReadHeaderTimeout and IdleTimeout end slow and idle connections;
+	// defaults 10s and 2m.
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	// MaintenanceInterval is how often the server promotes due jobs,
+	// recovers expired leases and applies retention; default 1s, negative
+	// to run no maintenance.
+	MaintenanceInterval time.Duration
+	// IdempotencyTTL and IdempotencyEntries bound the answers remembered
+	// for Idempotency-Key: default 10 minutes and 10000 answers.
+	IdempotencyTTL     time.Duration
+	IdempotencyEntries int
+	// EventInterval is how often the event stream reports queue counts and
+	// worker changes; default 5s.
+	EventInterval time.Duration
+
+	// Clock is for tests only; the kyu binary never sets it. When set, it is
+	// the server's clock, and a request's Kyu-Now header, when present, is
+	// taken as the caller's clock for that request (as the storage contract
+	// lets an in-process caller pass Now). When nil, the server's system
+	// clock is every caller's clock and the header is ignored.
+	Clock Clock
+}
+
+// withDefaults returns c with its zero fields set to the defaults.
+func (c Config) withDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxPayload <= 0 {
+		c.MaxPayload = backend.DefaultMaxPayload
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = int64((c.MaxPayload+2)/3*4) + 1<<20
+	}
+	if c.MaxLongPolls <= 0 {
+		c.MaxLongPolls = DefaultMaxLongPolls
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = DefaultMaxWait
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaintenanceInterval == 0 {
+		c.MaintenanceInterval = DefaultMaintenanceInterval
+	}
+	if c.IdempotencyTTL <= 0 {
+		c.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	if c.IdempotencyEntries <= 0 {
+		c.IdempotencyEntries = DefaultIdempotencyEntries
+	}
+	if c.EventInterval <= 0 {
+		c.EventInterval = DefaultEventInterval
+	}
+	return c
+}
+
+// validate checks a Config with its defaults applied.
+func (c Config) validate() error {
+	if c.Backend == nil {
+		return errors.New("server: Config.Backend is required")
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("server: TLS needs both a certificate and a key file")
+	}
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return fmt.Errorf("server: listen address %q: %w", c.Addr, err)
+	}
+	if c.Token == "" && !c.Insecure && !isLoopback(host) {
+		return fmt.Errorf("server: refusing to listen on %q without a token: anyone who can reach it could run and delete jobs; set a token (--token or KYU_TOKEN), listen on 127.0.0.1, or pass --insecure", c.Addr)
+	}
+	return nil
+}
+
+// isLoopback reports whether host names only this machine.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,112 @@
+package server
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/kyuhq/kyu/server/api"
+)
+
+// idempotency remembers the answers to enqueue requests that carried an
+// Idempotency-Key, so that a retried request gets the first answer and
+// enqueues nothing again. It lives in this server process only: a retry
+// that reaches another server, or this one after a restart, runs again
+// (unique keys are the durable way to refuse duplicates). Entries expire
+// after ttl and the oldest go first beyond max.
+type idempotency struct {
+	ttl time.Duration
+	max int
+
+	mu    sync.Mutex
+	byKey map[string]*list.Element
+	order *list.List // of *idemEntry, oldest first
+}
+
+// idemEntry is one remembered request; done is closed when its answer is
+// known, so a concurrent retry waits for it instead of running again.
+type idemEntry struct {
+	key     string
+	sum     [sha256.Size]byte
+	expires time.Time
+	done    chan struct{}
+	status  int
+	body    []byte
+}
+
+// idemAnswer is what to send: the status and body, and whether they are
+// a replay of an earlier answer.
+type idemAnswer struct {
+	status   int
+	body     []byte
+	replayed bool
+}
+
+func newIdempotency(ttl time.Duration, max int) *idempotency {
+	return &idempotency{ttl: ttl, max: max, byKey: make(map[string]*list.Element), order: list.New()}
+}
+
+// do returns the remembered answer for key, or runs fn and remembers its
+// answer. The same key with another body is a 409. Server errors (5xx)
+// are not remembered, so a retry runs again.
+func (c *idempotency) do(ctx context.Context, key string, body []byte, now time.Time, fn func() (int, []byte)) (idemAnswer, error) {
+	sum := sha256.Sum256(body)
+	c.mu.Lock()
+	c.evict(now)
+	if el, ok := c.byKey[key]; ok {
+		e := el.Value.(*idemEntry)
+		c.mu.Unlock()
+		if e.sum != sum {
+			return idemAnswer{}, &api.Error{Code: api.CodeIdempotencyConflict, Message: "this Idempotency-Key was used with another request body", Field: api.IdempotencyHeader}
+		}
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return idemAnswer{}, &api.Error{Code: api.CodeUnavailable, Message: "gave up waiting for the first request with this Idempotency-Key"}
+		}
+		return idemAnswer{status: e.status, body: e.body, replayed: true}, nil
+	}
+	e := &idemEntry{key: key, sum: sum, expires: now.Add(c.ttl), done: make(chan struct{})}
+	c.byKey[key] = c.order.PushBack(e)
+	for c.order.Len() > c.max {
+		c.remove(c.order.Front())
+	}
+	c.mu.Unlock()
+
+	e.status, e.body = fn()
+	if e.status >= http.StatusInternalServerError {
+		c.mu.Lock()
+		if el, ok := c.byKey[key]; ok && el.Value == e {
+			c.remove(el)
+		}
+		c.mu.Unlock()
+	}
+	close(e.done)
+	return idemAnswer{status: e.status, body: e.body}, nil
+}
+
+// evict drops the expired entries, oldest first. c.mu is held.
+func (c *idempotency) evict(now time.Time) {
+	for el := c.order.Front(); el != nil; el = c.order.Front() {
+		if now.Before(el.Value.(*idemEntry).expires) {
+			return
+		}
+		c.remove(el)
+	}
+}
+
+// remove drops one entry. c.mu is held.
+func (c *idempotency) remove(el *list.Element) {
+	delete(c.byKey, el.Value.(*idemEntry).key)
+	c.order.Remove(el)
+}
+
+// len is the number of entries remembered.
+func (c *idempotency) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}

@@ -1,0 +1,315 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/server/api"
+)
+
+// handleEnqueue serves POST /api/v1/jobs: one job (an object; 201, or 409
+// with the holder's id for a unique-key duplicate) or many (an array,
+// written atomically; 201 with one answer per item, duplicates marked).
+// An Idempotency-Key header replays the first answer to a retry.
+func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	key := r.Header.Get(api.IdempotencyHeader)
+	if key == "" {
+		status, v := s.enqueue(r, body)
+		writeJSON(w, status, v)
+		return
+	}
+	if len(key) > 256 {
+		s.fail(w, r, badRequest(api.IdempotencyHeader, "longer than 256 bytes"))
+		return
+	}
+	ans, err := s.idem.do(r.Context(), key, body, s.clockNow(), func() (int, []byte) {
+		status, v := s.enqueue(r, body)
+		b, err := encodeJSON(v)
+		if err != nil {
+			return http.StatusInternalServerError, nil
+		}
+		return status, b
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if ans.replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(ans.status)
+	w.Write(ans.body)
+}
+
+// enqueue runs one enqueue request and returns its status and answer.
+func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
+	now, err := s.now(r)
+	if err != nil {
+		return errorAnswer(err)
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	batch := len(trimmed) > 0 && trimmed[0] == '['
+	var items []api.NewJob
+	if batch {
+		if err := decodeJSON(body, &items); err != nil {
+			// Decode again item by item, to name the item and field.
+			return errorAnswer(locateBatchError(body, err))
+		}
+		if len(items) == 0 {
+			return errorAnswer(badRequest("body", "an empty array enqueues nothing"))
+		}
+	} else {
+		var one api.NewJob
+		if len(trimmed) == 0 {
+			return errorAnswer(badRequest("body", "a JSON body is required"))
+		}
+		if err := decodeJSON(body, &one); err != nil {
+			return errorAnswer(err)
+		}
+		items = []api.NewJob{one}
+	}
+	p := backend.EnqueueParams{Now: now, MaxPayload: s.cfg.MaxPayload, Jobs: make([]backend.NewJob, len(items))}
+	for i, it := range items {
+		idx := i
+		if !batch {
+			idx = -1
+		}
+		nj, err := it.Backend(idx, now)
+		if err != nil {
+			return errorAnswer(err)
+		}
+		p.Jobs[i] = nj
+	}
+	res, err := s.b.Enqueue(r.Context(), p)
+	if err != nil {
+		if !batch {
+			err = unbatch(err)
+		}
+		return errorAnswer(err)
+	}
+	out := make([]api.Enqueued, len(res.Jobs))
+	for i, e := range res.Jobs {
+		out[i] = api.Enqueued{ID: e.ID, State: e.State, Duplicate: e.Duplicate}
+		if !e.Duplicate {
+			s.metrics.enqueued.WithLabelValues(p.Jobs[i].Queue, p.Jobs[i].Type).Inc()
+			s.events.publish(event{Kind: "job", Job: &jobEvent{ID: e.ID, Change: "enqueued", Queue: queueOr(p.Jobs[i].Queue), Type: p.Jobs[i].Type, State: e.State}})
+		}
+	}
+	if !batch {
+		if out[0].Duplicate {
+			return http.StatusConflict, api.ErrorBody{Error: api.Error{Code: api.CodeDuplicate, Message: "the unique key is held by job " + out[0].ID, ID: out[0].ID, State: out[0].State, Field: "unique_key"}}
+		}
+		return http.StatusCreated, out[0]
+	}
+	return http.StatusCreated, out
+}
+
+// locateBatchError finds which item of a batch body failed to decode,
+// and answers with its index and field; err stands when none does.
+func locateBatchError(body []byte, err error) error {
+	var raws []json.RawMessage
+	if json.Unmarshal(body, &raws) != nil {
+		return err
+	}
+	for i, raw := range raws {
+		var it api.NewJob
+		if ierr := decodeItem(raw, &it, i); ierr != nil {
+			return ierr
+		}
+	}
+	return err
+}
+
+// unbatch drops the item index of a single job's validation error.
+func unbatch(err error) error {
+	if ve, ok := err.(*backend.ValidationError); ok && ve.Index == 0 {
+		c := *ve
+		c.Index = -1
+		return &c
+	}
+	return err
+}
+
+// errorAnswer turns err into a status and an error body.
+func errorAnswer(err error) (int, any) {
+	e, ok := err.(*api.Error)
+	if !ok {
+		e = api.FromError(err)
+	}
+	return statusOf(e.Code), api.ErrorBody{Error: *e}
+}
+
+// queueOr names the default queue for "".
+func queueOr(q string) string {
+	if q == "" {
+		return backend.DefaultQueue
+	}
+	return q
+}
+
+// handleGet serves GET /api/v1/jobs/{id}.
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	j, err := s.b.Get(r.Context(), backend.GetParams{ID: r.PathValue("id")})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.FromJob(j))
+}
+
+// handleList serves GET /api/v1/jobs.
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := backend.ListParams{
+		Queue: q.Get("queue"), State: backend.State(q.Get("state")), Type: q.Get("type"),
+		Search: q.Get("q"), Order: backend.ListOrder(q.Get("order")), Cursor: q.Get("cursor"),
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			s.fail(w, r, badRequest("limit", "not a number"))
+			return
+		}
+		p.Limit = n
+	}
+	res, err := s.b.List(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.JobList{Jobs: api.FromJobs(res.Jobs), NextCursor: res.NextCursor})
+}
+
+// handleWait serves GET /api/v1/jobs/{id}/wait?timeout=30s: it answers the
+// job once it is final, or as it is when the timeout (at most MaxWait)
+// passes, the server shuts down, or no wait slot is free.
+func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	timeout := 30 * time.Second
+	if v := r.URL.Query().Get("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			s.fail(w, r, badRequest("timeout", "not a non-negative duration such as 30s"))
+			return
+		}
+		timeout = d
+	}
+	timeout = min(timeout, s.cfg.MaxWait)
+	ctx := r.Context()
+	j, err := s.b.Get(ctx, backend.GetParams{ID: id})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if j.State.Final() || timeout == 0 || !s.acquirePoll() {
+		writeJSON(w, http.StatusOK, api.FromJob(j))
+		return
+	}
+	defer s.releasePoll()
+	// A poll now and then covers a signal that a store may coalesce away;
+	// a store that cannot watch is polled more often.
+	every := time.Second
+	var wake <-chan struct{}
+	sub, err := s.b.WatchFinished(ctx, backend.WatchParams{IDs: []string{id}})
+	switch {
+	case errors.Is(err, backend.ErrNotSupported):
+		every = 100 * time.Millisecond
+	case err != nil:
+		s.fail(w, r, err)
+		return
+	default:
+		defer sub.Close()
+		wake = sub.C
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	poll := time.NewTicker(every)
+	defer poll.Stop()
+wait:
+	for {
+		// Read again after subscribing: the job may have ended in between.
+		j, err = s.b.Get(ctx, backend.GetParams{ID: id})
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if j.State.Final() {
+			break
+		}
+		select {
+		case <-wake:
+		case <-poll.C:
+		case <-timer.C:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-s.stopping:
+			break wait
+		}
+	}
+	writeJSON(w, http.StatusOK, api.FromJob(j))
+}
+
+// handleRetry serves POST /api/v1/jobs/{id}/retry.
+func (s *Server) handleRetry(w http.ResponseWriter, r *http.Request) {
+	s.admin(w, r, "retried", func(now time.Time) (*backend.Job, error) {
+		return s.b.Retry(r.Context(), backend.RetryParams{ID: r.PathValue("id"), Now: now})
+	})
+}
+
+// handleCancel serves POST /api/v1/jobs/{id}/cancel.
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	s.admin(w, r, "cancel requested", func(now time.Time) (*backend.Job, error) {
+		return s.b.Cancel(r.Context(), backend.CancelParams{ID: r.PathValue("id"), Now: now})
+	})
+}
+
+// handleRunNow serves POST /api/v1/jobs/{id}/run.
+func (s *Server) handleRunNow(w http.ResponseWriter, r *http.Request) {
+	s.admin(w, r, "run now", func(now time.Time) (*backend.Job, error) {
+		return s.b.RunNow(r.Context(), backend.RunNowParams{ID: r.PathValue("id"), Now: now})
+	})
+}
+
+// admin runs one operation on a job and answers the job.
+func (s *Server) admin(w http.ResponseWriter, r *http.Request, change string, op func(now time.Time) (*backend.Job, error)) {
+	now, err := s.now(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	j, err := op(now)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.publishJob(j, change)
+	writeJSON(w, http.StatusOK, api.FromJob(j))
+}
+
+// handleDelete serves DELETE /api/v1/jobs/{id}.
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	now, err := s.now(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	if err := s.b.Delete(r.Context(), backend.DeleteParams{ID: id, Now: now}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.events.publish(event{Kind: "job", Job: &jobEvent{ID: id, Change: "deleted"}})
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,251 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/server/api"
+)
+
+// Defaults of the worker side.
+const (
+	defaultLease  = 30 * time.Second
+	maxClaimBatch = 1000
+	// pollEvery bounds how long a waiting claim trusts wake-ups alone.
+	pollEvery = time.Second
+)
+
+// handleClaim serves POST /api/v1/claim: it claims at once, and when
+// nothing is claimable waits up to wait (at most MaxWait) for a wake-up,
+// claiming again on each.
+func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
+	var req api.ClaimRequest
+	if err := decodeBody(r, &req, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p := backend.ClaimParams{Queues: req.Queues, Mode: req.Mode, Weights: req.Weights, WorkerID: req.Worker, Max: 1, Lease: time.Duration(req.Lease)}
+	if p.Queues == nil {
+		p.Queues = []string{backend.DefaultQueue}
+	}
+	if req.Max != nil {
+		p.Max = *req.Max
+	}
+	if p.Max > maxClaimBatch {
+		s.fail(w, r, badRequest("max", "over the limit of 1000 jobs per claim"))
+		return
+	}
+	if req.Lease == 0 {
+		p.Lease = defaultLease
+	}
+	if req.Wait < 0 {
+		s.fail(w, r, badRequest("wait", "must not be negative"))
+		return
+	}
+	wait := min(time.Duration(req.Wait), s.cfg.MaxWait)
+	ctx := r.Context()
+	claim := func() ([]*backend.Job, error) {
+		now, err := s.now(r)
+		if err != nil {
+			return nil, err
+		}
+		p.Now = now
+		res, err := s.b.Claim(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		s.noteClaimed(res.Jobs, now)
+		return res.Jobs, nil
+	}
+	jobs, err := claim()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(jobs) > 0 || wait <= 0 || p.Max <= 0 || len(p.Queues) == 0 || !s.acquirePoll() {
+		writeJSON(w, http.StatusOK, api.ClaimResponse{Jobs: api.FromJobs(jobs)})
+		return
+	}
+	defer s.releasePoll()
+	sub, err := s.b.Subscribe(ctx, backend.SubscribeParams{Queues: p.Queues})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer sub.Close()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	poll := time.NewTicker(pollEvery)
+	defer poll.Stop()
+wait:
+	for {
+		// Claim after subscribing too: a job may have come in between.
+		if jobs, err = claim(); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if len(jobs) > 0 {
+			break
+		}
+		select {
+		case <-sub.C:
+		case <-poll.C:
+		case <-timer.C:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-s.stopping:
+			break wait
+		}
+	}
+	writeJSON(w, http.StatusOK, api.ClaimResponse{Jobs: api.FromJobs(jobs)})
+}
+
+// handleHeartbeat serves POST /api/v1/leases/heartbeat.
+func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+	var req api.HeartbeatRequest
+	if err := decodeBody(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.heartbeat(r, api.BackendLeases(req.Leases), time.Duration(req.Extend))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// heartbeat extends leases (by 30s when extend is 0).
+func (s *Server) heartbeat(r *http.Request, leases []backend.Lease, extend time.Duration) (api.HeartbeatResponse, error) {
+	now, err := s.now(r)
+	if err != nil {
+		return api.HeartbeatResponse{}, err
+	}
+	if extend == 0 {
+		extend = defaultLease
+	}
+	res, err := s.b.Heartbeat(r.Context(), backend.HeartbeatParams{Leases: leases, Extend: extend, Now: now})
+	if err != nil {
+		return api.HeartbeatResponse{}, err
+	}
+	out := api.HeartbeatResponse{Leases: make([]api.LeaseStatus, len(res.Leases))}
+	for i, l := range res.Leases {
+		out.Leases[i] = api.LeaseStatus{Lost: l.Lost, CancelRequested: l.CancelRequested, ExpiresAt: l.ExpiresAt}
+	}
+	return out, nil
+}
+
+// handleComplete serves POST /api/v1/leases/complete.
+func (s *Server) handleComplete(w http.ResponseWriter, r *http.Request) {
+	var req api.CompleteRequest
+	if err := decodeBody(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	items := make([]backend.CompleteItem, len(req.Items))
+	for i, it := range req.Items {
+		items[i] = it.Backend()
+	}
+	s.batch(w, r, func(now time.Time) (backend.BatchResult, error) {
+		res, err := s.b.Complete(r.Context(), backend.CompleteParams{Items: items, Now: now})
+		if err == nil {
+			for i, it := range items {
+				if res.Errors[i] == nil {
+					s.noteEnded(it.Lease.JobID, "completed", now)
+				}
+			}
+		}
+		return res, err
+	})
+}
+
+// handleFail serves POST /api/v1/leases/fail.
+func (s *Server) handleFail(w http.ResponseWriter, r *http.Request) {
+	var req api.FailRequest
+	if err := decodeBody(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	items := make([]backend.FailItem, len(req.Items))
+	for i, it := range req.Items {
+		items[i] = it.Backend()
+	}
+	s.batch(w, r, func(now time.Time) (backend.BatchResult, error) {
+		res, err := s.b.Fail(r.Context(), backend.FailParams{Items: items, Now: now})
+		if err == nil {
+			for i, it := range items {
+				if res.Errors[i] == nil {
+					s.noteEnded(it.Lease.JobID, "failed", now)
+				}
+			}
+		}
+		return res, err
+	})
+}
+
+// handleRelease serves POST /api/v1/leases/release.
+func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
+	var req api.ReleaseRequest
+	if err := decodeBody(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	leases := api.BackendLeases(req.Leases)
+	s.batch(w, r, func(now time.Time) (backend.BatchResult, error) {
+		res, err := s.b.Release(r.Context(), backend.ReleaseParams{Leases: leases, Now: now})
+		if err == nil {
+			for i, l := range leases {
+				if res.Errors[i] == nil {
+					s.noteEnded(l.JobID, "released", now)
+				}
+			}
+		}
+		return res, err
+	})
+}
+
+// handleReport serves POST /api/v1/leases/report.
+func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
+	var req api.ReportRequest
+	if err := decodeBody(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	items := make([]backend.ReportItem, len(req.Items))
+	for i, it := range req.Items {
+		items[i] = it.Backend()
+	}
+	s.batch(w, r, func(now time.Time) (backend.BatchResult, error) {
+		return s.b.Report(r.Context(), backend.ReportParams{Items: items, MaxLogLines: req.MaxLogLines, Now: now})
+	})
+}
+
+// batch runs one batch call and answers its per-item results.
+func (s *Server) batch(w http.ResponseWriter, r *http.Request, op func(now time.Time) (backend.BatchResult, error)) {
+	now, err := s.now(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := op(now)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, batchResponse(res))
+}
+
+// batchResponse converts per-item errors for the wire.
+func batchResponse(res backend.BatchResult) api.BatchResponse {
+	out := api.BatchResponse{Results: make([]api.ItemResult, len(res.Errors))}
+	for i, err := range res.Errors {
+		if err == nil {
+			out.Results[i] = api.ItemResult{OK: true}
+		} else {
+			out.Results[i] = api.ItemResult{Error: api.FromError(err)}
+		}
+	}
+	return out
+}

@@ -20,7 +20,7 @@ func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, err
 	if err != nil {
 		return nil, backend.ErrNotFound
 	}
-	j, err := scanJob(s.pool.QueryRow(ctx, s.sqls.get, id.String()))
+	j, err := scanJobLogs(s.pool.QueryRow(ctx, s.sqls.get, id.String()), true)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, backend.ErrNotFound
 	}

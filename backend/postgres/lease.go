@@ -112,6 +112,7 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 	b := newLeaseBatch(p.Leases)
 	expires := p.Now.Add(p.Extend)
 	live := map[string]bool{}
+	requested := map[string]bool{}
 	if len(b.ids) > 0 {
 		rows, err := s.pool.Query(ctx, s.sqls.heartbeat, p.Now, b.ids, b.tokens, expires)
 		if err != nil {
@@ -119,11 +120,12 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 		}
 		for rows.Next() {
 			var id string
-			if err := rows.Scan(&id); err != nil {
+			var cancel bool
+			if err := rows.Scan(&id, &cancel); err != nil {
 				rows.Close()
 				return backend.HeartbeatResult{}, s.wrap("heartbeat", err)
 			}
-			live[id] = true
+			live[id], requested[id] = true, cancel
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -133,7 +135,7 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 	res := backend.HeartbeatResult{Leases: make([]backend.LeaseStatus, len(p.Leases))}
 	for i := range p.Leases {
 		if b.canon[i] != "" && live[b.canon[i]] {
-			res.Leases[i] = backend.LeaseStatus{ExpiresAt: expires}
+			res.Leases[i] = backend.LeaseStatus{ExpiresAt: expires, CancelRequested: requested[b.canon[i]]}
 		} else {
 			res.Leases[i] = backend.LeaseStatus{Lost: true}
 		}
@@ -163,7 +165,7 @@ func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 	for k, i := range b.pos {
 		results[k] = p.Items[i].Result
 	}
-	rows, err := s.pool.Query(ctx, s.sqls.complete, p.Now, b.ids, b.tokens, results)
+	rows, err := s.pool.Query(ctx, s.sqls.complete, p.Now, b.ids, b.tokens, results, backend.MinuteOf(p.Now))
 	if err != nil {
 		return backend.BatchResult{}, s.wrap("complete", err)
 	}
@@ -193,12 +195,13 @@ func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 	}
 	n := len(b.ids)
 	messages, stacks := make([]string, n), make([]string, n)
-	retryAt, final := make([]pgtype.Timestamptz, n), make([]bool, n)
+	retryAt, final, cancel := make([]pgtype.Timestamptz, n), make([]bool, n), make([]bool, n)
 	for k, i := range b.pos {
 		it := p.Items[i]
-		messages[k], stacks[k], retryAt[k], final[k] = it.Message, it.Stack, nullTime(it.RetryAt), it.Final
+		messages[k], stacks[k], retryAt[k], final[k], cancel[k] = it.Message, it.Stack, nullTime(it.RetryAt), it.Final, it.Cancel
 	}
-	rows, err := s.pool.Query(ctx, s.sqls.fail, p.Now, b.ids, b.tokens, messages, stacks, retryAt, final, jsonTime(p.Now), s.channel)
+	rows, err := s.pool.Query(ctx, s.sqls.fail, p.Now, b.ids, b.tokens, messages, stacks, retryAt, final, jsonTime(p.Now), s.channel,
+		cancel, backend.MinuteOf(p.Now))
 	if err != nil {
 		return backend.BatchResult{}, s.wrap("fail", err)
 	}

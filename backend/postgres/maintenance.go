@@ -43,7 +43,7 @@ func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 	}
 	defer s.end()
 	var moved, failed, notified int64
-	err := s.pool.QueryRow(ctx, s.sqls.recover, p.Now, s.limit(p), jsonTime(p.Now), s.channel).Scan(&moved, &failed, &notified)
+	err := s.pool.QueryRow(ctx, s.sqls.recover, p.Now, s.limit(p), jsonTime(p.Now), s.channel, backend.MinuteOf(p.Now)).Scan(&moved, &failed, &notified)
 	if err != nil {
 		return backend.MaintenanceResult{}, s.wrap("recover leases", err)
 	}
@@ -51,7 +51,9 @@ func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 }
 
 // ApplyRetention deletes up to Limit final jobs whose retention has run
-// out, then forgets up to Limit unique keys whose UniqueFor period ended.
+// out, then forgets up to Limit unique keys whose UniqueFor period ended,
+// folds the per-minute counters older than StatsHistory into the totals
+// and removes expired worker entries.
 // Each is one short statement, so neither holds many locks for long.
 func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	if err := backend.CheckNow(p.Now); err != nil {
@@ -67,6 +69,12 @@ func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams)
 	}
 	if err := s.pool.QueryRow(ctx, s.sqls.forgetKeys, p.Now, s.limit(p)).Scan(&forgotten); err != nil {
 		return backend.MaintenanceResult{}, s.wrap("forget unique keys", err)
+	}
+	if _, err := s.pool.Exec(ctx, s.sqls.foldMinutes, backend.MinuteOf(p.Now.Add(-backend.StatsHistory))); err != nil {
+		return backend.MaintenanceResult{}, s.wrap("fold old counters", err)
+	}
+	if _, err := s.pool.Exec(ctx, s.sqls.forgetWorkers, p.Now); err != nil {
+		return backend.MaintenanceResult{}, s.wrap("forget expired workers", err)
 	}
 	return backend.MaintenanceResult{Moved: int(deleted)}, nil
 }

@@ -188,6 +188,10 @@ func (s *Store) checkObjects(ctx context.Context) error {
 	objects := []struct{ kind, name string }{
 		{"table", "jobs"},
 		{"table", "unique_keys"},
+		{"table", "queues"},
+		{"table", "job_logs"},
+		{"table", "counters"},
+		{"table", "workers"},
 		{"function", "take_unique_key(text, text, uuid, timestamptz, timestamptz)"},
 	}
 	for _, o := range objects {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,8 +21,9 @@ const anyQueue = ""
 const readyWait = 5 * time.Second
 
 // listener keeps one connection, outside the pool, that LISTENs on the
-// store's channel and hands each notification (the payload is a queue
-// name) to that queue's subscribers. It starts with the first Subscribe
+// store's channels and hands each notification to its subscribers: on the
+// queue channel the payload is a queue name, for Subscribe; on the finished
+// channel it is the id of a watched job that ended, for WatchFinished. It starts with the first Subscribe
 // and reconnects when its connection is lost, waking every subscriber
 // then, since notifications may have been missed meanwhile.
 type listener struct {
@@ -29,6 +31,7 @@ type listener struct {
 
 	mu      sync.Mutex
 	subs    map[string]map[*subscriber]struct{}
+	watches map[string]map[*subscriber]struct{} // by job id
 	started bool
 	stopped bool
 	ready   chan struct{} // closed once the first LISTEN succeeded
@@ -42,7 +45,8 @@ type subscriber struct {
 }
 
 func newListener(s *Store) *listener {
-	return &listener{s: s, subs: map[string]map[*subscriber]struct{}{}, ready: make(chan struct{})}
+	return &listener{s: s, subs: map[string]map[*subscriber]struct{}{}, watches: map[string]map[*subscriber]struct{}{},
+		ready: make(chan struct{})}
 }
 
 // Subscribe returns a subscription signalled whenever a job becomes pending
@@ -72,28 +76,80 @@ func (s *Store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*back
 	}
 	l.startLocked()
 	l.mu.Unlock()
+	if err := l.waitReady(ctx); err != nil {
+		l.remove(l.subs, sub, keys)
+		return nil, err
+	}
+	return backend.NewSubscription(sub.c, func() { l.remove(l.subs, sub, keys) }), nil
+}
 
+// WatchFinished returns a subscription signalled when one of p.IDs ends or
+// is deleted. Once the LISTEN is in place it marks the jobs watched, so the
+// statement that ends or deletes one of them sends a NOTIFY on the
+// finished channel (statements that end unwatched jobs send none). A job
+// that ended before the mark is found final by the caller's Get; the
+// marks stay after the subscription closes, costing at most one NOTIFY.
+func (s *Store) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	l := s.listen
+	sub := &subscriber{c: make(chan struct{}, 1)}
+	var ids []string
+	for _, id := range p.IDs {
+		if c, err := parseID(id); err == nil && !slices.Contains(ids, c) {
+			ids = append(ids, c)
+		}
+	}
+	l.mu.Lock()
+	for _, id := range ids {
+		m := l.watches[id]
+		if m == nil {
+			m = map[*subscriber]struct{}{}
+			l.watches[id] = m
+		}
+		m[sub] = struct{}{}
+	}
+	l.startLocked()
+	l.mu.Unlock()
+	if err := l.waitReady(ctx); err != nil {
+		l.remove(l.watches, sub, ids)
+		return nil, err
+	}
+	if len(ids) > 0 {
+		if _, err := s.pool.Exec(ctx, s.sqls.watch, ids); err != nil {
+			l.remove(l.watches, sub, ids)
+			return nil, s.wrap("watch", err)
+		}
+	}
+	return backend.NewSubscription(sub.c, func() { l.remove(l.watches, sub, ids) }), nil
+}
+
+// waitReady waits for the LISTEN connection, at most readyWait (then the
+// caller relies on polling until it is ready).
+func (l *listener) waitReady(ctx context.Context) error {
 	timer := time.NewTimer(readyWait)
 	defer timer.Stop()
 	select {
 	case <-l.ready:
 	case <-timer.C:
-		s.log.Warn("kyu/postgres: LISTEN connection not ready; subscription relies on polling until it is", "schema", s.opts.Schema)
+		l.s.log.Warn("kyu/postgres: LISTEN connection not ready; subscription relies on polling until it is", "schema", l.s.opts.Schema)
 	case <-ctx.Done():
-		l.remove(sub, keys)
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	return backend.NewSubscription(sub.c, func() { l.remove(sub, keys) }), nil
+	return nil
 }
 
-// remove forgets a subscriber.
-func (l *listener) remove(sub *subscriber, keys []string) {
+// remove forgets a subscriber under keys of the map m (l.subs or
+// l.watches).
+func (l *listener) remove(m map[string]map[*subscriber]struct{}, sub *subscriber, keys []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, q := range keys {
-		delete(l.subs[q], sub)
-		if len(l.subs[q]) == 0 {
-			delete(l.subs, q)
+	for _, k := range keys {
+		delete(m[k], sub)
+		if len(m[k]) == 0 {
+			delete(m, k)
 		}
 	}
 }
@@ -137,15 +193,29 @@ func (l *listener) signal(queue string) {
 	}
 }
 
-// signalAll wakes every subscriber.
+// signalFinished wakes the watchers of the job id without blocking.
+func (l *listener) signalFinished(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for sub := range l.watches[id] {
+		select {
+		case sub.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// signalAll wakes every subscriber and watcher.
 func (l *listener) signalAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, m := range l.subs {
-		for sub := range m {
-			select {
-			case sub.c <- struct{}{}:
-			default:
+	for _, subs := range [...]map[string]map[*subscriber]struct{}{l.subs, l.watches} {
+		for _, m := range subs {
+			for sub := range m {
+				select {
+				case sub.c <- struct{}{}:
+				default:
+				}
 			}
 		}
 	}
@@ -191,7 +261,7 @@ func (l *listener) listenOnce(ctx context.Context, ready func()) error {
 		defer cancel()
 		conn.Close(closeCtx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.s.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.s.channel}.Sanitize()+"; LISTEN "+pgx.Identifier{l.s.finished}.Sanitize()); err != nil {
 		return err
 	}
 	ready()
@@ -200,6 +270,10 @@ func (l *listener) listenOnce(ctx context.Context, ready func()) error {
 		if err != nil {
 			return err
 		}
-		l.signal(n.Payload)
+		if n.Channel == l.s.finished {
+			l.signalFinished(n.Payload)
+		} else {
+			l.signal(n.Payload)
+		}
 	}
 }

@@ -17,16 +17,22 @@ func jobColumnNames() []string {
 	return []string{"id", "type", "queue", "payload", "title", "priority", "state", "attempt", "max_attempts",
 		"run_at", "timeout_ns", "deadline", "unique_key", "unique_for_ns", "tags", "metadata",
 		"retention_ns", "created_at", "started_at", "finished_at", "worker_id", "lease_token",
-		"lease_expires_at", "errors", "result", "cancel_reason"}
+		"lease_expires_at", "errors", "result", "cancel_reason",
+		"cancel_requested", "progress", "logs_dropped", "delete_at"}
 }
 
 // cols lists jobColumnNames for a SELECT or RETURNING, each prefixed with
-// alias and a dot when alias is not empty.
-func cols(alias string) string {
+// alias and a dot when alias is not empty. For a listing, the payload and
+// the result are left out (NULL in their places).
+func cols(alias string, listing bool) string {
 	out := ""
 	for i, c := range jobColumnNames() {
 		if i > 0 {
 			out += ", "
+		}
+		if listing && (c == "payload" || c == "result") {
+			out += "NULL::bytea"
+			continue
 		}
 		if alias != "" {
 			out += alias + "."
@@ -63,17 +69,32 @@ type rawJob struct {
 	errors                []byte
 	result                []byte
 	cancelReason          pgtype.Text
+	cancelRequested       bool
+	progress              []byte
+	logsDropped           int32
+	expiresAt             pgtype.Timestamptz
+	logs                  []byte // JSON; only where the query reads them
 }
 
 // scanJob reads one row of cols("") into a Job, refusing values kyu never
 // writes with an error wrapping ErrCorrupt.
 func scanJob(row pgx.Row) (*backend.Job, error) {
+	return scanJobLogs(row, false)
+}
+
+// scanJobLogs is scanJob for a row that, with logs, ends in the job's log
+// lines as a JSON array (sqlGet).
+func scanJobLogs(row pgx.Row, logs bool) (*backend.Job, error) {
 	var r rawJob
-	err := row.Scan(&r.id, &r.typ, &r.queue, &r.payload, &r.title, &r.priority, &r.state, &r.attempt, &r.maxAttempts,
+	dest := []any{&r.id, &r.typ, &r.queue, &r.payload, &r.title, &r.priority, &r.state, &r.attempt, &r.maxAttempts,
 		&r.runAt, &r.timeout, &r.deadline, &r.uniqueKey, &r.uniqueFor, &r.tags, &r.metadata,
 		&r.retention, &r.createdAt, &r.startedAt, &r.finishedAt, &r.workerID, &r.leaseToken,
-		&r.leaseExpiresAt, &r.errors, &r.result, &r.cancelReason)
-	if err != nil {
+		&r.leaseExpiresAt, &r.errors, &r.result, &r.cancelReason,
+		&r.cancelRequested, &r.progress, &r.logsDropped, &r.expiresAt}
+	if logs {
+		dest = append(dest, &r.logs)
+	}
+	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
 	return r.job()
@@ -100,6 +121,8 @@ func (r *rawJob) job() (*backend.Job, error) {
 		return nil, corrupt("lease_token", "%d is negative", r.leaseToken)
 	case state == backend.StateActive && !r.leaseExpiresAt.Valid:
 		return nil, corrupt("lease_expires_at", "an active job without a lease")
+	case r.logsDropped < 0:
+		return nil, corrupt("logs_dropped", "%d is negative", r.logsDropped)
 	}
 	j := &backend.Job{
 		ID:          r.id,
@@ -126,6 +149,26 @@ func (r *rawJob) job() (*backend.Job, error) {
 		LeaseExpiresAt: optTime(r.leaseExpiresAt),
 		Result:         r.result,
 		CancelReason:   r.cancelReason.String,
+
+		CancelRequested: r.cancelRequested,
+		LogsDropped:     int(r.logsDropped),
+		ExpiresAt:       optTime(r.expiresAt),
+	}
+	if len(r.progress) > 0 {
+		if err := json.Unmarshal(r.progress, &j.Progress); err != nil {
+			return nil, corrupt("progress", "not a JSON progress record: %v", err)
+		}
+		if j.Progress != nil {
+			j.Progress.At = j.Progress.At.UTC()
+		}
+	}
+	if len(r.logs) > 0 {
+		if err := json.Unmarshal(r.logs, &j.Logs); err != nil {
+			return nil, corrupt("logs", "not a JSON array of log lines: %v", err)
+		}
+		for i := range j.Logs {
+			j.Logs[i].At = j.Logs[i].At.UTC()
+		}
 	}
 	if len(r.tags) > 0 {
 		if err := json.Unmarshal(r.tags, &j.Tags); err != nil {

@@ -20,9 +20,10 @@ type Store struct {
 	log    *slog.Logger
 	pool   *pgxpool.Pool
 	schema string // quoted, ready to put into SQL
-	// channel is the NOTIFY channel of this schema.
-	channel string
-	sqls    *statements
+	// channel is the NOTIFY channel of this schema's pending jobs, finished
+	// that of its watched jobs ending.
+	channel, finished string
+	sqls              *statements
 
 	// closeMu is held shared by every operation for its whole run and
 	// exclusively by Close, so Close waits for operations in flight.
@@ -117,13 +118,14 @@ func connect(ctx context.Context, connString string, opts Options) (*Store, erro
 		return nil, fmt.Errorf("kyu/postgres: connect: %w", err)
 	}
 	s := &Store{
-		opts:    opts,
-		log:     opts.Logger,
-		pool:    pool,
-		schema:  pgx.Identifier{opts.Schema}.Sanitize(),
-		channel: channelName(opts.Schema),
+		opts:     opts,
+		log:      opts.Logger,
+		pool:     pool,
+		schema:   pgx.Identifier{opts.Schema}.Sanitize(),
+		channel:  channelName(opts.Schema),
+		finished: finishedChannelName(opts.Schema),
 	}
-	s.sqls = newStatements(s.schema)
+	s.sqls = newStatements(s.schema, s.finished)
 	s.listen = newListener(s)
 	s.notifier = newNotifier(s)
 	return s, nil
@@ -175,6 +177,26 @@ func (s *Store) Close() error {
 	s.vacuum.stop()
 	s.pool.Close()
 	return nil
+}
+
+// inTx runs fn in a transaction of its own, committed when fn returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback(ctx) //nolint:errcheck // the first error is the one to report
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// wakeQueue tells the subscribers of queue, here and in other processes,
+// that it got pending jobs.
+func (s *Store) wakeQueue(queue string) {
+	s.listen.signal(queue)
+	s.notifier.notify([]string{queue})
 }
 
 // begin starts an operation: it fails with ErrClosed after Close, and
@@ -230,6 +252,18 @@ func channelName(schema string) string {
 	return ch
 }
 
+// finishedChannelName is the NOTIFY channel on which a schema's watched
+// jobs announce their end (the payload is the job's id). It differs from
+// channelName's even when both are cut at 63 bytes, since a schema name
+// has no dot.
+func finishedChannelName(schema string) string {
+	ch := "kyu.finished." + schema
+	if len(ch) > 63 {
+		ch = ch[:63]
+	}
+	return ch
+}
+
 // wrap names the operation in an error from the database, turning the
 // pool's "closed" error into ErrClosed.
 func (s *Store) wrap(op string, err error) error {
@@ -237,7 +271,9 @@ func (s *Store) wrap(op string, err error) error {
 		return nil
 	}
 	var ve *backend.ValidationError
-	if errors.As(err, &ve) || errors.Is(err, backend.ErrClosed) {
+	var se *backend.StateError
+	if errors.As(err, &ve) || errors.As(err, &se) || errors.Is(err, backend.ErrClosed) ||
+		errors.Is(err, backend.ErrNotFound) || errors.Is(err, backend.ErrUniqueKeyHeld) {
 		return err
 	}
 	return fmt.Errorf("kyu/postgres: %s: %w", op, err)

@@ -277,7 +277,7 @@ func (s *Store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (bac
 // retryCandidates reads and locks up to limit jobs of a queue in a state
 // after the id after, in id order.
 func (s *Store) retryCandidates(ctx context.Context, tx pgx.Tx, queue string, state backend.State, after string, limit int) ([]*lockedJob, error) {
-	rows, err := tx.Query(ctx, s.sqls.retryCandidates, queue, string(state), after, limit)
+	rows, err := tx.Query(ctx, s.sqls.retryCandidates[state], queue, after, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +304,7 @@ func (s *Store) Purge(ctx context.Context, p backend.PurgeParams) (backend.Count
 	}
 	defer s.end()
 	var n int64
-	if err := s.pool.QueryRow(ctx, s.sqls.purge, p.Queue, string(p.State), p.Limit).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, s.sqls.purge[p.State], p.Queue, p.Limit).Scan(&n); err != nil {
 		return backend.CountResult{}, s.wrap("purge "+p.Queue, err)
 	}
 	return backend.CountResult{Count: int(n)}, nil

@@ -28,7 +28,11 @@ type statements struct {
 
 	lockJob, queueRetention, finishWaiting string
 	requestCancel, retry, runNow, state    string
-	retryCandidates, purge, updateQueue    string
+	updateQueue                            string
+	// By state: the state is written into the statement (it is one of
+	// seven names), so that under generic plans the planner can still use
+	// the partial index of that state.
+	retryCandidates, purge                 map[backend.State]string
 	watch, notifyFinished, report, takeKey string
 	statsCounts, statsQueues               string
 	statsMinutes, statsTotals, foldMinutes string
@@ -67,14 +71,14 @@ func newStatements(schema, finished string) *statements {
 		retry:            f(sqlRetry),
 		runNow:           f(`UPDATE {{s}}.jobs SET state = 'pending', run_at = $2 WHERE id = $1 AND state IN ('scheduled', 'retry') RETURNING {{cols}}`),
 		state:            f(`SELECT state FROM {{s}}.jobs WHERE id = $1`),
-		retryCandidates:  f(sqlRetryCandidates),
-		purge:            f(sqlPurge),
+		retryCandidates:  byState(f, sqlRetryCandidates),
+		purge:            byState(f, sqlPurge),
 		updateQueue:      f(sqlUpdateQueue),
 		watch:            f(`UPDATE {{s}}.jobs SET watched = true WHERE id = ANY($1::uuid[]) AND NOT watched`),
 		notifyFinished:   `SELECT pg_notify($1, $2)`,
 		report:           f(sqlReport),
 		takeKey:          f(`SELECT holder::text FROM {{s}}.take_unique_key($1, $2, $3::uuid, NULL, $4)`),
-		statsCounts:      f(`SELECT queue, state, count(*), min(run_at) FILTER (WHERE state = 'pending') FROM {{s}}.jobs GROUP BY queue, state`),
+		statsCounts:      f(sqlStatsCounts),
 		statsQueues:      f(`SELECT name, paused, retain_completed, retain_failed, retain_cancelled FROM {{s}}.queues`),
 		statsMinutes:     f(`SELECT minute, sum(processed)::bigint, sum(failed)::bigint FROM {{s}}.counters WHERE minute >= $1 AND minute <= $2 GROUP BY minute`),
 		statsTotals:      f(`SELECT coalesce(sum(processed), 0)::bigint, coalesce(sum(failed), 0)::bigint FROM {{s}}.counters`),
@@ -84,6 +88,16 @@ func newStatements(schema, finished string) *statements {
 		workers:          f(`SELECT info FROM {{s}}.workers WHERE expires_at > $1 ORDER BY id`),
 		forgetWorkers:    f(`DELETE FROM {{s}}.workers WHERE expires_at <= $1`),
 	}
+}
+
+// byState fills in tmpl once per state, with {{state}} the state's name as
+// a literal.
+func byState(f func(string) string, tmpl string) map[backend.State]string {
+	m := map[backend.State]string{}
+	for _, st := range backend.States() {
+		m[st] = f(strings.ReplaceAll(tmpl, "{{state}}", quoteLiteral(string(st))))
+	}
+	return m
 }
 
 // fill expands the placeholders of tmpl.
@@ -489,23 +503,24 @@ SET state = 'pending', run_at = $2, max_attempts = greatest(max_attempts, attemp
 WHERE id = ANY($1::uuid[]) AND state IN ('failed', 'cancelled')
 RETURNING {{cols}}`
 
-// sqlRetryCandidates: $1 queue, $2 state, $3 the id to start after, $4
-// limit. The oldest jobs of a queue in a state, locked.
-const sqlRetryCandidates = `SELECT id::text, coalesce(unique_key, ''), unique_for_ns FROM {{s}}.jobs
-WHERE queue = $1 AND state = $2 AND id > $3::uuid
-ORDER BY id
-LIMIT $4
+// sqlRetryCandidates: $1 queue, $2 the id to start after, $3 limit; the
+// state is {{state}}. The oldest jobs of a queue in a state, locked.
+const sqlRetryCandidates = `SELECT j.id::text, coalesce(j.unique_key, ''), j.unique_for_ns FROM {{s}}.jobs j
+WHERE j.queue = $1 AND j.state = {{state}} AND j.id > $2::uuid
+ORDER BY j.id
+LIMIT $3
 FOR UPDATE SKIP LOCKED`
 
-// sqlPurge: $1 queue, $2 state, $3 limit. Deletes the oldest $3 jobs of a
-// queue in a state (never an active one); returns how many.
+// sqlPurge: $1 queue, $2 limit; the state is {{state}}. Deletes the
+// oldest $2 jobs of a queue in a state (never an active one); returns how
+// many.
 const sqlPurge = `WITH t AS (
-	SELECT id FROM {{s}}.jobs WHERE queue = $1 AND state = $2
+	SELECT id FROM {{s}}.jobs WHERE queue = $1 AND state = {{state}}
 	ORDER BY id
-	LIMIT $3
+	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 ), d AS (
-	DELETE FROM {{s}}.jobs j USING t WHERE j.id = t.id AND j.state = $2 AND j.state <> 'active'
+	DELETE FROM {{s}}.jobs j USING t WHERE j.id = t.id AND j.state = {{state}} AND j.state <> 'active'
 	RETURNING j.id, j.queue, j.unique_key, j.state AS final_state, {{notify j}} AS w
 ), {{keys d}}
 SELECT count(*) FROM d`
@@ -551,6 +566,22 @@ const sqlReport = `WITH items AS (
 	WHERE l.ord < t.kept
 )
 SELECT id::text FROM up`
+
+// sqlStatsCounts counts the jobs per queue and state, with the earliest
+// run-at of each queue's pending jobs, in one statement (one snapshot).
+// Each branch reads the partial index of its states (index-only where the
+// index holds the queue), never the whole table.
+const sqlStatsCounts = `SELECT queue, 'completed', count(*), NULL::timestamptz FROM {{s}}.jobs WHERE state = 'completed' GROUP BY queue
+UNION ALL
+SELECT queue, 'failed', count(*), NULL FROM {{s}}.jobs WHERE state = 'failed' GROUP BY queue
+UNION ALL
+SELECT queue, 'cancelled', count(*), NULL FROM {{s}}.jobs WHERE state = 'cancelled' GROUP BY queue
+UNION ALL
+SELECT queue, 'pending', count(*), min(run_at) FROM {{s}}.jobs WHERE state = 'pending' GROUP BY queue
+UNION ALL
+SELECT queue, 'active', count(*), NULL FROM {{s}}.jobs WHERE state = 'active' GROUP BY queue
+UNION ALL
+SELECT queue, state, count(*), NULL FROM {{s}}.jobs WHERE state IN ('scheduled', 'retry') GROUP BY queue, state`
 
 // sqlFoldMinutes: $1 the first minute kept. Adds the counters of older
 // minutes to the totals row (minute '-infinity') and deletes them.

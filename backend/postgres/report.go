@@ -29,12 +29,25 @@ func (s *Store) Report(ctx context.Context, p backend.ReportParams) (backend.Bat
 	if len(b.ids) == 0 {
 		return backend.BatchResult{Errors: b.errs}, nil
 	}
-	n := len(b.ids)
-	progress, counts := make([]pgtype.Text, n), make([]int32, n)
-	var lineJobs, lineText []string
-	var lineOrd []int32
+	// Items for the same lease are merged (their lines in order, the last
+	// progress), so the statement meets each job once.
+	type merged struct {
+		id       string
+		token    int64
+		progress pgtype.Text
+		lines    []string
+	}
+	var jobs []*merged
+	byLease := map[backend.Lease]*merged{}
 	for k, i := range b.pos {
 		it := p.Items[i]
+		l := backend.Lease{JobID: b.canon[i], Token: b.tokens[k]}
+		m := byLease[l]
+		if m == nil {
+			m = &merged{id: l.JobID, token: l.Token}
+			byLease[l] = m
+			jobs = append(jobs, m)
+		}
 		if it.Progress != nil {
 			pr := *it.Progress
 			pr.At = p.Now.UTC()
@@ -42,16 +55,23 @@ func (s *Store) Report(ctx context.Context, p backend.ReportParams) (backend.Bat
 			if err != nil {
 				return backend.BatchResult{}, fmt.Errorf("kyu/postgres: report: encode progress: %w", err)
 			}
-			progress[k] = pgtype.Text{String: string(raw), Valid: true}
+			m.progress = pgtype.Text{String: string(raw), Valid: true}
 		}
-		counts[k] = int32(len(it.Logs))
-		for o, l := range it.Logs {
-			lineJobs = append(lineJobs, b.canon[i])
+		m.lines = append(m.lines, it.Logs...)
+	}
+	ids, tokens := make([]string, len(jobs)), make([]int64, len(jobs))
+	progress, counts := make([]pgtype.Text, len(jobs)), make([]int32, len(jobs))
+	var lineJobs, lineText []string
+	var lineOrd []int32
+	for k, m := range jobs {
+		ids[k], tokens[k], progress[k], counts[k] = m.id, m.token, m.progress, int32(len(m.lines))
+		for o, l := range m.lines {
+			lineJobs = append(lineJobs, m.id)
 			lineOrd = append(lineOrd, int32(o))
 			lineText = append(lineText, l)
 		}
 	}
-	rows, err := s.pool.Query(ctx, s.sqls.report, p.Now, b.ids, b.tokens, progress, counts, int32(p.MaxLines()),
+	rows, err := s.pool.Query(ctx, s.sqls.report, p.Now, ids, tokens, progress, counts, int32(p.MaxLines()),
 		lineJobs, lineOrd, lineText)
 	if err != nil {
 		return backend.BatchResult{}, s.wrap("report", err)

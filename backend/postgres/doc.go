@@ -17,6 +17,13 @@
 // after the schema, so idle workers wake within a few milliseconds; a lost
 // notification only costs a worker's poll interval.
 //
+// The lifecycle operations (schema version 2) keep to the same rules: the
+// statements that end jobs also decide their retention (backend.Expiry, in
+// SQL), honour a requested cancel and add to the per-minute counters;
+// WatchFinished marks the watched jobs, and only their end sends a NOTIFY
+// (on a second channel, also named after the schema); Stats counts each
+// state over its partial index in one statement; List pages in id order.
+//
 // The store never reads the database clock for the semantics: every time
 // comes from the caller's Now, as the backend contract asks.
 package postgres

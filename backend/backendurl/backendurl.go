@@ -10,9 +10,13 @@
 //	rediss://…, redis-cluster://host:port,host:port, redis-sentinel://host:26379?master=NAME
 //	                         Redis (see backend/redis.ParseURL)
 //	http://host:7420         a kyu server (backend/remote); https too
+//	postgres://user@host/db?schema=kyu     PostgreSQL (postgresql:// too)
 //
-// PostgreSQL (postgres, postgresql) and MySQL (mysql) are recognised but
-// not yet available in this build.
+// A PostgreSQL URL takes the store's schema as the schema parameter
+// (default kyu) and migrates it when the store opens unless it says
+// automigrate=false (then run `kyu migrate` first).
+//
+// MySQL (mysql) is recognised but not yet available in this build.
 //
 // The choice is a plain switch on the scheme, with no global registry: a
 // program that wants only one store imports that store's package directly
@@ -27,6 +31,7 @@ import (
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/pebble"
 	"github.com/kyuhq/kyu/backend/redis"
+	"github.com/kyuhq/kyu/backend/postgres"
 	"github.com/kyuhq/kyu/backend/remote"
 )
 
@@ -68,6 +73,13 @@ func Open(ctx context.Context, rawURL string, opts Options) (backend.Backend, er
 		b, err := redis.OpenURL(ctx, t.url.String(), redis.Options{Logger: opts.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("backendurl: open redis store %s: %w", t.url.Redacted(), err)
+		}
+		return b, nil
+	case schemePostgres, schemePostgresql:
+		opts.Logger.Debug("opening PostgreSQL store", "url", t.url.Redacted())
+		b, err := postgres.Open(ctx, t.url.String(), postgres.Options{Logger: opts.Logger, AutoMigrate: true})
+		if err != nil {
+			return nil, fmt.Errorf("backendurl: open PostgreSQL store %s: %w", t.url.Redacted(), err)
 		}
 		return b, nil
 	case schemeHTTP, schemeHTTPS:

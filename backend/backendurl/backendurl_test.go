@@ -3,11 +3,16 @@ package backendurl
 import (
 	"context"
 	"errors"
-	"github.com/kyuhq/kyu/backend/redis"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kyuhq/kyu/backend/backendtest"
+	"github.com/kyuhq/kyu/backend/redis"
 	"github.com/kyuhq/kyu/backend/remote"
 )
 
@@ -84,6 +89,8 @@ func TestErrorsHidePasswords(t *testing.T) {
 		"http://u:hunter2@",
 		"pebble://u:hunter2@dir",
 		"ftp://u:hunter2@host",
+		"postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=2",
+		"postgres://u:hunter2@[::1",
 	} {
 		_, err := Open(t.Context(), raw, Options{})
 		if err == nil {
@@ -98,7 +105,7 @@ func TestErrorsHidePasswords(t *testing.T) {
 func TestOpenUnavailable(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{
-		"postgres://db/kyu", "postgresql://db/kyu", "mysql://db/kyu",
+		"mysql://db/kyu",
 	} {
 		b, err := Open(t.Context(), raw, Options{})
 		if err == nil {
@@ -178,5 +185,31 @@ func TestOpenRedisBadURL(t *testing.T) {
 		if strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("Open(%q) error repeats the password: %v", raw, err)
 		}
+	}
+}
+
+func TestOpenPostgres(t *testing.T) {
+	t.Parallel()
+	url := backendtest.ServiceURL("KYU_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		backendtest.Unreachable(t, "postgres", "KYU_TEST_POSTGRES_URL", url, err)
+	}
+	defer conn.Close(context.Background())
+	schema := fmt.Sprintf("kyu_test_backendurl_%d", time.Now().UnixNano())
+	defer conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	b, err := Open(t.Context(), url+sep+"schema="+schema, Options{})
+	if err != nil {
+		t.Fatalf("Open(postgres URL): %v", err)
+	}
+	if !b.Capabilities().Tx {
+		t.Errorf("the PostgreSQL store does not declare Capabilities().Tx")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
 	}
 }

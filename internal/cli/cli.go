@@ -97,6 +97,7 @@ redis://, postgres://, mysql://, or http(s):// for a kyu server.`,
 	root.AddCommand(
 		newVersionCommand(),
 		newBenchCommand(),
+		newMigrateCommand(),
 		newServerCommand(),
 	)
 	return root

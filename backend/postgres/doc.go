@@ -1,0 +1,29 @@
+// Package postgres is kyu's PostgreSQL store: a backend.Backend on
+// PostgreSQL 14 or newer through pgx, for teams that already run
+// PostgreSQL, and the one store that can enqueue a job inside the
+// application's own transaction (EnqueueTx, EnqueueSQLTx): the job exists
+// if and only if that transaction commits.
+//
+// A store lives in one schema (default "kyu"; several stores may share a
+// database in different schemas). Its tables are created by embedded,
+// versioned, forward-only migrations: Migrate (the `kyu migrate` command)
+// or Options.AutoMigrate applies them, and Open refuses a schema at another
+// version than this code's.
+//
+// Claims take the pending jobs of a queue in claim order with FOR UPDATE
+// SKIP LOCKED, so claimers never wait for one another. Completions,
+// failures, releases and heartbeats act on a whole batch in one statement.
+// A job that becomes pending is announced with NOTIFY on a channel named
+// after the schema, so idle workers wake within a few milliseconds; a lost
+// notification only costs a worker's poll interval.
+//
+// The lifecycle operations (schema version 2) keep to the same rules: the
+// statements that end jobs also decide their retention (backend.Expiry, in
+// SQL), honour a requested cancel and add to the per-minute counters;
+// WatchFinished marks the watched jobs, and only their end sends a NOTIFY
+// (on a second channel, also named after the schema); Stats counts each
+// state over its partial index in one statement; List pages in id order.
+//
+// The store never reads the database clock for the semantics: every time
+// comes from the caller's Now, as the backend contract asks.
+package postgres

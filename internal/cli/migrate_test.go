@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kyuhq/kyu/backend/backendtest"
+)
+
+func TestMigrateUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"migrate"}, {"migrate", "--backend", "pebble:///tmp/x"}} {
+		_, _, err := run(t, args...)
+		var ue *UsageError
+		if !errors.As(err, &ue) {
+			t.Errorf("kyu %v = %v; want a usage error", args, err)
+		}
+	}
+}
+
+func TestMigratePostgres(t *testing.T) {
+	t.Parallel()
+	url := backendtest.ServiceURL("KYU_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		backendtest.Unreachable(t, "postgres", "KYU_TEST_POSTGRES_URL", url, err)
+	}
+	defer conn.Close(context.Background())
+	schema := fmt.Sprintf("kyu_test_cli_%d", time.Now().UnixNano())
+	defer conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	target := url + sep + "schema=" + schema
+	for _, want := range []string{"schema migrated from version 0 to", "nothing to do"} {
+		out, _, err := run(t, "migrate", "--backend", target)
+		if err != nil {
+			t.Fatalf("kyu migrate: %v", err)
+		}
+		if !strings.Contains(out, want) {
+			t.Fatalf("kyu migrate printed %q; want it to say %q", out, want)
+		}
+	}
+}

@@ -30,8 +30,8 @@ import (
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/pebble"
-	"github.com/kyuhq/kyu/backend/redis"
 	"github.com/kyuhq/kyu/backend/postgres"
+	"github.com/kyuhq/kyu/backend/redis"
 	"github.com/kyuhq/kyu/backend/remote"
 )
 

@@ -160,6 +160,12 @@ func (j *NewJob) prepare(now time.Time, maxPayload int) *ValidationError {
 		return invalid("unique_for", "needs a unique_key")
 	case len(j.UniqueKey) > 1024:
 		return invalid("unique_key", "longer than 1024 bytes")
+	case !ValidText(j.Type):
+		return invalid("type", textReason)
+	case !ValidText(j.Title):
+		return invalid("title", textReason)
+	case !ValidText(j.UniqueKey):
+		return invalid("unique_key", textReason)
 	case !j.Retention.Valid():
 		return invalid("retention", "unknown value %d", int64(j.Retention))
 	case !InTimeRange(j.RunAt):
@@ -168,6 +174,16 @@ func (j *NewJob) prepare(now time.Time, maxPayload int) *ValidationError {
 		return invalid("deadline", timeRangeReason)
 	case !InTimeRange(now.Add(j.UniqueFor)):
 		return invalid("unique_for", "ends "+timeRangeReason)
+	}
+	for _, t := range j.Tags {
+		if !ValidText(t) {
+			return invalid("tags", textReason)
+		}
+	}
+	for k, v := range j.Metadata {
+		if !ValidText(k) || !ValidText(v) {
+			return invalid("metadata", textReason)
+		}
 	}
 	return nil
 }

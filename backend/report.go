@@ -1,9 +1,6 @@
 package backend
 
-import (
-	"time"
-	"unicode/utf8"
-)
+import "time"
 
 // Limits on what a handler reports.
 const (
@@ -51,7 +48,7 @@ type ReportParams struct {
 }
 
 // Check validates a report: Now, a Percent in [0, 100], and lines and
-// messages within their bounds and valid UTF-8.
+// messages within their bounds and ValidText.
 func (p *ReportParams) Check() error {
 	if err := CheckNow(p.Now); err != nil {
 		return err
@@ -66,16 +63,16 @@ func (p *ReportParams) Check() error {
 				return &ValidationError{Index: i, Field: "progress", Reason: "percent must be within [0, 100]"}
 			case len(pr.Message) > MaxProgressMessage:
 				return &ValidationError{Index: i, Field: "progress", Reason: "message longer than 1 KiB"}
-			case !utf8.ValidString(pr.Message):
-				return &ValidationError{Index: i, Field: "progress", Reason: "message is not valid UTF-8"}
+			case !ValidText(pr.Message):
+				return &ValidationError{Index: i, Field: "progress", Reason: "message " + textReason}
 			}
 		}
 		for _, l := range it.Logs {
 			switch {
 			case len(l) > MaxLogLine:
 				return &ValidationError{Index: i, Field: "logs", Reason: "a line is longer than 8 KiB"}
-			case !utf8.ValidString(l):
-				return &ValidationError{Index: i, Field: "logs", Reason: "a line is not valid UTF-8"}
+			case !ValidText(l):
+				return &ValidationError{Index: i, Field: "logs", Reason: "a line " + textReason}
 			}
 		}
 	}

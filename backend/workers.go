@@ -64,12 +64,24 @@ func (p *RegisterWorkerParams) Check() error {
 	switch {
 	case p.Worker.ID == "" || len(p.Worker.ID) > 256:
 		return invalid("worker.id", "must be 1 to 256 bytes")
+	case !ValidText(p.Worker.ID) || !ValidText(p.Worker.Host) || !ValidText(p.Worker.Version):
+		return invalid("worker", "id, host and version "+textReason)
 	case p.DeadAfter <= 0:
 		return invalid("dead_after", "must be positive")
 	case p.ExpireAfter < p.DeadAfter:
 		return invalid("expire_after", "must not be shorter than dead_after")
 	case !InTimeRange(p.Now.Add(p.ExpireAfter)):
 		return invalid("expire_after", "ends "+timeRangeReason)
+	}
+	for _, q := range p.Worker.Queues {
+		if !ValidText(q) {
+			return invalid("worker.queues", textReason)
+		}
+	}
+	for _, id := range p.Worker.Running {
+		if !ValidText(id) {
+			return invalid("worker.running", textReason)
+		}
 	}
 	return nil
 }

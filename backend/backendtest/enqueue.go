@@ -234,6 +234,11 @@ func testValidation(t *testing.T, factory Factory) {
 		{"UniqueForWithoutKey", "unique_for", backend.NewJob{Type: testType, Queue: "q", UniqueFor: time.Hour}},
 		{"LongUniqueKey", "unique_key", backend.NewJob{Type: testType, Queue: "q", UniqueKey: long(1025)}},
 		{"Retention", "retention", backend.NewJob{Type: testType, Queue: "q", Retention: backend.Retention(-3)}},
+		{"TypeNUL", "type", backend.NewJob{Type: "a\x00b", Queue: "q"}},
+		{"TitleNotUTF8", "title", backend.NewJob{Type: testType, Queue: "q", Title: "caf\xe9"}},
+		{"UniqueKeyNUL", "unique_key", backend.NewJob{Type: testType, Queue: "q", UniqueKey: "k\x00"}},
+		{"TagNUL", "tags", backend.NewJob{Type: testType, Queue: "q", Tags: []string{"ok", "\x00"}}},
+		{"MetadataNUL", "metadata", backend.NewJob{Type: testType, Queue: "q", Metadata: map[string]string{"k": "v\x00"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

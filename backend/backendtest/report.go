@@ -205,6 +205,8 @@ func testReport(t *testing.T, factory Factory) {
 			{"MessageUTF8", "progress", backend.ReportItem{Lease: lease(j), Progress: &backend.Progress{Percent: 1, Message: "bad \xff"}}},
 			{"LongLine", "logs", backend.ReportItem{Lease: lease(j), Logs: []string{"ok", strings.Repeat("l", backend.MaxLogLine+1)}}},
 			{"LineUTF8", "logs", backend.ReportItem{Lease: lease(j), Logs: []string{"ok", "bad \xc3\x28"}}},
+			{"LineNUL", "logs", backend.ReportItem{Lease: lease(j), Logs: []string{"ok", "nul \x00 inside"}}},
+			{"MessageNUL", "progress", backend.ReportItem{Lease: lease(j), Progress: &backend.Progress{Percent: 1, Message: "\x00"}}},
 		} {
 			// The bad item follows a good one; neither may be written.
 			_, err := f.b.Report(f.ctx, backend.ReportParams{Items: []backend.ReportItem{good, c.item}, Now: f.now})

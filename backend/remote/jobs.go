@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"math"
 	"net/url"
 	"strconv"
 	"time"
@@ -10,8 +11,8 @@ import (
 	"github.com/kyuhq/kyu/server/api"
 )
 
-// Enqueue sends the jobs as one array (atomic on the server). A MaxPayload
-// smaller than the server's is checked here, before sending.
+// Enqueue sends the jobs as one array (atomic on the server), after the
+// contract's checks (a MaxPayload smaller than the server's included).
 func (b *Backend) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	if b.closed.Load() {
 		return backend.EnqueueResult{}, backend.ErrClosed
@@ -22,12 +23,15 @@ func (b *Backend) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend
 		}
 		return backend.EnqueueResult{Jobs: []backend.EnqueuedJob{}}, nil
 	}
-	if p.MaxPayload > 0 {
-		for i, j := range p.Jobs {
-			if len(j.Payload) > p.MaxPayload {
-				return backend.EnqueueResult{}, &backend.ValidationError{Index: i, Field: "payload", Reason: strconv.Itoa(len(j.Payload)) + " bytes is over the maximum of " + strconv.Itoa(p.MaxPayload)}
-			}
-		}
+	// The contract's checks run here too, on a copy: JSON would silently
+	// mend text that is not valid UTF-8 before the server could refuse it.
+	// The payload bound is the server's unless the caller set a smaller one.
+	local := p
+	if local.MaxPayload <= 0 {
+		local.MaxPayload = math.MaxInt
+	}
+	if err := local.Prepare(); err != nil {
+		return backend.EnqueueResult{}, err
 	}
 	in := make([]api.NewJob, len(p.Jobs))
 	for i, j := range p.Jobs {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/redis/rueidis"
@@ -20,7 +21,8 @@ func readyScore(priority int, runAt int64) string {
 
 // Enqueue writes the jobs of each queue with one script run. A batch
 // spanning several queues is one MULTI on a single server; on a Cluster
-// each queue's part is atomic on its own (their slots differ).
+// each queue's part is atomic on its own (their slots differ). A single
+// job may share its script run with other callers' (enqueueOne).
 func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	if err := p.Prepare(); err != nil {
 		return backend.EnqueueResult{}, err
@@ -29,7 +31,16 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 		return backend.EnqueueResult{}, err
 	}
 	defer s.leave()
+	if len(p.Jobs) == 1 {
+		return s.enqueueOne(ctx, p)
+	}
+	return s.enqueue(ctx, p, nil)
+}
 
+// enqueue writes prepared jobs; nows, when not nil, holds each job's own
+// clock (jobs of several callers coalesced into one call), and p.Now is
+// then the latest of them.
+func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []time.Time) (backend.EnqueueResult, error) {
 	var groups []*enqueueGroup
 	byName := map[string]*enqueueGroup{}
 	for i := range p.Jobs {
@@ -41,6 +52,9 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 			groups = append(groups, g)
 		}
 		g.pos = append(g.pos, i)
+		if nows != nil {
+			g.nows = append(g.nows, nows[i])
+		}
 	}
 	// A group whose queue keys turn out stale (the data was flushed, and
 	// the number may belong to another queue now) or unmarked wrote
@@ -134,6 +148,9 @@ type enqueueGroup struct {
 	num  uint32
 	pos  []int    // positions in EnqueueParams.Jobs
 	args []string // the script's ARGV; nil until built
+	// nows holds each job's clock when the jobs come from several callers
+	// (nil: EnqueueParams.Now for all).
+	nows []time.Time
 }
 
 // buildEnqueue gives the group's jobs their ids and records.
@@ -166,7 +183,11 @@ func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	if err != nil {
 		return err
 	}
-	j := nj.Record(id, p.Now)
+	now := p.Now
+	if g.nows != nil {
+		now = g.nows[k]
+	}
+	j := nj.Record(id, now)
 	runAt := j.RunAt.UnixMilli()
 	state, score := "p", readyScore(j.Priority, runAt)
 	if j.State == backend.StateScheduled {
@@ -174,7 +195,7 @@ func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	}
 	until := "0"
 	if nj.UniqueFor > 0 {
-		until = strconv.FormatInt(p.Now.Add(nj.UniqueFor).UnixMilli(), 10)
+		until = strconv.FormatInt(now.Add(nj.UniqueFor).UnixMilli(), 10)
 	}
 	copy(g.args[enqueueHead+k*enqueueStride:], []string{id, state, score, msOf(j.Deadline), nj.UniqueKey, until, encodeRecord(j)})
 	return nil

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -25,9 +26,33 @@ func (s *Store) evalCmd(c call, full bool) rueidis.Completed {
 	return b.Evalsha().Sha1(c.s.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
 }
 
-// eval runs one script: EVALSHA, then EVAL if the server lacks it.
+// fcallCmd is c as an FCALL of its function in the library, if it has one
+// and the server runs functions.
+func (s *Store) fcallCmd(c call) (rueidis.Completed, bool) {
+	fn, ok := functions.fn[c.s]
+	if !ok || s.noFunctions.Load() {
+		return rueidis.Completed{}, false
+	}
+	return s.client.B().Fcall().Function(fn).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build(), true
+}
+
+// eval runs one script: FCALL (loading the library if the server lacks
+// it), else EVALSHA, then EVAL if the server lacks the script.
 func (s *Store) eval(ctx context.Context, sc *script, keys, args []string) rueidis.RedisResult {
 	c := call{s: sc, keys: keys, args: args}
+	if cmd, ok := s.fcallCmd(c); ok {
+		res := s.client.Do(ctx, cmd)
+		if !noFunction(res.Error()) {
+			return res
+		}
+		if s.loadFunctions(ctx) == nil {
+			if cmd, ok := s.fcallCmd(c); ok {
+				if res := s.client.Do(ctx, cmd); !noFunction(res.Error()) {
+					return res
+				}
+			}
+		}
+	}
 	res := s.client.Do(ctx, s.evalCmd(c, false))
 	if noScript(res.Error()) {
 		res = s.client.Do(ctx, s.evalCmd(c, true))
@@ -43,12 +68,16 @@ func (s *Store) evalMany(ctx context.Context, calls []call) []rueidis.RedisResul
 	}
 	cmds := make(rueidis.Commands, len(calls))
 	for i, c := range calls {
-		cmds[i] = s.evalCmd(c, false)
+		if cmd, ok := s.fcallCmd(c); ok {
+			cmds[i] = cmd
+		} else {
+			cmds[i] = s.evalCmd(c, false)
+		}
 	}
 	res := s.client.DoMulti(ctx, cmds...)
 	for i, r := range res {
-		if noScript(r.Error()) {
-			res[i] = s.client.Do(ctx, s.evalCmd(calls[i], true))
+		if err := r.Error(); noScript(err) || noFunction(err) {
+			res[i] = s.eval(ctx, calls[i].s, calls[i].keys, calls[i].args)
 		}
 	}
 	return res
@@ -57,6 +86,42 @@ func (s *Store) evalMany(ctx context.Context, calls []call) []rueidis.RedisResul
 func noScript(err error) bool {
 	re, ok := rueidis.IsRedisErr(err)
 	return ok && re.IsNoScript()
+}
+
+// noFunction reports whether err says the server lacks a function.
+func noFunction(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return false
+	}
+	msg := strings.TrimPrefix(re.Error(), "ERR ")
+	return strings.HasPrefix(msg, "Function not found")
+}
+
+// loadFunctions loads the library on every node (FUNCTION LOAD REPLACE,
+// which is idempotent; replicas get it from their masters). A server that
+// refuses it for good (older than Redis 7, or a managed one that forbids
+// FUNCTION) is not asked again: the scripts then run by EVALSHA. A server
+// that is loading, busy or failing over is asked again at the next call.
+func (s *Store) loadFunctions(ctx context.Context) error {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	for addr, node := range s.client.Nodes() {
+		err := node.Do(ctx, node.B().FunctionLoad().Replace().FunctionCode(functions.src).Build()).Error()
+		if err == nil {
+			continue
+		}
+		if re, ok := rueidis.IsRedisErr(err); ok {
+			if strings.HasPrefix(re.Error(), "READONLY") {
+				continue // a replica: it gets the library from its master
+			}
+			if !retryable(err) && !s.noFunctions.Swap(true) {
+				s.log.Info("redis refuses to load functions; running scripts by EVALSHA", "node", addr, "err", err)
+			}
+		}
+		return fmt.Errorf("load the function library on %s: %w", addr, err)
+	}
+	return nil
 }
 
 // retry runs fn until it succeeds, fails for good, or the time to retry

@@ -3,23 +3,68 @@ package redis
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"strings"
 )
 
-// script is a Lua script with its SHA1, run by EVALSHA (EVAL when the
-// server does not have it yet).
+// script is a Lua script with its SHA1, run as a function of the library
+// (FCALL; see library) or, on servers without functions, by EVALSHA (EVAL
+// when the server does not have it yet).
 type script struct {
 	name string
 	src  string
 	sha  string
+	// body is src without luaCommon, for the library (newLibrary).
+	body string
 }
 
 // newScript builds a per-queue script: luaCommon followed by body.
-func newScript(name, body string) *script { return rawScript(name, luaCommon+body) }
+func newScript(name, body string) *script {
+	sc := rawScript(name, luaCommon+body)
+	sc.body = body
+	return sc
+}
 
 // rawScript builds a script from its whole source.
 func rawScript(name, src string) *script {
 	sum := sha1.Sum([]byte(src))
-	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:]), body: src}
+}
+
+// library is the scripts as one Redis Functions library (FUNCTION LOAD,
+// then FCALL). Its functions skip what every EVALSHA of a script pays:
+// running luaCommon's definitions, some thirty closures and tables, on
+// every call. The library and its function names carry the SHA1 of its
+// source, so builds with different scripts share a server without
+// replacing each other's functions.
+type library struct {
+	name string
+	src  string
+	fn   map[*script]string
+}
+
+// newLibrary builds the library of scripts: luaCommon once, then one
+// function per script that sets KEYS and ARGV (upvalues here, not
+// globals), starts a fresh run (reset) and runs the script's body.
+func newLibrary(scripts ...*script) *library {
+	var b strings.Builder
+	b.WriteString("local KEYS, ARGV\n")
+	b.WriteString(luaCommon)
+	sum := sha1.New()
+	sum.Write([]byte(luaCommon))
+	for _, sc := range scripts {
+		sum.Write([]byte(sc.src))
+	}
+	tag := hex.EncodeToString(sum.Sum(nil))[:16]
+	l := &library{name: "kyu_" + tag, fn: make(map[*script]string, len(scripts))}
+	for _, sc := range scripts {
+		fn := "kyu_" + strings.ReplaceAll(sc.name, " ", "_") + "_" + tag
+		l.fn[sc] = fn
+		b.WriteString("\nredis.register_function('" + fn + "', function(keys, args)\nKEYS, ARGV = keys, args\nreset()\n")
+		b.WriteString(sc.body)
+		b.WriteString("\nend)\n")
+	}
+	l.src = "#!lua name=" + l.name + "\n" + b.String()
+	return l
 }
 
 // luaCommon is the start of every per-queue script. Such a script takes
@@ -53,6 +98,16 @@ local pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
 local moves = {}
 local finished = {}
 local tally = {p = 0, f = 0}
+local overrides -- the queue's settings, read once a run (queueRetention)
+local nums = {} -- formatted numbers (num)
+
+-- reset starts a run afresh: a function library keeps its locals between
+-- calls, while a script starts with them new.
+local function reset()
+  cache = {}
+  pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
+  moves, finished, tally, overrides, nums = {}, {}, {p = 0, f = 0}, nil, {}
+end
 
 local function flushIn()
   local rems, adds = {}, {}
@@ -100,8 +155,17 @@ local function move(id, from, to)
   end
 end
 
+-- num formats an integer without an exponent. Formatting is dear next
+-- to the rest of a job's work, and the values of one run repeat (attempt
+-- counts, the deletion time of jobs finished together), so a run keeps
+-- what it formatted in nums.
 local function num(x)
-  return string.format('%.0f', x)
+  local s = nums[x]
+  if not s then
+    s = string.format('%.0f', x)
+    nums[x] = s
+  end
+  return s
 end
 
 -- count adds an ended attempt to the per-minute counters: processed, and
@@ -253,7 +317,6 @@ end
 
 -- queueRetention is the queue's retention override for a final state
 -- letter, as retentionField writes it ('' for none).
-local overrides
 local function queueRetention(code)
   if not overrides then
     overrides = {}
@@ -1187,3 +1250,10 @@ local v = redis.call('HGET', KEYS[1], 'kyu')
 if not v then return 'foreign:a hash without the kyu marker' end
 return 'v:' .. v
 `)
+
+// functions is the library of every script above (see library).
+var functions = newLibrary(enqueueScript, claimScript, heartbeatScript, completeScript,
+	failScript, releaseScript, getScript, listScript, deleteScript, cancelScript,
+	retryScript, runNowScript, retryQueueScript, purgeScript, reportScript,
+	updateQueueScript, statsScript, promoteScript, recoverScript, retentionScript,
+	registerWorkerScript, deregisterWorkerScript, registerScript, markerScript)

@@ -6,11 +6,16 @@
 // keys.go for the layout and scripts.go for the scripts), so a crash
 // between two commands never leaves a job half-moved, and every script
 // runs in one Cluster slot: the lifecycle operations (cancel, retry, run
-// now, purge, reports, queue settings) too. Views across queues (List,
-// Stats) run one read per queue and merge here; the worker registry has
-// store-wide keys of its own. Idle workers wake, and watchers of a job
-// hear its end, through Pub/Sub (notify.go). Calls retry with backoff
-// while the server restarts or fails over (Options.RetryFor).
+// now, purge, reports, queue settings) too. The scripts run as functions
+// of one Redis Functions library (FCALL), which the store loads on every
+// node that lacks it (FUNCTION LOAD), or by EVALSHA on servers that
+// refuse functions. Single-job enqueues of one queue that come while
+// others are on their way share one script run (coalesce.go). Views
+// across queues (List, Stats) run one read per queue and merge here; the
+// worker registry has store-wide keys of its own. Idle workers wake, and
+// watchers of a job hear its end, through Pub/Sub (notify.go). Calls
+// retry with backoff while the server restarts or fails over
+// (Options.RetryFor).
 package redis
 
 import (
@@ -44,6 +49,13 @@ type Store struct {
 	queues *registry
 	notify *notifier // wake-ups
 	finish *notifier // ends of jobs
+
+	// noFunctions is set once the server refused the function library:
+	// scripts then run by EVALSHA. loadMu serialises loading it.
+	noFunctions atomic.Bool
+	loadMu      sync.Mutex
+	// lines coalesces concurrent single-job enqueues (coalesce.go).
+	lines lines
 
 	// ops counts calls in flight, so Close waits for them.
 	ops    sync.WaitGroup

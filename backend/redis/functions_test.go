@@ -1,0 +1,80 @@
+package redis
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/backend/backendtest"
+)
+
+// TestConformanceEvalsha runs the suite with the scripts sent by EVALSHA,
+// as on a server that refuses functions.
+func TestConformanceEvalsha(t *testing.T) {
+	openTest(t, "")
+	backendtest.Run(t, func(t *testing.T) backend.Backend {
+		s := openTest(t, "")
+		s.noFunctions.Store(true)
+		return s
+	})
+}
+
+// roundTrip enqueues, claims and completes one job.
+func roundTrip(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: time.Now(), Jobs: []backend.NewJob{{Type: "t", Queue: "q", Payload: []byte("x")}}}); err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	res, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute, WorkerID: "w", Now: time.Now()})
+	if err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("claim: %d jobs, %v", len(res.Jobs), err)
+	}
+	j := res.Jobs[0]
+	out, err := s.Complete(ctx, backend.CompleteParams{Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}}}, Now: time.Now()})
+	if err != nil || out.Errors[0] != nil {
+		t.Fatalf("complete: %v %v", err, out.Errors)
+	}
+}
+
+// TestFunctionsReloaded: a server that lost the library (FUNCTION FLUSH,
+// a restart without persistence) gets it again at the next call.
+func TestFunctionsReloaded(t *testing.T) {
+	t.Parallel()
+	ps := startServer(t, "--appendonly", "no")
+	s, err := Open(context.Background(), Options{Addrs: []string{ps.addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	roundTrip(t, s)
+	if out, err := ps.cli("FUNCTION", "FLUSH"); err != nil {
+		t.Fatalf("function flush: %v %s", err, out)
+	}
+	roundTrip(t, s)
+	out, err := ps.cli("FUNCTION", "LIST")
+	if err != nil || !strings.Contains(out, functions.name) {
+		t.Fatalf("library %s not loaded again: %v %s", functions.name, err, out)
+	}
+	if s.noFunctions.Load() {
+		t.Fatal("store fell back to EVALSHA")
+	}
+}
+
+// TestFunctionsRefused: on a server that refuses FUNCTION, the store runs
+// its scripts by EVALSHA.
+func TestFunctionsRefused(t *testing.T) {
+	t.Parallel()
+	ps := startServer(t, "--appendonly", "no", "--rename-command", "FUNCTION", "")
+	s, err := Open(context.Background(), Options{Addrs: []string{ps.addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	roundTrip(t, s)
+	if !s.noFunctions.Load() {
+		t.Fatal("store did not fall back to EVALSHA")
+	}
+}

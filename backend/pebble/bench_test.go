@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -46,6 +47,30 @@ func BenchmarkEnqueue(b *testing.B) {
 				}
 			}
 		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	})
+	// clients50 is 50 producers of one job per call, as 50 clients of the
+	// server are: each waits for a group commit's sync before its next job.
+	b.Run("clients50", func(b *testing.B) {
+		const clients = 50
+		s := openStore(b, b.TempDir(), Options{})
+		ctx := context.Background()
+		b.ReportAllocs()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		b.ResetTimer()
+		for range clients {
+			wg.Go(func() {
+				for next.Add(1) <= int64(b.N) {
+					if _, err := s.Enqueue(ctx, backend.EnqueueParams{Jobs: []backend.NewJob{{Type: "t", Payload: benchPayload}}, Now: t0}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		b.StopTimer()
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 	})
 }

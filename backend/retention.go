@@ -7,7 +7,8 @@ import "time"
 // The zero value, RetainDefault, keeps completed jobs 24 hours, cancelled
 // jobs 7 days and failed jobs 30 days. A positive value keeps the job that
 // long after it finished (a deletion time past MaxTime means never).
-// RetainNone deletes the job in the same step that makes it final;
+// RetainNone deletes the job in the same step that makes it final (a job
+// that completed with a result is kept ResultGrace; see Expiry);
 // RetainForever never deletes it.
 type Retention time.Duration
 

@@ -10,6 +10,11 @@
 // or Options.AutoMigrate applies them, and Open refuses a schema at another
 // version than this code's.
 //
+// Enqueue calls of a few jobs each that come while another is on its way
+// wait and go together in one transaction, each job with its own caller's
+// clock and the outcome of running the calls one after another; an idle
+// caller goes at once. EnqueueTx and EnqueueSQLTx are never coalesced.
+//
 // Claims take the pending jobs of a queue in claim order with FOR UPDATE
 // SKIP LOCKED, so claimers never wait for one another. Completions,
 // failures, releases and heartbeats act on a whole batch in one statement.

@@ -15,6 +15,10 @@ import (
 // Enqueue writes p.Jobs atomically. Jobs without a unique key go in with
 // one INSERT; unique keys are taken first, in one statement, inside the
 // same transaction. Queues that got pending jobs are notified on commit.
+//
+// Calls of up to lineMaxJobs jobs that come while lineCalls others are on
+// their way are coalesced: they wait, and go together in one transaction
+// (see enqueueLined).
 func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	if err := p.Prepare(); err != nil {
 		return backend.EnqueueResult{}, err
@@ -27,6 +31,15 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 	if err != nil {
 		return backend.EnqueueResult{}, err
 	}
+	if len(plan.jobs) <= lineMaxJobs {
+		return s.enqueueLined(ctx, plan)
+	}
+	return s.enqueueAlone(ctx, plan)
+}
+
+// enqueueAlone writes one call's plan in a transaction of its own and
+// notifies the queues that got pending jobs.
+func (s *Store) enqueueAlone(ctx context.Context, plan *enqueuePlan) (backend.EnqueueResult, error) {
 	if len(plan.keyed) == 0 {
 		// One statement: its own transaction.
 		if err := s.insert(ctx, pgxRunner{s.pool}, plan, false); err != nil {
@@ -46,12 +59,17 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 			return backend.EnqueueResult{}, s.wrap("enqueue", err)
 		}
 	}
-	pending := plan.pendingQueues()
-	for _, q := range pending {
+	s.notifyPending(plan.pendingQueues())
+	return plan.result(), nil
+}
+
+// notifyPending wakes the subscribers of queues, here at once and in other
+// processes through the notifier.
+func (s *Store) notifyPending(queues []string) {
+	for _, q := range queues {
 		s.listen.signal(q)
 	}
-	s.notifier.notify(pending)
-	return plan.result(), nil
+	s.notifier.notify(queues)
 }
 
 // enqueueIn takes the plan's unique keys and writes its new jobs within one

@@ -25,6 +25,7 @@ type statements struct {
 	insert, insertQuiet, takeKeys      string
 	existing, notify                   string
 	insertOne                          string
+	insertAt, takeKeysAt               string
 
 	lockJob, queueRetention, finishWaiting string
 	requestCancel, retry, runNow, state    string
@@ -62,6 +63,8 @@ func newStatements(schema, finished string) *statements {
 		insertOne:   f(sqlInsertOne),
 		notify:      `SELECT count(*) FROM (SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q) x`,
 		takeKeys:    f(sqlTakeKeys),
+		insertAt:    f(sqlInsertAt),
+		takeKeysAt:  f(sqlTakeKeysAt),
 		existing:    f(`SELECT id::text FROM {{s}}.jobs WHERE id = ANY($1::uuid[])`),
 
 		lockJob:          f(`SELECT state, queue, retention_ns, cancel_requested, watched, coalesce(unique_key, ''), unique_for_ns FROM {{s}}.jobs WHERE id = $1 FOR UPDATE`),
@@ -490,6 +493,21 @@ VALUES ($1::uuid, $2, $3, $4, $5, $6::smallint, $7, $8::int, $9, $10::bigint, $1
 const sqlTakeKeys = `SELECT i.idx, h.holder::text, h.holder_state
 FROM unnest($1::int[], $2::text[], $3::text[], $4::uuid[], $5::timestamptz[]) AS i(idx, q, k, id, until),
 	LATERAL {{s}}.take_unique_key(i.q, i.k, i.id, i.until, $6) h`
+
+// sqlInsertAt: sqlInsertQuiet with one creation time per job: $1.. $16
+// one array per column, $17 the creation times. For the coalesced
+// enqueues of several callers, each with its own clock.
+const sqlInsertAt = `INSERT INTO {{s}}.jobs (id, queue, type, payload, title, priority, state, max_attempts, run_at,
+	timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, created_at)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[],
+	$6::smallint[], $7::text[], $8::int[], $9::timestamptz[], $10::bigint[], $11::timestamptz[],
+	$12::text[], $13::bigint[], $14::jsonb[], $15::jsonb[], $16::bigint[], $17::timestamptz[]) AS i`
+
+// sqlTakeKeysAt: sqlTakeKeys with one clock per item: $1 item indexes,
+// $2 queues, $3 keys, $4 job ids, $5 held until, $6 now, all arrays.
+const sqlTakeKeysAt = `SELECT i.idx, h.holder::text, h.holder_state
+FROM unnest($1::int[], $2::text[], $3::text[], $4::uuid[], $5::timestamptz[], $6::timestamptz[]) AS i(idx, q, k, id, until, now),
+	LATERAL {{s}}.take_unique_key(i.q, i.k, i.id, i.until, i.now) h`
 
 // sqlFinishWaiting: $1 now, $2 id, $3 expires at. Cancels a waiting job at
 // a caller's request (the caller holds its row and decided its expiry).

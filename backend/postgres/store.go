@@ -30,6 +30,9 @@ type Store struct {
 	closeMu sync.RWMutex
 	closed  bool
 
+	// line coalesces concurrent small Enqueue calls (see coalesce.go).
+	line enqueueLine
+
 	listen   *listener
 	notifier *notifier
 	vacuum   *vacuumer // nil when the store leaves vacuuming to autovacuum

@@ -1,0 +1,141 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// stepPlan returns the generic plan (as the store's connections run it:
+// force_generic_plan, bitmap scans off) of the promotion/deadline step
+// with queues as $2 (nil for every queue), as EXPLAIN's JSON.
+func stepPlan(ctx context.Context, s *Store, queues []string, analyze bool) (string, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return "", fmt.Errorf("acquire: %w", err)
+	}
+	defer conn.Release()
+	name := "kyu_plan_test_step"
+	if _, err := conn.Exec(ctx, `PREPARE `+name+`(timestamptz, text[], int, text) AS `+s.sqls.step); err != nil {
+		return "", fmt.Errorf("prepare: %w", err)
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `DEALLOCATE `+name) }()
+	q := "NULL::text[]"
+	if queues != nil {
+		lits := make([]string, len(queues))
+		for i, n := range queues {
+			lits[i] = quoteLiteral(n)
+		}
+		q = "ARRAY[" + strings.Join(lits, ", ") + "]::text[]"
+	}
+	opts := "FORMAT JSON"
+	if analyze {
+		opts = "ANALYZE, BUFFERS, FORMAT TEXT"
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return "", fmt.Errorf("begin: %w", err)
+	}
+	// EXPLAIN ANALYZE runs the step: roll it back.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	rows, err := tx.Query(ctx, `EXPLAIN (`+opts+`) EXECUTE `+name+`('2026-01-01T00:00:00Z', `+q+`, 1000, 'kyu_plan_test')`,
+		pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		return "", fmt.Errorf("explain: %w", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("explain: %w", err)
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// planScans returns the relations a JSON plan reads with a sequential
+// scan, and the indexes it scans.
+func planScans(plan string) (seq, indexes []string, err error) {
+	var doc []struct{ Plan map[string]any }
+	if err := json.Unmarshal([]byte(plan), &doc); err != nil {
+		return nil, nil, fmt.Errorf("decode plan: %w", err)
+	}
+	var walk func(n map[string]any)
+	walk = func(n map[string]any) {
+		if n["Node Type"] == "Seq Scan" {
+			rel, _ := n["Relation Name"].(string)
+			seq = append(seq, rel)
+		}
+		if idx, ok := n["Index Name"].(string); ok {
+			indexes = append(indexes, idx)
+		}
+		kids, _ := n["Plans"].([]any)
+		for _, k := range kids {
+			if m, ok := k.(map[string]any); ok {
+				walk(m)
+			}
+		}
+	}
+	for _, d := range doc {
+		walk(d.Plan)
+	}
+	return seq, indexes, nil
+}
+
+// TestStepPlanUsesIndexes checks that, once the jobs table has statistics
+// (autovacuum analyses it often), the generic plan of the step every Claim
+// runs reads jobs through its indexes and never scans the table.
+func TestStepPlanUsesIndexes(t *testing.T) {
+	t.Parallel()
+	n := 20000
+	if v, err := strconv.Atoi(os.Getenv("KYU_TEST_PLAN_ROWS")); err == nil && v > 0 {
+		n = v
+	}
+	s := openTestStore(t, Options{MaxConns: 2})
+	ctx := t.Context()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// Mostly pending jobs in a few queues; one in 20 scheduled (half due),
+	// one in 2000 with a deadline (half passed), a few retrying.
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.schema+`.jobs (id, queue, type, payload, priority, state, max_attempts, run_at,
+		timeout_ns, deadline, created_at)
+	SELECT gen_random_uuid(), 'q' || (i % 4), 't', '\x00', 0,
+		CASE WHEN i % 20 = 0 THEN 'scheduled' WHEN i % 97 = 0 THEN 'retry' ELSE 'pending' END, 3,
+		CASE WHEN i % 20 = 0 AND i % 40 <> 0 THEN $1::timestamptz + interval '1 hour' ELSE $1::timestamptz - interval '1 hour' END,
+		0,
+		CASE WHEN i % 2000 = 1 THEN $1::timestamptz + (CASE WHEN i % 4000 = 1 THEN -1 ELSE 1 END) * interval '1 minute' END,
+		$1::timestamptz - interval '2 hours'
+	FROM generate_series(1, $2::int) i`, now, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE `+s.schema+`.jobs`); err != nil {
+		t.Fatal(err)
+	}
+	for _, queues := range [][]string{{"q1"}, {"q0", "q2"}, nil} {
+		plan, err := stepPlan(ctx, s, queues, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, indexes, err := planScans(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(seq, "jobs") || !slices.Contains(indexes, "jobs_due") || !slices.Contains(indexes, "jobs_deadline") {
+			text, _ := stepPlan(ctx, s, queues, true)
+			t.Errorf("step with queues %q: sequential scans %v, index scans %v; want no sequential scan of jobs, and jobs_due and jobs_deadline used:\n%s",
+				queues, seq, indexes, text)
+		}
+		if testing.Verbose() && os.Getenv("KYU_TEST_PLAN_ROWS") != "" {
+			text, err := stepPlan(ctx, s, queues, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("queues %q:\n%s", queues, text)
+		}
+	}
+}

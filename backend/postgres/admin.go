@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -67,21 +68,33 @@ func parseID(id string) (string, error) {
 	return u.String(), nil
 }
 
+// beginJobCall starts a call on one job: it checks the caller's clock,
+// enters the store (the caller defers s.end() when err is nil) and gives
+// the job id in its canonical form.
+func (s *Store) beginJobCall(ctx context.Context, now time.Time, rawID string) (string, error) {
+	if err := backend.CheckNow(now); err != nil {
+		return "", err
+	}
+	if err := s.begin(ctx); err != nil {
+		return "", err
+	}
+	id, err := parseID(rawID)
+	if err != nil {
+		s.end()
+		return "", err
+	}
+	return id, nil
+}
+
 // Cancel cancels a waiting job at once (deciding its expiry with
 // backend.Expiry, deleting it under RetainNone) or records the request on
 // an active one, in one transaction holding the job's row.
 func (s *Store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
-	if err := s.begin(ctx); err != nil {
-		return nil, err
-	}
-	defer s.end()
-	id, err := parseID(p.ID)
+	id, err := s.beginJobCall(ctx, p.Now, p.ID)
 	if err != nil {
 		return nil, err
 	}
+	defer s.end()
 	var job *backend.Job
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		lj, err := s.lockJob(ctx, tx, id)
@@ -149,17 +162,11 @@ func (s *Store) takeKeyAgain(ctx context.Context, tx pgx.Tx, lj *lockedJob, now 
 // Retry sends a failed or cancelled job back to pending, taking its unique
 // key again, in one transaction.
 func (s *Store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
-	if err := s.begin(ctx); err != nil {
-		return nil, err
-	}
-	defer s.end()
-	id, err := parseID(p.ID)
+	id, err := s.beginJobCall(ctx, p.Now, p.ID)
 	if err != nil {
 		return nil, err
 	}
+	defer s.end()
 	var job *backend.Job
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		lj, err := s.lockJob(ctx, tx, id)
@@ -184,17 +191,11 @@ func (s *Store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job,
 
 // RunNow makes a scheduled or retry job pending at once.
 func (s *Store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
-	if err := s.begin(ctx); err != nil {
-		return nil, err
-	}
-	defer s.end()
-	id, err := parseID(p.ID)
+	id, err := s.beginJobCall(ctx, p.Now, p.ID)
 	if err != nil {
 		return nil, err
 	}
+	defer s.end()
 	job, err := scanJob(s.pool.QueryRow(ctx, s.sqls.runNow, id, p.Now))
 	if errors.Is(err, pgx.ErrNoRows) {
 		var state string

@@ -42,31 +42,29 @@ func queuePath(name, rest string) string {
 
 // RetryQueue retries up to Limit jobs of a queue in one request.
 func (b *Backend) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
-	if b.closed.Load() {
-		return backend.CountResult{}, backend.ErrClosed
-	}
 	if err := p.Check(); err != nil {
 		return backend.CountResult{}, err
 	}
-	q := url.Values{"state": {string(p.State)}, "limit": {strconv.Itoa(p.Limit)}}
-	var out api.Count
-	if err := b.call(ctx, "POST", queuePath(p.Queue, "/retry?"+q.Encode()), true, p.Now, nil, &out); err != nil {
-		return backend.CountResult{}, err
-	}
-	return backend.CountResult{Count: out.Count}, nil
+	return b.bulk(ctx, "POST", p.Queue, "/retry", p.State, p.Limit, p.Now)
 }
 
 // Purge deletes up to Limit jobs of a queue in one state in one request.
 func (b *Backend) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
-	if b.closed.Load() {
-		return backend.CountResult{}, backend.ErrClosed
-	}
 	if err := p.Check(); err != nil {
 		return backend.CountResult{}, err
 	}
-	q := url.Values{"state": {string(p.State)}, "limit": {strconv.Itoa(p.Limit)}}
+	return b.bulk(ctx, "DELETE", p.Queue, "/jobs", p.State, p.Limit, p.Now)
+}
+
+// bulk sends one checked bulk request on the jobs of a queue in one state
+// (retry or purge) and reads how many it changed.
+func (b *Backend) bulk(ctx context.Context, method, queue, rest string, state backend.State, limit int, now time.Time) (backend.CountResult, error) {
+	if b.closed.Load() {
+		return backend.CountResult{}, backend.ErrClosed
+	}
+	q := url.Values{"state": {string(state)}, "limit": {strconv.Itoa(limit)}}
 	var out api.Count
-	if err := b.call(ctx, "DELETE", queuePath(p.Queue, "/jobs?"+q.Encode()), true, p.Now, nil, &out); err != nil {
+	if err := b.call(ctx, method, queuePath(queue, rest+"?"+q.Encode()), true, now, nil, &out); err != nil {
 		return backend.CountResult{}, err
 	}
 	return backend.CountResult{Count: out.Count}, nil

@@ -39,6 +39,13 @@ type fetcher struct {
 	early atomic.Int32
 	freed chan struct{} // signalled (coalescing) when slots free up
 	loop  lifecycle.Loop
+
+	// idle hands a job to a handler goroutine waiting for one (see
+	// Worker.handlerLoop); it is closed when the fetcher's loop ends, which
+	// ends the waiting goroutines. goroutines counts the handler
+	// goroutines, running a handler or waiting.
+	idle       chan *jobRun
+	goroutines atomic.Int32
 }
 
 func newFetcher(w *Worker, queue string, concurrency, batch int) *fetcher {
@@ -48,6 +55,7 @@ func newFetcher(w *Worker, queue string, concurrency, batch int) *fetcher {
 		limit: int32(concurrency),
 		batch: int32(batch),
 		freed: make(chan struct{}, 1),
+		idle:  make(chan *jobRun),
 	}
 }
 
@@ -87,6 +95,8 @@ func (f *fetcher) wake() {
 }
 
 func (f *fetcher) run(ctx context.Context) {
+	// Only this loop hands jobs to handler goroutines.
+	defer close(f.idle)
 	log := f.w.log.With("queue", f.queue)
 	var signals <-chan struct{}
 	sub, err := f.w.b.Subscribe(ctx, backend.SubscribeParams{Queues: []string{f.queue}})

@@ -36,8 +36,8 @@ const outcomeTimeout = 10 * time.Second
 // after Shutdown it cannot be started again.
 //
 // For each queue a fetcher claims jobs in batches, as slots free up, when
-// the backend signals new work, or every PollInterval. Each job runs in its
-// own goroutine; one heartbeater extends all leases (and passes on cancel
+// the backend signals new work, or every PollInterval. Each job runs on a
+// handler goroutine, reused from job to job; one heartbeater extends all leases (and passes on cancel
 // requests), one completer records outcomes of many jobs in one backend
 // call, one reporter sends handlers' progress and log lines in batches, one
 // loop keeps the worker's entry in the registry, one enqueues the periodic

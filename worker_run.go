@@ -81,8 +81,9 @@ type jobRun struct {
 	result []byte
 
 	// ctx is the root of the handler's context; it carries the run for
-	// Progress and Log.
-	ctx runContext
+	// Progress and Log. handlerCtx is the context the handler gets.
+	ctx        runContext
+	handlerCtx context.Context
 
 	// report holds what the handler reported (Progress, Log) and is not
 	// yet sent, from its first report on; reportClosed is set when the
@@ -133,8 +134,9 @@ func newRun(rec *backend.Job, f *fetcher) *jobRun {
 	return r
 }
 
-// startJob begins a claimed job in its own goroutine. The job's slot in f
-// is already taken.
+// startJob begins a claimed job: it hands the job to one of f's handler
+// goroutines waiting for work, or starts a new one when none is waiting.
+// The job's slot in f is already taken. Called only from f's loop.
 func (w *Worker) startJob(f *fetcher, rec *backend.Job) {
 	run := newRun(rec, f)
 	run.ctx = runContext{Context: w.jobsCtx, run: run}
@@ -147,10 +149,35 @@ func (w *Worker) startJob(f *fetcher, rec *backend.Job) {
 	// The cancellable context is the inner one, so a cancel's cause is
 	// what the handler sees; the timeout still ends it from outside.
 	ctx, run.cancel = context.WithCancelCause(ctx)
+	run.handlerCtx = ctx
 	run.started = time.Now()
 	w.track(run)
 	w.stats.running.Add(1)
-	go w.execute(ctx, run)
+	select {
+	case f.idle <- run:
+	default:
+		f.goroutines.Add(1)
+		go w.handlerLoop(f, run)
+	}
+}
+
+// handlerLoop runs run, then every job f hands it, until f's loop has
+// stopped or f has more handler goroutines than its concurrency. Reusing
+// goroutines spares each job a goroutine's start and the growth of its
+// stack. A handler that calls runtime.Goexit ends its goroutine; one whose
+// timeout is overrun keeps it, and f starts others meanwhile.
+func (w *Worker) handlerLoop(f *fetcher, run *jobRun) {
+	defer f.goroutines.Add(-1)
+	for {
+		w.execute(run.handlerCtx, run)
+		if f.goroutines.Load() > f.limit {
+			return
+		}
+		var ok bool
+		if run, ok = <-f.idle; !ok {
+			return
+		}
+	}
 }
 
 // execute runs the handler and hands its outcome to the completer. The

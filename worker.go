@@ -69,6 +69,8 @@ type Worker struct {
 	// cancelled (it only carries Start's values): each handler's context is
 	// cancelled on its own, so starting a job touches no shared context.
 	jobsCtx context.Context
+	// never is never closed; see runContext.
+	never chan struct{}
 
 	runsMu sync.Mutex
 	runs   map[*jobRun]struct{} // claimed jobs whose outcome is not yet recorded
@@ -105,6 +107,7 @@ func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With("worker_id", cfg.ID),
 		stopped: make(chan struct{}),
+		never:   make(chan struct{}),
 		runs:    make(map[*jobRun]struct{}),
 		host:    hostname(),
 

@@ -48,10 +48,9 @@ type jobRun struct {
 	started time.Time
 	f       *fetcher
 	// cancel ends the handler's context with a cause (ErrLeaseLost when
-	// the lease is lost or about to expire unrenewed).
+	// the lease is lost or about to expire unrenewed), and stops the
+	// timeout's timer.
 	cancel context.CancelCauseFunc
-	// stopTimer releases the timeout's timer once the handler is done.
-	stopTimer context.CancelFunc
 	// early is set, before the run is queued to the completer, when its
 	// slot was freed as its handler returned (fetcher.freeEarly); held is
 	// set instead when the slot stays taken until the outcome is recorded
@@ -139,18 +138,16 @@ func newRun(rec *backend.Job, f *fetcher) *jobRun {
 // The job's slot in f is already taken. Called only from f's loop.
 func (w *Worker) startJob(f *fetcher, rec *backend.Job) {
 	run := newRun(rec, f)
-	run.ctx = runContext{Context: w.jobsCtx, run: run}
-	var ctx context.Context = &run.ctx
-	if rec.Timeout > 0 {
-		ctx, run.stopTimer = context.WithTimeout(ctx, rec.Timeout)
-	} else {
-		run.stopTimer = func() {}
-	}
-	// The cancellable context is the inner one, so a cancel's cause is
-	// what the handler sees; the timeout still ends it from outside.
-	ctx, run.cancel = context.WithCancelCause(ctx)
-	run.handlerCtx = ctx
 	run.started = time.Now()
+	run.ctx.Context, run.ctx.run = w.jobsCtx, run
+	if rec.Timeout > 0 {
+		run.ctx.deadline = run.started.Add(rec.Timeout)
+		run.ctx.never = w.never
+	}
+	// The cancellable context is the one handed out, so a cancel's cause
+	// is what the handler sees; the timeout (see runContext) ends it from
+	// its parent.
+	run.handlerCtx, run.cancel = context.WithCancelCause(&run.ctx)
 	w.track(run)
 	w.stats.running.Add(1)
 	select {
@@ -215,7 +212,6 @@ func isError(v any) bool {
 // otherwise queued to the completer.
 func (w *Worker) settle(run *jobRun, err error, stack string) {
 	run.cancel(nil)
-	run.stopTimer()
 	run.exited.Store(true)
 	w.stats.processed.Add(1)
 	w.stats.running.Add(-1)

@@ -126,7 +126,7 @@ func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
 		w.fetchers = append(w.fetchers, newFetcher(w, q, n, cfg.claimBatch(n)))
 	}
 	// A queue has at most twice its concurrency of outcomes unrecorded
-	// (see fetcher.freeEarly), so sending to the completer never blocks.
+	// (see fetcher.freeEarly): the completer's queue is sized for that.
 	w.comp = newCompleter(w, 2*total)
 	w.reports = newReporter(w)
 	return w, nil

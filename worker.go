@@ -83,6 +83,9 @@ type Worker struct {
 	flushWait, outcomeTimeout time.Duration
 }
 
+// jobsCtxKey marks Worker.jobsCtx.
+type jobsCtxKey struct{}
+
 type workerState int
 
 const (
@@ -163,7 +166,11 @@ func (w *Worker) Start(ctx context.Context) error {
 		return ErrWorkerStopped
 	}
 	base := context.WithoutCancel(ctx)
-	w.jobsCtx = base
+	// Wrapped in a context.WithValue so that a lookup that reaches it
+	// (every handler context's setup asks for the parent cancel context)
+	// walks the chain as an interface: the WithoutCancel context's own
+	// Value method boxes it, an allocation per job.
+	w.jobsCtx = context.WithValue(base, jobsCtxKey{}, nil)
 	w.startedAt = w.cfg.Clock.Now()
 	w.comp.loop.Start(base, w.comp.run)
 	w.heartbeat.Start(base, w.heartbeatLoop)

@@ -20,11 +20,11 @@ type runKey struct{}
 //
 // The timeout is its own rather than a context.WithTimeout's: the
 // handler's context (a context.WithCancelCause over it, so that causes
-// still reach context.Cause) registers with it through AfterFunc, and
-// the timer calls that registration at the deadline after Err has begun
-// to report context.DeadlineExceeded. The handler's context then ends with
-// the same Err and Cause, and reports the same Deadline, as under a
-// WithTimeout, for one timer and no further context, channel or map.
+// still reach context.Cause) registers with it through AfterFunc, and the
+// worker's timeouts call that registration at the deadline after Err has
+// begun to report context.DeadlineExceeded. The handler's context then
+// ends with the same Err and Cause, and reports the same Deadline, as
+// under a WithTimeout, with no further context, channel, map or timer.
 type runContext struct {
 	context.Context
 	run *jobRun
@@ -37,7 +37,11 @@ type runContext struct {
 	// timedOut is set when the timeout has fired, before the child is
 	// cancelled.
 	timedOut atomic.Bool
-	timer    *time.Timer
+	// onTimeout is what the child registered; index is the context's place
+	// in the worker's timeouts, -1 when it is not there. Both are the
+	// timeouts' (under their lock) once added.
+	onTimeout func()
+	index     int
 }
 
 // Deadline is the end of the job's timeout, if it has one.
@@ -66,13 +70,19 @@ func (c *runContext) Err() error {
 
 // AfterFunc arranges for f to run at the deadline: the handler's context
 // calls it once, as it is made, to be cancelled then. The returned stop
-// stops the timer; the handler's context calls it when it is cancelled.
+// does nothing: the run leaves the worker's timeouts when its handler
+// returns (settle), which the handler context's cancel precedes.
 func (c *runContext) AfterFunc(f func()) (stop func() bool) {
-	c.timer = time.AfterFunc(time.Until(c.deadline), func() {
-		c.timedOut.Store(true)
-		f()
-	})
-	return c.timer.Stop
+	w := c.run.w()
+	c.onTimeout = f
+	w.timeouts.add(c)
+	return w.noStop
+}
+
+// expire ends the handler's context at its deadline.
+func (c *runContext) expire() {
+	c.timedOut.Store(true)
+	c.onTimeout()
 }
 
 // Value returns the run for runKey, and asks the parent for other keys.

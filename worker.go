@@ -69,8 +69,11 @@ type Worker struct {
 	// cancelled (it only carries Start's values): each handler's context is
 	// cancelled on its own, so starting a job touches no shared context.
 	jobsCtx context.Context
-	// never is never closed; see runContext.
-	never chan struct{}
+	// never is never closed, and noStop does nothing; see runContext.
+	never  chan struct{}
+	noStop func() bool
+	// timeouts ends handlers' contexts at their jobs' timeouts.
+	timeouts timeouts
 
 	runsMu sync.Mutex
 	runs   map[*jobRun]struct{} // claimed jobs whose outcome is not yet recorded
@@ -111,6 +114,7 @@ func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
 		log:     cfg.Logger.With("worker_id", cfg.ID),
 		stopped: make(chan struct{}),
 		never:   make(chan struct{}),
+		noStop:  func() bool { return false },
 		runs:    make(map[*jobRun]struct{}),
 		host:    hostname(),
 

@@ -139,7 +139,7 @@ func newRun(rec *backend.Job, f *fetcher) *jobRun {
 func (w *Worker) startJob(f *fetcher, rec *backend.Job) {
 	run := newRun(rec, f)
 	run.started = time.Now()
-	run.ctx.Context, run.ctx.run = w.jobsCtx, run
+	run.ctx.Context, run.ctx.run, run.ctx.index = w.jobsCtx, run, -1
 	if rec.Timeout > 0 {
 		run.ctx.deadline = run.started.Add(rec.Timeout)
 		run.ctx.never = w.never
@@ -212,6 +212,9 @@ func isError(v any) bool {
 // otherwise queued to the completer.
 func (w *Worker) settle(run *jobRun, err error, stack string) {
 	run.cancel(nil)
+	if !run.ctx.deadline.IsZero() {
+		w.timeouts.remove(&run.ctx)
+	}
 	run.exited.Store(true)
 	w.stats.processed.Add(1)
 	w.stats.running.Add(-1)

@@ -76,7 +76,9 @@ type Worker struct {
 	timeouts timeouts
 
 	runsMu sync.Mutex
-	runs   map[*jobRun]struct{} // claimed jobs whose outcome is not yet recorded
+	// runs holds the claimed jobs whose outcome is not yet recorded, in no
+	// order; each run knows its place (jobRun.tracked).
+	runs []*jobRun
 	idle   chan struct{}        // if set, closed when runs becomes empty
 
 	stats workerCounters
@@ -115,7 +117,6 @@ func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
 		stopped: make(chan struct{}),
 		never:   make(chan struct{}),
 		noStop:  func() bool { return false },
-		runs:    make(map[*jobRun]struct{}),
 		host:    hostname(),
 
 		flushWait:      shutdownFlushWait,
@@ -297,7 +298,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 func (w *Worker) abandonRunning() []*jobRun {
 	w.runsMu.Lock()
 	var abandoned []*jobRun
-	for run := range w.runs {
+	for _, run := range w.runs {
 		if run.state.CompareAndSwap(runRunning, runAbandoned) {
 			abandoned = append(abandoned, run)
 		}
@@ -345,7 +346,8 @@ func (w *Worker) releaseAbandoned(runs []*jobRun) error {
 // track registers a run until its outcome is recorded.
 func (w *Worker) track(run *jobRun) {
 	w.runsMu.Lock()
-	w.runs[run] = struct{}{}
+	run.tracked = len(w.runs)
+	w.runs = append(w.runs, run)
 	w.runsMu.Unlock()
 }
 
@@ -376,7 +378,16 @@ func (w *Worker) untrack(runs ...*jobRun) {
 	w.runsMu.Lock()
 	defer w.runsMu.Unlock()
 	for _, run := range runs {
-		delete(w.runs, run)
+		i := run.tracked
+		if i < 0 {
+			continue // forgotten already
+		}
+		last := len(w.runs) - 1
+		w.runs[i] = w.runs[last]
+		w.runs[i].tracked = i
+		w.runs[last] = nil
+		w.runs = w.runs[:last]
+		run.tracked = -1
 	}
 	if len(w.runs) == 0 && w.idle != nil {
 		close(w.idle)

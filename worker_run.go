@@ -51,6 +51,9 @@ type jobRun struct {
 	// the lease is lost or about to expire unrenewed), and stops the
 	// timeout's timer.
 	cancel context.CancelCauseFunc
+	// tracked is the run's index in Worker.runs, -1 once forgotten; under
+	// Worker.runsMu.
+	tracked int
 	// early is set, before the run is queued to the completer, when its
 	// slot was freed as its handler returned (fetcher.freeEarly); held is
 	// set instead when the slot stays taken until the outcome is recorded

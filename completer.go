@@ -34,7 +34,6 @@ const completerRetries = 3
 type completer struct {
 	w    *Worker
 	wake chan struct{} // signalled (coalescing) as send says
-	quit chan struct{} // closed when the completer has stopped for good
 	loop lifecycle.Loop
 
 	mu      sync.Mutex
@@ -53,7 +52,6 @@ func newCompleter(w *Worker, capacity int) *completer {
 	return &completer{
 		w:       w,
 		wake:    make(chan struct{}, 1),
-		quit:    make(chan struct{}),
 		pending: make([]*jobRun, 0, capacity),
 	}
 }
@@ -82,7 +80,6 @@ func (c *completer) send(run *jobRun) {
 }
 
 func (c *completer) run(ctx context.Context) {
-	defer close(c.quit)
 	for {
 		select {
 		case <-ctx.Done():

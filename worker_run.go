@@ -48,8 +48,8 @@ type jobRun struct {
 	started time.Time
 	f       *fetcher
 	// cancel ends the handler's context with a cause (ErrLeaseLost when
-	// the lease is lost or about to expire unrenewed), and stops the
-	// timeout's timer.
+	// the lease is lost or about to expire unrenewed). The run leaves the
+	// worker's timeouts in settle.
 	cancel context.CancelCauseFunc
 	// tracked is the run's index in Worker.runs, -1 once forgotten; under
 	// Worker.runsMu.

@@ -2,21 +2,41 @@ package kyu_test
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kyuhq/kyu"
+	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/backend/backendurl"
 )
 
 func BenchmarkDrain10(b *testing.B) { benchmarkDrain(b, 10) }
 func BenchmarkDrain50(b *testing.B) { benchmarkDrain(b, 50) }
 
 // benchmarkDrain enqueues b.N no-op jobs, then times a worker with the
-// given concurrency draining them, until every outcome is recorded.
+// given concurrency draining them, until every outcome is recorded. The
+// store is the embedded one in a temp dir, or the one named by the URL in
+// KYU_BENCH_BACKEND (a fresh Redis prefix or PostgreSQL schema; the
+// benchmark does not clean it up). Besides the rate it reports the
+// process's CPU per job during the drain (the worker's, and the store's
+// when it is embedded) and how many jobs each Claim and Complete call
+// carried.
 func benchmarkDrain(b *testing.B, concurrency int) {
-	s := newStore(b)
+	var st backend.Backend
+	if u := os.Getenv("KYU_BENCH_BACKEND"); u != "" {
+		s, err := backendurl.Open(context.Background(), u, backendurl.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+		st = s
+	} else {
+		st = newStore(b)
+	}
+	s := &countingBackend{Backend: st}
 	c := kyu.NewClient(s, kyu.ClientConfig{})
 	ctx := context.Background()
 	const batch = 1000
@@ -48,6 +68,8 @@ func benchmarkDrain(b *testing.B, concurrency int) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	s.reset()
+	cpu0 := processCPU()
 	start := time.Now()
 	if err := w.Start(ctx); err != nil {
 		b.Fatal(err)
@@ -62,11 +84,51 @@ func benchmarkDrain(b *testing.B, concurrency int) {
 		b.Fatal(err)
 	}
 	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
 	b.StopTimer()
 	if st := w.Stats(); st.Succeeded != total {
 		b.Fatalf("succeeded = %d, want %d", st.Succeeded, total)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/job")
+	s.report(b)
+}
+
+// countingBackend counts the Claim and Complete calls that reach a
+// backend and the jobs they carry.
+type countingBackend struct {
+	backend.Backend
+	claims, claimed, completes, completed atomic.Int64
+}
+
+func (c *countingBackend) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+	res, err := c.Backend.Claim(ctx, p)
+	c.claims.Add(1)
+	c.claimed.Add(int64(len(res.Jobs)))
+	return res, err
+}
+
+func (c *countingBackend) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
+	c.completes.Add(1)
+	c.completed.Add(int64(len(p.Items)))
+	return c.Backend.Complete(ctx, p)
+}
+
+func (c *countingBackend) reset() {
+	c.claims.Store(0)
+	c.claimed.Store(0)
+	c.completes.Store(0)
+	c.completed.Store(0)
+}
+
+// report adds the jobs per Claim and per Complete call to b's metrics.
+func (c *countingBackend) report(b *testing.B) {
+	if n := c.claims.Load(); n > 0 {
+		b.ReportMetric(float64(c.claimed.Load())/float64(n), "jobs/claim")
+	}
+	if n := c.completes.Load(); n > 0 {
+		b.ReportMetric(float64(c.completed.Load())/float64(n), "jobs/complete")
+	}
 }
 
 func BenchmarkEnqueue(b *testing.B) {

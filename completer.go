@@ -25,11 +25,20 @@ const completerRetries = 3
 // completer records the outcomes of finished jobs: it gathers every
 // outcome that is waiting and records them with one Complete and one Fail
 // call, then frees the jobs' slots.
+//
+// Handlers append their outcomes to pending under mu, and wake the
+// completer only when it has something to do: for the first outcome it
+// would take, when the last running handler returns, or when a full batch
+// waits. Outcomes that come while a call is on its way just wait for the
+// next one; no handler wakes the completer for each job.
 type completer struct {
 	w    *Worker
-	in   chan *jobRun
-	quit chan struct{} // closed when the completer has stopped for good
+	wake chan struct{} // signalled (coalescing) as send says
 	loop lifecycle.Loop
+
+	mu      sync.Mutex
+	pending []*jobRun // outcomes not yet taken, in order
+	stopped bool      // the completer has taken its last outcomes
 
 	// Reused between flushes; only the completer goroutine touches them.
 	batch, done, failed, reported []*jobRun
@@ -41,9 +50,9 @@ type completer struct {
 
 func newCompleter(w *Worker, capacity int) *completer {
 	return &completer{
-		w:    w,
-		in:   make(chan *jobRun, capacity),
-		quit: make(chan struct{}),
+		w:       w,
+		wake:    make(chan struct{}, 1),
+		pending: make([]*jobRun, 0, capacity),
 	}
 }
 
@@ -51,67 +60,105 @@ func newCompleter(w *Worker, capacity int) *completer {
 // stopped, the outcome is dropped: the job's lease has then been released
 // or will expire.
 func (c *completer) send(run *jobRun) {
-	select {
-	case c.in <- run:
-	case <-c.quit:
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
 		c.w.log.Debug("kyu: outcome after the worker stopped dropped", "job_id", run.lease.JobID, "type", run.jobType)
+		return
+	}
+	c.pending = append(c.pending, run)
+	n := len(c.pending)
+	c.mu.Unlock()
+	// The handler's running count is already lowered (settle), so the
+	// last handler to return sees zero.
+	if n == 1 || n >= completerMaxBatch || c.w.stats.running.Load() == 0 {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
 func (c *completer) run(ctx context.Context) {
-	defer close(c.quit)
 	for {
 		select {
 		case <-ctx.Done():
-			// Record what is already queued.
-			c.gather(nil)
+			// Record what is already queued, then refuse the rest.
+			for {
+				left := c.take(true)
+				if len(c.batch) > 0 {
+					c.flush(ctx)
+				}
+				if !left {
+					return
+				}
+			}
+		case <-c.wake:
+			c.gather(ctx)
 			if len(c.batch) > 0 {
 				c.flush(ctx)
 			}
-			return
-		case run := <-c.in:
-			c.gather(run)
-			c.flush(ctx)
 		}
 	}
 }
 
-// gather collects first and every outcome already waiting into c.batch.
-// While other handlers are still running it lingers up to completerLinger
-// for their outcomes: jobs claimed together tend to finish together, and
-// one call for all of them costs one sync. It does not wait for jobs that
-// are claimed but not started: once the handlers of a batch have all
-// returned, their outcomes go at once, to share a commit with the claim
-// of the next batch.
-func (c *completer) gather(first *jobRun) {
-	c.batch = c.batch[:0]
-	if first != nil {
-		c.batch = append(c.batch, first)
+// take moves the pending outcomes, at most completerMaxBatch, into
+// c.batch, and reports whether outcomes are left pending. With last set,
+// taking the last of them marks the completer stopped in the same step,
+// so that no later outcome is left behind unrecorded.
+func (c *completer) take(last bool) (left bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := min(len(c.pending), completerMaxBatch)
+	c.batch = append(c.batch[:0], c.pending[:n]...)
+	rest := copy(c.pending, c.pending[n:])
+	clear(c.pending[rest:])
+	c.pending = c.pending[:rest]
+	if last && rest == 0 {
+		c.stopped = true
 	}
-	for len(c.batch) < completerMaxBatch {
+	return rest > 0
+}
+
+// pendingCount is how many outcomes wait.
+func (c *completer) pendingCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
+}
+
+// gather takes the waiting outcomes into c.batch. While handlers are still
+// running it lingers up to completerLinger for their outcomes, woken when
+// the last returns or a full batch waits: jobs claimed together tend to
+// finish together, and one call for all of them costs one sync. It does
+// not wait for jobs that are claimed but not started: once the handlers of
+// a batch have all returned, their outcomes go at once, to share a commit
+// with the claim of the next batch.
+func (c *completer) gather(ctx context.Context) {
+	n := c.pendingCount()
+	if n > 0 && n < completerMaxBatch && c.w.stats.running.Load() > 0 {
+		if c.linger == nil {
+			c.linger = time.NewTimer(completerLinger)
+		} else {
+			c.linger.Reset(completerLinger)
+		}
+	wait:
+		for c.w.stats.running.Load() > 0 && c.pendingCount() < completerMaxBatch {
+			select {
+			case <-c.wake:
+			case <-c.linger.C:
+				break wait
+			case <-ctx.Done():
+				break wait
+			}
+		}
+		c.linger.Stop()
+	}
+	if c.take(false) {
+		// More than a batch waits: come back at once.
 		select {
-		case run := <-c.in:
-			c.batch = append(c.batch, run)
-			continue
+		case c.wake <- struct{}{}:
 		default:
-		}
-		if first == nil || c.w.stats.running.Load() == 0 {
-			return
-		}
-		break
-	}
-	if c.linger == nil {
-		c.linger = time.NewTimer(completerLinger)
-	} else {
-		c.linger.Reset(completerLinger)
-	}
-	defer c.linger.Stop()
-	for len(c.batch) < completerMaxBatch && c.w.stats.running.Load() > 0 {
-		select {
-		case run := <-c.in:
-			c.batch = append(c.batch, run)
-		case <-c.linger.C:
-			return
 		}
 	}
 }

@@ -11,3 +11,13 @@ func SetShutdownTimings(w *Worker, flushWait, outcomeTimeout time.Duration) {
 
 // AbandonedMessage is the error recorded for an abandoned attempt.
 const AbandonedMessage = abandonedMessage
+
+// HandlerGoroutines counts the worker's handler goroutines, running a
+// handler or waiting for a job.
+func HandlerGoroutines(w *Worker) int {
+	n := 0
+	for _, f := range w.fetchers {
+		n += int(f.goroutines.Load())
+	}
+	return n
+}

@@ -38,23 +38,41 @@ type fetcher struct {
 	// limit, so a queue holds at most twice its concurrency in leases.
 	early atomic.Int32
 	freed chan struct{} // signalled (coalescing) when slots free up
-	loop  lifecycle.Loop
+	// want is how many free slots make a free worth waking the fetcher
+	// for: one while none is free (to begin lingering), a full batch while
+	// it lingers, none (more than limit) while the queue is thought empty.
+	// Handlers return one by one, and waking the fetcher for each would
+	// cost a wake-up per job for nothing.
+	want atomic.Int32
+	loop lifecycle.Loop
+
+	// idle hands a job to a handler goroutine waiting for one (see
+	// Worker.handlerLoop); it is closed when the fetcher's loop ends, which
+	// ends the waiting goroutines. goroutines counts the handler
+	// goroutines, running a handler or waiting.
+	idle       chan *jobRun
+	goroutines atomic.Int32
 }
 
 func newFetcher(w *Worker, queue string, concurrency, batch int) *fetcher {
-	return &fetcher{
+	f := &fetcher{
 		w:     w,
 		queue: queue,
 		limit: int32(concurrency),
 		batch: int32(batch),
 		freed: make(chan struct{}, 1),
+		idle:  make(chan *jobRun),
 	}
+	f.want.Store(1)
+	return f
 }
 
-// free gives back n slots and wakes the fetcher.
+// free gives back n slots, and wakes the fetcher when it wants that many
+// free slots.
 func (f *fetcher) free(n int32) {
-	f.running.Add(-n)
-	f.wake()
+	if f.limit-f.running.Add(-n) >= f.want.Load() {
+		f.wake()
+	}
 }
 
 // freeEarly frees the slot of a job whose handler has returned and whose
@@ -87,6 +105,8 @@ func (f *fetcher) wake() {
 }
 
 func (f *fetcher) run(ctx context.Context) {
+	// Only this loop hands jobs to handler goroutines.
+	defer close(f.idle)
 	log := f.w.log.With("queue", f.queue)
 	var signals <-chan struct{}
 	sub, err := f.w.b.Subscribe(ctx, backend.SubscribeParams{Queues: []string{f.queue}})
@@ -147,6 +167,19 @@ func (f *fetcher) run(ctx context.Context) {
 					continue // a full claim: there may be more
 				}
 			}
+		}
+		// Say how many free slots are worth a wake-up, then look again:
+		// a slot freed before the store was judged by the old want.
+		want := f.limit + 1
+		if more {
+			want = f.batch
+			if f.running.Load() >= f.limit {
+				want = 1
+			}
+		}
+		f.want.Store(want)
+		if f.limit-f.running.Load() >= want {
+			continue
 		}
 		var lingerC <-chan time.Time
 		if lingering {

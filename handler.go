@@ -9,6 +9,10 @@ import "context"
 // job's lease (cause ErrLeaseLost), when the job is cancelled (cause
 // ErrCancelled), and at a forced shutdown; a handler should return soon
 // after. The context also carries the job for Progress, Log and Logf.
+//
+// The worker reuses its handler goroutines from job to job, so a handler
+// must undo what it sets on its goroutine (runtime.LockOSThread,
+// pprof.SetGoroutineLabels) before it returns.
 type Handler interface {
 	ProcessJob(ctx context.Context, job *Job) error
 }

@@ -178,7 +178,7 @@ func (w *Worker) abandonTimedOut(ctx context.Context, run *jobRun) {
 func (w *Worker) snapshotLeases(runs []*jobRun, leases []backend.Lease) ([]*jobRun, []backend.Lease) {
 	w.runsMu.Lock()
 	defer w.runsMu.Unlock()
-	for run := range w.runs {
+	for _, run := range w.runs {
 		runs = append(runs, run)
 		leases = append(leases, run.lease)
 	}

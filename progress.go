@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/kyuhq/kyu/backend"
 )
@@ -13,11 +15,74 @@ import (
 type runKey struct{}
 
 // runContext is the parent of a handler's context: it carries the run
-// under runKey. It lives inside the jobRun, so it costs no allocation of
-// its own.
+// under runKey, and the job's timeout. It lives inside the jobRun, so it
+// costs no allocation of its own.
+//
+// The timeout is its own rather than a context.WithTimeout's: the
+// handler's context (a context.WithCancelCause over it, so that causes
+// still reach context.Cause) registers with it through AfterFunc, and the
+// worker's timeouts call that registration at the deadline after Err has
+// begun to report context.DeadlineExceeded. The handler's context then
+// ends with the same Err and Cause, and reports the same Deadline, as
+// under a WithTimeout, with no further context, channel, map or timer.
 type runContext struct {
 	context.Context
 	run *jobRun
+	// deadline is when the job's timeout ends, zero without a timeout.
+	deadline time.Time
+	// never is a channel that is never closed: Done returns it when there
+	// is a timeout, so that a child context registers through AfterFunc
+	// (it is never waited on: only the handler's context is handed out).
+	never <-chan struct{}
+	// timedOut is set when the timeout has fired, before the child is
+	// cancelled.
+	timedOut atomic.Bool
+	// onTimeout is what the child registered; index is the context's place
+	// in the worker's timeouts, -1 when it is not there. Both are the
+	// timeouts' (under their lock) once added.
+	onTimeout func()
+	index     int
+}
+
+// Deadline is the end of the job's timeout, if it has one.
+func (c *runContext) Deadline() (time.Time, bool) {
+	if c.deadline.IsZero() {
+		return c.Context.Deadline()
+	}
+	return c.deadline, true
+}
+
+// Done is nil without a timeout; see runContext.
+func (c *runContext) Done() <-chan struct{} {
+	if c.deadline.IsZero() {
+		return c.Context.Done()
+	}
+	return c.never
+}
+
+// Err is context.DeadlineExceeded once the timeout has fired.
+func (c *runContext) Err() error {
+	if c.timedOut.Load() {
+		return context.DeadlineExceeded
+	}
+	return c.Context.Err()
+}
+
+// AfterFunc arranges for f to run at the deadline: the handler's context
+// calls it once, as it is made, to be cancelled then. The returned stop
+// does nothing: the run leaves the worker's timeouts when its handler
+// returns (settle), which the handler context's cancel precedes.
+func (c *runContext) AfterFunc(f func()) (stop func() bool) {
+	w := c.run.w()
+	c.onTimeout = f
+	w.timeouts.add(c)
+	return w.noStop
+}
+
+// expire ends the handler's context at its deadline.
+func (c *runContext) expire() {
+	c.timedOut.Store(true)
+	c.onTimeout()
 }
 
 // Value returns the run for runKey, and asks the parent for other keys.

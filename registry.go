@@ -85,7 +85,7 @@ func (w *Worker) register(ctx context.Context) error {
 func (w *Worker) registryEntry() backend.WorkerInfo {
 	w.runsMu.Lock()
 	running := make([]string, 0, len(w.runs))
-	for run := range w.runs {
+	for _, run := range w.runs {
 		running = append(running, run.lease.JobID)
 	}
 	w.runsMu.Unlock()

@@ -352,3 +352,51 @@ func TestNewClientNilBackend(t *testing.T) {
 	kyu.NewClient(nil, kyu.ClientConfig{})
 	t.Error("NewClient(nil) did not panic")
 }
+
+// Handler goroutines are reused from job to job: a queue keeps at most its
+// concurrency of them once jobs that panic, call runtime.Goexit, fail or
+// succeed have drained, and none is left after Shutdown.
+func TestWorkerHandlerGoroutinesReused(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	w, err := kyu.NewWorker(s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			switch job.Type {
+			case "panics":
+				panic("boom")
+			case "exits":
+				runtime.Goexit()
+			case "fails":
+				return kyu.Permanent(errors.New("bad"))
+			}
+			return nil
+		}),
+		Queues: map[string]int{"default": 4},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	types := []string{"ok", "panics", "ok", "exits", "fails", "ok"}
+	var jobs []kyu.JobSpec
+	for i := range 300 {
+		jobs = append(jobs, kyu.JobSpec{Type: types[i%len(types)], EnqueueOptions: kyu.EnqueueOptions{MaxAttempts: 1}})
+	}
+	if _, err := c.EnqueueMany(t.Context(), jobs); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "all outcomes", func() bool { st := w.Stats(); return st.Succeeded+st.Failed == 300 })
+	if st := w.Stats(); st.Succeeded != 150 || st.Failed != 150 {
+		t.Fatalf("stats = %+v, want 150 succeeded and 150 failed", st)
+	}
+	eventually(t, "at most 4 handler goroutines", func() bool { return kyu.HandlerGoroutines(w) <= 4 })
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "no handler goroutine after Shutdown", func() bool { return kyu.HandlerGoroutines(w) == 0 })
+}

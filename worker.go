@@ -36,8 +36,8 @@ const outcomeTimeout = 10 * time.Second
 // after Shutdown it cannot be started again.
 //
 // For each queue a fetcher claims jobs in batches, as slots free up, when
-// the backend signals new work, or every PollInterval. Each job runs in its
-// own goroutine; one heartbeater extends all leases (and passes on cancel
+// the backend signals new work, or every PollInterval. Each job runs on a
+// handler goroutine, reused from job to job; one heartbeater extends all leases (and passes on cancel
 // requests), one completer records outcomes of many jobs in one backend
 // call, one reporter sends handlers' progress and log lines in batches, one
 // loop keeps the worker's entry in the registry, one enqueues the periodic
@@ -69,9 +69,16 @@ type Worker struct {
 	// cancelled (it only carries Start's values): each handler's context is
 	// cancelled on its own, so starting a job touches no shared context.
 	jobsCtx context.Context
+	// never is never closed, and noStop does nothing; see runContext.
+	never  chan struct{}
+	noStop func() bool
+	// timeouts ends handlers' contexts at their jobs' timeouts.
+	timeouts timeouts
 
 	runsMu sync.Mutex
-	runs   map[*jobRun]struct{} // claimed jobs whose outcome is not yet recorded
+	// runs holds the claimed jobs whose outcome is not yet recorded, in no
+	// order; each run knows its place (jobRun.tracked).
+	runs []*jobRun
 	idle   chan struct{}        // if set, closed when runs becomes empty
 
 	stats workerCounters
@@ -80,6 +87,9 @@ type Worker struct {
 	// outcomeTimeout; tests shorten them.
 	flushWait, outcomeTimeout time.Duration
 }
+
+// jobsCtxKey marks Worker.jobsCtx.
+type jobsCtxKey struct{}
 
 type workerState int
 
@@ -105,7 +115,8 @@ func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With("worker_id", cfg.ID),
 		stopped: make(chan struct{}),
-		runs:    make(map[*jobRun]struct{}),
+		never:   make(chan struct{}),
+		noStop:  func() bool { return false },
 		host:    hostname(),
 
 		flushWait:      shutdownFlushWait,
@@ -123,7 +134,7 @@ func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
 		w.fetchers = append(w.fetchers, newFetcher(w, q, n, cfg.claimBatch(n)))
 	}
 	// A queue has at most twice its concurrency of outcomes unrecorded
-	// (see fetcher.freeEarly), so sending to the completer never blocks.
+	// (see fetcher.freeEarly): the completer's queue is sized for that.
 	w.comp = newCompleter(w, 2*total)
 	w.reports = newReporter(w)
 	return w, nil
@@ -160,7 +171,11 @@ func (w *Worker) Start(ctx context.Context) error {
 		return ErrWorkerStopped
 	}
 	base := context.WithoutCancel(ctx)
-	w.jobsCtx = base
+	// Wrapped in a context.WithValue so that a lookup that reaches it
+	// (every handler context's setup asks for the parent cancel context)
+	// walks the chain as an interface: the WithoutCancel context's own
+	// Value method boxes it, an allocation per job.
+	w.jobsCtx = context.WithValue(base, jobsCtxKey{}, nil)
 	w.startedAt = w.cfg.Clock.Now()
 	w.comp.loop.Start(base, w.comp.run)
 	w.heartbeat.Start(base, w.heartbeatLoop)
@@ -283,7 +298,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 func (w *Worker) abandonRunning() []*jobRun {
 	w.runsMu.Lock()
 	var abandoned []*jobRun
-	for run := range w.runs {
+	for _, run := range w.runs {
 		if run.state.CompareAndSwap(runRunning, runAbandoned) {
 			abandoned = append(abandoned, run)
 		}
@@ -331,7 +346,8 @@ func (w *Worker) releaseAbandoned(runs []*jobRun) error {
 // track registers a run until its outcome is recorded.
 func (w *Worker) track(run *jobRun) {
 	w.runsMu.Lock()
-	w.runs[run] = struct{}{}
+	run.tracked = len(w.runs)
+	w.runs = append(w.runs, run)
 	w.runsMu.Unlock()
 }
 
@@ -362,7 +378,16 @@ func (w *Worker) untrack(runs ...*jobRun) {
 	w.runsMu.Lock()
 	defer w.runsMu.Unlock()
 	for _, run := range runs {
-		delete(w.runs, run)
+		i := run.tracked
+		if i < 0 {
+			continue // forgotten already
+		}
+		last := len(w.runs) - 1
+		w.runs[i] = w.runs[last]
+		w.runs[i].tracked = i
+		w.runs[last] = nil
+		w.runs = w.runs[:last]
+		run.tracked = -1
 	}
 	if len(w.runs) == 0 && w.idle != nil {
 		close(w.idle)

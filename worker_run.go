@@ -48,10 +48,12 @@ type jobRun struct {
 	started time.Time
 	f       *fetcher
 	// cancel ends the handler's context with a cause (ErrLeaseLost when
-	// the lease is lost or about to expire unrenewed).
+	// the lease is lost or about to expire unrenewed). The run leaves the
+	// worker's timeouts in settle.
 	cancel context.CancelCauseFunc
-	// stopTimer releases the timeout's timer once the handler is done.
-	stopTimer context.CancelFunc
+	// tracked is the run's index in Worker.runs, -1 once forgotten; under
+	// Worker.runsMu.
+	tracked int
 	// early is set, before the run is queued to the completer, when its
 	// slot was freed as its handler returned (fetcher.freeEarly); held is
 	// set instead when the slot stays taken until the outcome is recorded
@@ -81,8 +83,9 @@ type jobRun struct {
 	result []byte
 
 	// ctx is the root of the handler's context; it carries the run for
-	// Progress and Log.
-	ctx runContext
+	// Progress and Log. handlerCtx is the context the handler gets.
+	ctx        runContext
+	handlerCtx context.Context
 
 	// report holds what the handler reported (Progress, Log) and is not
 	// yet sent, from its first report on; reportClosed is set when the
@@ -133,24 +136,48 @@ func newRun(rec *backend.Job, f *fetcher) *jobRun {
 	return r
 }
 
-// startJob begins a claimed job in its own goroutine. The job's slot in f
-// is already taken.
+// startJob begins a claimed job: it hands the job to one of f's handler
+// goroutines waiting for work, or starts a new one when none is waiting.
+// The job's slot in f is already taken. Called only from f's loop.
 func (w *Worker) startJob(f *fetcher, rec *backend.Job) {
 	run := newRun(rec, f)
-	run.ctx = runContext{Context: w.jobsCtx, run: run}
-	var ctx context.Context = &run.ctx
-	if rec.Timeout > 0 {
-		ctx, run.stopTimer = context.WithTimeout(ctx, rec.Timeout)
-	} else {
-		run.stopTimer = func() {}
-	}
-	// The cancellable context is the inner one, so a cancel's cause is
-	// what the handler sees; the timeout still ends it from outside.
-	ctx, run.cancel = context.WithCancelCause(ctx)
 	run.started = time.Now()
+	run.ctx.Context, run.ctx.run, run.ctx.index = w.jobsCtx, run, -1
+	if rec.Timeout > 0 {
+		run.ctx.deadline = run.started.Add(rec.Timeout)
+		run.ctx.never = w.never
+	}
+	// The cancellable context is the one handed out, so a cancel's cause
+	// is what the handler sees; the timeout (see runContext) ends it from
+	// its parent.
+	run.handlerCtx, run.cancel = context.WithCancelCause(&run.ctx)
 	w.track(run)
 	w.stats.running.Add(1)
-	go w.execute(ctx, run)
+	select {
+	case f.idle <- run:
+	default:
+		f.goroutines.Add(1)
+		go w.handlerLoop(f, run)
+	}
+}
+
+// handlerLoop runs run, then every job f hands it, until f's loop has
+// stopped or f has more handler goroutines than its concurrency. Reusing
+// goroutines spares each job a goroutine's start and the growth of its
+// stack. A handler that calls runtime.Goexit ends its goroutine; one whose
+// timeout is overrun keeps it, and f starts others meanwhile.
+func (w *Worker) handlerLoop(f *fetcher, run *jobRun) {
+	defer f.goroutines.Add(-1)
+	for {
+		w.execute(run.handlerCtx, run)
+		if f.goroutines.Load() > f.limit {
+			return
+		}
+		var ok bool
+		if run, ok = <-f.idle; !ok {
+			return
+		}
+	}
 }
 
 // execute runs the handler and hands its outcome to the completer. The
@@ -188,7 +215,9 @@ func isError(v any) bool {
 // otherwise queued to the completer.
 func (w *Worker) settle(run *jobRun, err error, stack string) {
 	run.cancel(nil)
-	run.stopTimer()
+	if !run.ctx.deadline.IsZero() {
+		w.timeouts.remove(&run.ctx)
+	}
 	run.exited.Store(true)
 	w.stats.processed.Add(1)
 	w.stats.running.Add(-1)

@@ -222,6 +222,48 @@ func TestWorkerTimeout(t *testing.T) {
 	}
 }
 
+// The handler's context ends at the job's timeout as a context.WithTimeout
+// would: Deadline reported, Err and Cause DeadlineExceeded, in the
+// handler's context and in contexts derived from it.
+func TestWorkerTimeoutContext(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	type seen struct {
+		deadline             time.Time
+		hasDeadline          bool
+		err, cause, childErr error
+		childCause           error
+	}
+	got := make(chan seen, 1)
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			child, cancel := context.WithCancel(ctx)
+			defer cancel()
+			var v seen
+			v.deadline, v.hasDeadline = ctx.Deadline()
+			<-child.Done()
+			<-ctx.Done()
+			v.err, v.cause = ctx.Err(), context.Cause(ctx)
+			v.childErr, v.childCause = child.Err(), context.Cause(child)
+			got <- v
+			return ctx.Err()
+		}),
+		Backoff: kyu.FixedBackoff(time.Hour),
+	})
+	start := time.Now()
+	enqueue(t, c, "slow", nil, kyu.EnqueueOptions{Timeout: 50 * time.Millisecond})
+	v := recv(t, got, "handler context to end")
+	if !v.hasDeadline || v.deadline.Before(start.Add(50*time.Millisecond)) || v.deadline.After(time.Now()) {
+		t.Errorf("Deadline() = %v, %v; want about %v", v.deadline, v.hasDeadline, start.Add(50*time.Millisecond))
+	}
+	for name, err := range map[string]error{"Err": v.err, "Cause": v.cause, "child Err": v.childErr, "child Cause": v.childCause} {
+		if err != context.DeadlineExceeded {
+			t.Errorf("%s = %v, want context.DeadlineExceeded", name, err)
+		}
+	}
+}
+
 func TestWorkerLeaseLost(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)

@@ -1,0 +1,134 @@
+package kyu_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu"
+	"github.com/kyuhq/kyu/backend"
+)
+
+// BenchmarkWorkerOverhead drains b.N no-op jobs from a fake store whose
+// Claim and Complete only wait a fixed round trip, so the process's CPU
+// per job is the worker's own (and the fake's small share).
+func BenchmarkWorkerOverhead(b *testing.B) {
+	for _, rtt := range []time.Duration{0, time.Millisecond} {
+		b.Run("rtt="+rtt.String(), func(b *testing.B) { benchmarkOverhead(b, 50, rtt) })
+	}
+}
+
+func benchmarkOverhead(b *testing.B, concurrency int, rtt time.Duration) {
+	now := time.Now()
+	jobs := make([]*backend.Job, b.N)
+	for i := range jobs {
+		jobs[i] = &backend.Job{
+			ID: strconv.Itoa(i), Queue: "bench", Type: "noop", State: backend.StateActive,
+			Payload: make([]byte, 100), Attempt: 1, MaxAttempts: 25, Timeout: backend.DefaultTimeout,
+			LeaseToken: 1, LeaseExpiresAt: now.Add(time.Hour),
+		}
+	}
+	fb := &fakeBackend{jobs: jobs, rtt: rtt, sub: make(chan struct{})}
+	var n atomic.Int64
+	total := int64(b.N)
+	done := make(chan struct{})
+	w, err := kyu.NewWorker(fb, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(context.Context, *kyu.Job) error {
+			if n.Add(1) == total {
+				close(done)
+			}
+			return nil
+		}),
+		Queues:             map[string]int{"bench": concurrency},
+		DisableMaintenance: true,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	start := time.Now()
+	if err := w.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("drained %d of %d jobs", n.Load(), b.N)
+	}
+	if err := w.Shutdown(ctx); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
+	b.StopTimer()
+	if st := w.Stats(); st.Succeeded != total {
+		b.Fatalf("succeeded = %d, want %d", st.Succeeded, total)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/job")
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	b.ReportMetric(float64(b.N)/float64(max(fb.claims, 1)), "jobs/claim")
+	b.ReportMetric(float64(b.N)/float64(max(fb.completes, 1)), "jobs/complete")
+}
+
+// fakeBackend hands out pre-built jobs and accepts every outcome, each
+// call taking rtt; the rest of the contract is left unimplemented.
+type fakeBackend struct {
+	backend.Backend
+	rtt time.Duration
+	sub chan struct{}
+
+	mu                sync.Mutex
+	jobs              []*backend.Job
+	claims, completes int
+}
+
+func (f *fakeBackend) wait() {
+	if f.rtt > 0 {
+		time.Sleep(f.rtt)
+	}
+}
+
+func (f *fakeBackend) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+	f.wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.claims++
+	n := min(p.Max, len(f.jobs))
+	res := backend.ClaimResult{Jobs: f.jobs[:n:n]}
+	f.jobs = f.jobs[n:]
+	return res, nil
+}
+
+func (f *fakeBackend) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
+	f.wait()
+	f.mu.Lock()
+	f.completes++
+	f.mu.Unlock()
+	return backend.BatchResult{}, nil
+}
+
+func (f *fakeBackend) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
+	return backend.HeartbeatResult{Leases: make([]backend.LeaseStatus, len(p.Leases))}, nil
+}
+
+func (f *fakeBackend) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
+	return backend.NewSubscription(f.sub, nil), nil
+}
+
+func (f *fakeBackend) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
+	return nil
+}
+
+func (f *fakeBackend) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
+	return nil
+}
+
+func (f *fakeBackend) Capabilities() backend.Capabilities { return backend.Capabilities{Notify: true} }

@@ -21,6 +21,7 @@ type statements struct {
 	get, delete, deleteState           string
 	claim, step                        string
 	heartbeat, complete, fail, release string
+	completeLean                       string
 	recover, retention, forgetKeys     string
 	insert, insertQuiet, takeKeys      string
 	existing, notify                   string
@@ -46,26 +47,27 @@ type statements struct {
 func newStatements(schema, finished string) *statements {
 	f := func(tmpl string) string { return fill(tmpl, schema, finished) }
 	return &statements{
-		get:         f(sqlGet),
-		delete:      f(sqlDelete),
-		deleteState: f(`SELECT state FROM {{s}}.jobs WHERE id = $1`),
-		claim:       f(sqlClaim),
-		step:        f(sqlStep()),
-		heartbeat:   f(sqlHeartbeat),
-		complete:    f(sqlComplete()),
-		fail:        f(sqlFail()),
-		release:     f(sqlRelease()),
-		recover:     f(sqlRecover()),
-		retention:   f(sqlRetention),
-		forgetKeys:  f(sqlForgetKeys),
-		insert:      f(sqlInsert),
-		insertQuiet: f(sqlInsertQuiet),
-		insertOne:   f(sqlInsertOne),
-		notify:      `SELECT count(*) FROM (SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q) x`,
-		takeKeys:    f(sqlTakeKeys),
-		insertAt:    f(sqlInsertAt),
-		takeKeysAt:  f(sqlTakeKeysAt),
-		existing:    f(`SELECT id::text FROM {{s}}.jobs WHERE id = ANY($1::uuid[])`),
+		get:          f(sqlGet),
+		delete:       f(sqlDelete),
+		deleteState:  f(`SELECT state FROM {{s}}.jobs WHERE id = $1`),
+		claim:        f(sqlClaim),
+		step:         f(sqlStep()),
+		heartbeat:    f(sqlHeartbeat),
+		complete:     f(sqlComplete()),
+		completeLean: f(sqlCompleteLean()),
+		fail:         f(sqlFail()),
+		release:      f(sqlRelease()),
+		recover:      f(sqlRecover()),
+		retention:    f(sqlRetention),
+		forgetKeys:   f(sqlForgetKeys),
+		insert:       f(sqlInsert),
+		insertQuiet:  f(sqlInsertQuiet),
+		insertOne:    f(sqlInsertOne),
+		notify:       `SELECT count(*) FROM (SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q) x`,
+		takeKeys:     f(sqlTakeKeys),
+		insertAt:     f(sqlInsertAt),
+		takeKeysAt:   f(sqlTakeKeysAt),
+		existing:     f(`SELECT id::text FROM {{s}}.jobs WHERE id = ANY($1::uuid[])`),
 
 		lockJob:          f(`SELECT state, queue, retention_ns, cancel_requested, watched, coalesce(unique_key, ''), unique_for_ns FROM {{s}}.jobs WHERE id = $1 FOR UPDATE`),
 		queueRetention:   f(`SELECT retain_completed, retain_failed, retain_cancelled FROM {{s}}.queues WHERE name = $1`),
@@ -328,6 +330,39 @@ func sqlComplete() string {
 	RETURNING j.id, j.queue, j.unique_key, n.next AS final_state, {{notify j}} AS w
 ), {{keys d}}, ` + countEnded("$5", false) + `
 SELECT id::text FROM up UNION ALL SELECT id::text FROM d`
+}
+
+// sqlCompleteLean: the parameters of sqlComplete, the ids in id order.
+// The common case of a completion in one UPDATE: it completes the jobs
+// whose leases are live, with no cancel requested, that their retention
+// keeps (a job deleted on completion is not), notifies those watched, and
+// returns their ids; Complete hands the other items to sqlComplete. It
+// takes no row locks before its update and reads each row once, where
+// sqlComplete locks the rows first and reads them twice: every condition
+// is on the row being updated, so a row another transaction changed
+// meanwhile is checked again in its new version (and left to sqlComplete
+// when it no longer qualifies). The join is driven by the ids (a nested
+// loop over them, or a hash join that probes with them:
+// TestCompleteLeanPlan), so rows are updated in id order, the order in
+// which the other batch statements lock them; were a plan ever to do
+// otherwise, a deadlock sends the batch to sqlComplete. The effective
+// retention is computed once per row for delete_at (OFFSET 0 keeps the
+// planner from copying it into each branch of expiresAt).
+func sqlCompleteLean() string {
+	eff := effRetention("j.retention_ns", "j.queue", "'completed'")
+	return `WITH items AS (
+	SELECT * FROM unnest($2::uuid[], $3::bigint[], $4::bytea[]) AS i(item_id, token, res)
+), t AS (
+	UPDATE {{s}}.jobs j
+	SET state = 'completed', result = i.res, finished_at = $1, lease_expires_at = NULL, worker_id = NULL,
+		delete_at = (SELECT ` + expiresAt("e.eff", "'completed'") + ` FROM (SELECT ` + eff + ` AS eff OFFSET 0) e)
+	FROM items i
+	WHERE j.id = i.item_id AND j.lease_token = i.token AND j.state = 'active' AND j.lease_expires_at > $1
+		AND NOT j.cancel_requested
+		AND (coalesce(length(i.res), 0) > 0 OR ` + eff + ` <> ` + fmt.Sprint(int64(backend.RetainNone)) + `)
+	RETURNING j.id, {{notify j}} AS w
+), ` + countEnded("$5", false) + `
+SELECT id::text FROM t`
 }
 
 // sqlFail: $1 now, $2 ids, $3 tokens, $4 messages, $5 stacks, $6 retry

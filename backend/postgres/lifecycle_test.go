@@ -373,3 +373,59 @@ func TestCompleteMixedBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestEnqueueCopy: a batch large enough to go in by COPY, with and without
+// unique keys (the keyed one inside a transaction), stores every field as
+// the INSERT of a small batch does.
+func TestEnqueueCopy(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{})
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Microsecond)
+	for _, keyed := range []bool{false, true} {
+		var jobs []backend.NewJob
+		for i := range copyMinJobs + 5 {
+			nj := backend.NewJob{Type: "t", Queue: "copy", Payload: []byte(fmt.Sprintf(`{"i":%d}`, i)), Title: fmt.Sprint("job ", i), Priority: i % 3}
+			switch i % 4 {
+			case 1:
+				nj.Tags, nj.Metadata = []string{"a", "b"}, map[string]string{"k": "v"}
+			case 2:
+				nj.RunAt, nj.Deadline = now.Add(time.Hour), now.Add(2*time.Hour)
+			case 3:
+				nj.MaxAttempts, nj.Timeout, nj.Retention = 7, time.Minute, backend.RetainFor(time.Hour)
+			}
+			if keyed && i%5 == 0 {
+				nj.UniqueKey, nj.UniqueFor = fmt.Sprint("key ", i), time.Minute
+			}
+			jobs = append(jobs, nj)
+		}
+		small := append([]backend.NewJob(nil), jobs[:copyMinJobs-1]...)
+		for k := range small {
+			if small[k].UniqueKey != "" {
+				small[k].UniqueKey += " small"
+			}
+		}
+		big, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: small})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range small {
+			a, err := s.Get(ctx, backend.GetParams{ID: big.Jobs[i].ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := s.Get(ctx, backend.GetParams{ID: ref.Jobs[i].ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.ID, b.UniqueKey = a.ID, jobs[i].UniqueKey
+			if fmt.Sprintf("%+v", a) != fmt.Sprintf("%+v", b) {
+				t.Errorf("keyed %v, job %d by COPY:\n%+v\nby INSERT:\n%+v", keyed, i, a, b)
+			}
+		}
+	}
+}

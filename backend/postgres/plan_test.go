@@ -290,3 +290,43 @@ func TestCompleteLeanPlan(t *testing.T) {
 		check(fmt.Sprintf("%d jobs, analysed", n))
 	}
 }
+
+// TestClaimPlan checks that the generic plan of a claim reads the pending
+// jobs through jobs_claim and updates them through their tuple ids (a TID
+// scan), never scanning the table, with and without statistics.
+func TestClaimPlan(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{MaxConns: 2})
+	ctx := t.Context()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.schema+`.jobs (id, queue, type, payload, priority, state, max_attempts, run_at,
+		timeout_ns, created_at)
+	SELECT gen_random_uuid(), 'q' || (i % 4), 't', '\x00', 0, CASE WHEN i % 3 = 0 THEN 'completed' ELSE 'pending' END, 3,
+		$1::timestamptz, 0, $1::timestamptz
+	FROM generate_series(1, 20000) i`, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const types = "timestamptz, text, int, text, timestamptz"
+	const args = `'2026-01-01T00:00:00Z', 'q1', 50, 'w', '2026-01-01T01:00:00Z'`
+	for _, what := range []string{"no statistics", "analysed"} {
+		if what == "analysed" {
+			if _, err := s.pool.Exec(ctx, `ANALYZE `+s.schema+`.jobs`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		plan, err := genericPlan(ctx, s, s.sqls.claim, types, args, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, indexes, err := planScans(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(seq, "jobs") || !slices.Contains(indexes, "jobs_claim") || !strings.Contains(plan, `"Tid Scan"`) {
+			text, _ := genericPlan(ctx, s, s.sqls.claim, types, args, true)
+			t.Errorf("claim, %s: sequential scans %v, index scans %v; want jobs_claim and a TID scan, no sequential scan of jobs:\n%s",
+				what, seq, indexes, text)
+		}
+	}
+}

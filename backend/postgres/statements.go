@@ -199,11 +199,13 @@ SELECT count(*) FROM d`
 // Leases up to $3 pending jobs of one queue in claim order, skipping rows
 // other claimers hold and jobs past their deadline; nothing when the queue
 // is paused (one lookup per statement, not per row). The update finds
-// the rows by id in an array rather than by a join with c: a generic plan
-// guesses that LIMIT $3 keeps a tenth of the queue, and once the table has
-// statistics it joined c by hashing every row of the table.
+// the rows it locked by their tuple ids (ctid) in an array: a TID scan
+// reads each row straight from its page, with no lookup in the primary
+// key, and the rows cannot move while the lock is held (a join with c
+// instead would, under a generic plan that guesses LIMIT $3 keeps a tenth
+// of the queue, hash every row of the table once it has statistics).
 const sqlClaim = `WITH c AS (
-	SELECT id FROM {{s}}.jobs
+	SELECT ctid FROM {{s}}.jobs
 	WHERE state = 'pending' AND queue = $2 AND (deadline IS NULL OR deadline > $1)
 		AND NOT EXISTS (SELECT 1 FROM {{s}}.queues q WHERE q.name = $2 AND q.paused)
 	ORDER BY priority DESC, run_at, id
@@ -213,7 +215,7 @@ const sqlClaim = `WITH c AS (
 UPDATE {{s}}.jobs j
 SET state = 'active', attempt = j.attempt + 1, lease_token = j.lease_token + 1,
 	worker_id = $4, started_at = $1, lease_expires_at = $5
-WHERE j.id = ANY (ARRAY(SELECT id FROM c))
+WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM c))
 RETURNING {{cols j}}`
 
 // sqlStep: $1 now, $2 queues (NULL for every queue), $3 limit, $4 channel.

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kyuhq/kyu/backend"
@@ -226,8 +224,8 @@ func (s *Store) insert(ctx context.Context, r runner, plan *enqueuePlan, notify 
 		}
 		rows[k] = row
 	}
-	if c, ok := r.(copier); ok && !notify && n >= copyMinJobs {
-		return s.copyJobs(ctx, c, rows, plan.now)
+	if pr, ok := canCopy(r); ok && !notify && n >= copyMinJobs {
+		return s.copyJobs(ctx, pr, rows, plan.now.Time)
 	}
 	query, args := s.sqls.insertQuiet, []any(nil)
 	if n == 1 && !notify {
@@ -240,42 +238,6 @@ func (s *Store) insert(ctx context.Context, r runner, plan *enqueuePlan, notify 
 		query, args = s.sqls.insert, append(args, s.channel) // $18
 	}
 	return r.run(ctx, query, args, func(scan func(...any) error) error { return nil })
-}
-
-// copyMinJobs is the fewest new jobs that insert writes with COPY rather
-// than with an INSERT of one array per column. COPY costs a round trip
-// more (the server answers the command before the rows go), which small
-// batches, the coalesced ones included, do not win back; from 20 jobs on
-// it costs the server a quarter less CPU per job.
-const copyMinJobs = 20
-
-// copyColumns are the jobs columns that copyJobs writes, in insertRow's
-// order and then the creation time.
-func copyColumns() []string {
-	return []string{"id", "queue", "type", "payload", "title", "priority", "state", "max_attempts", "run_at",
-		"timeout_ns", "deadline", "unique_key", "unique_for_ns", "tags", "metadata", "retention_ns", "created_at"}
-}
-
-// copyJobs writes rows of insertRow, created at now, with a binary COPY
-// into the jobs table: the server inserts them in batches (one WAL record
-// per heap page rather than one per job) and decodes no arrays.
-func (s *Store) copyJobs(ctx context.Context, c copier, rows [][]any, now pgtype.Timestamptz) error {
-	for k, row := range rows {
-		id, err := uuid.Parse(row[0].(string))
-		if err != nil {
-			return fmt.Errorf("job id %q: %w", row[0], err)
-		}
-		row[0] = id
-		rows[k] = append(row, now)
-	}
-	n, err := c.copyFrom(ctx, pgx.Identifier{s.opts.Schema, "jobs"}, copyColumns(), rows)
-	if err != nil {
-		return err
-	}
-	if n != int64(len(rows)) {
-		return fmt.Errorf("copy wrote %d of %d jobs", n, len(rows))
-	}
-	return nil
 }
 
 // insertRow is one job's values for the insert statements, in their order

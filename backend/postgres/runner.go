@@ -16,12 +16,6 @@ type runner interface {
 // pgxQuerier is what a pgxpool.Pool and a pgx.Tx have in common.
 type pgxQuerier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error)
-}
-
-// copier is a runner that can also write rows with COPY.
-type copier interface {
-	copyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows [][]any) (int64, error)
 }
 
 // pgxRunner runs statements through pgx.
@@ -41,10 +35,6 @@ func (r pgxRunner) run(ctx context.Context, query string, args []any, each func(
 		}
 	}
 	return rows.Err()
-}
-
-func (r pgxRunner) copyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows [][]any) (int64, error) {
-	return r.q.CopyFrom(ctx, table, columns, pgx.CopyFromRows(rows))
 }
 
 // sqlRunner runs statements on a database/sql transaction of the pgx

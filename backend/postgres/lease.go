@@ -217,15 +217,15 @@ func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 	if err != nil {
 		return backend.BatchResult{}, s.wrap("complete", err)
 	}
-	if len(done) < len(b.ids) {
-		var ids []string
-		var tokens []int64
-		var res [][]byte
-		for k, id := range b.ids {
-			if !done[id] {
-				ids, tokens, res = append(ids, id), append(tokens, b.tokens[k]), append(res, results[k])
-			}
+	var ids []string
+	var tokens []int64
+	var res [][]byte
+	for k, id := range b.ids {
+		if !done[id] {
+			ids, tokens, res = append(ids, id), append(tokens, b.tokens[k]), append(res, results[k])
 		}
+	}
+	if len(ids) > 0 {
 		rows, err := s.pool.Query(ctx, s.sqls.complete, p.Now, ids, tokens, res, minute)
 		if err == nil {
 			err = readDone(rows, done)

@@ -17,7 +17,9 @@
 //
 // Claims take the pending jobs of a queue in claim order with FOR UPDATE
 // SKIP LOCKED, so claimers never wait for one another. Completions,
-// failures, releases and heartbeats act on a whole batch in one statement.
+// failures, releases and heartbeats act on a whole batch in one statement
+// (completions in two when some of a batch's jobs need more than a plain
+// completion). Batches of 20 new jobs or more go in with a binary COPY.
 // A job that becomes pending is announced with NOTIFY on a channel named
 // after the schema, so idle workers wake within a few milliseconds; a lost
 // notification only costs a worker's poll interval.

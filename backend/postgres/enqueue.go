@@ -13,8 +13,9 @@ import (
 )
 
 // Enqueue writes p.Jobs atomically. Jobs without a unique key go in with
-// one INSERT; unique keys are taken first, in one statement, inside the
-// same transaction. Queues that got pending jobs are notified on commit.
+// one INSERT (a binary COPY from copyMinJobs new jobs on); unique keys are
+// taken first, in one statement, inside the same transaction. Queues that
+// got pending jobs are notified on commit.
 //
 // Calls of up to lineMaxJobs jobs that come while lineCalls others are on
 // their way are coalesced: they wait, and go together in one transaction
@@ -207,7 +208,8 @@ func (s *Store) takeKeys(ctx context.Context, r runner, plan *enqueuePlan) error
 
 // insert writes the plan's fresh jobs with one INSERT which, with notify,
 // also notifies the queues that got pending jobs when its transaction
-// commits.
+// commits; without notify, and on a pgx runner, it writes copyMinJobs or
+// more with COPY instead.
 func (s *Store) insert(ctx context.Context, r runner, plan *enqueuePlan, notify bool) error {
 	fresh := plan.fresh()
 	n := len(fresh)
@@ -221,6 +223,9 @@ func (s *Store) insert(ctx context.Context, r runner, plan *enqueuePlan, notify 
 			return fmt.Errorf("job %d: %w", i, err)
 		}
 		rows[k] = row
+	}
+	if pr, ok := canCopy(r); ok && !notify && n >= copyMinJobs {
+		return s.copyJobs(ctx, pr, rows, plan.now.Time)
 	}
 	query, args := s.sqls.insertQuiet, []any(nil)
 	if n == 1 && !notify {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -295,5 +296,136 @@ func TestListTypeAcrossChunks(t *testing.T) {
 	res, err := s.List(ctx, backend.ListParams{Search: "last of", Limit: 10})
 	if err != nil || len(res.Jobs) != 3 || res.NextCursor != "" {
 		t.Fatalf("List(search \"last of\") = %d jobs, cursor %q, %v; want 3 and no cursor", len(res.Jobs), res.NextCursor, err)
+	}
+}
+
+// TestCompleteMixedBatch: one Complete call whose items take both ways,
+// the lean statement (a plain completion, a RetainNone job with a result)
+// and the general one (a cancel requested, a RetainNone job without a
+// result, a lost lease), plus an id of no job, each with its own outcome.
+func TestCompleteMixedBatch(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{})
+	ctx := t.Context()
+	now := time.Now()
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{
+		{Type: "t", Queue: "mixed"},
+		{Type: "t", Queue: "mixed", Retention: backend.RetainNone},
+		{Type: "t", Queue: "mixed"},
+		{Type: "t", Queue: "mixed", Retention: backend.RetainNone},
+		{Type: "t", Queue: "mixed"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"mixed"}, Max: 10, Lease: time.Minute, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := map[string]backend.Lease{}
+	for _, j := range claimed.Jobs {
+		lease[j.ID] = backend.Lease{JobID: j.ID, Token: j.LeaseToken}
+	}
+	if len(lease) != 5 {
+		t.Fatalf("claimed %d jobs; want 5", len(lease))
+	}
+	plain, noneResult, cancelled, noneEmpty, lost := res.Jobs[0].ID, res.Jobs[1].ID, res.Jobs[2].ID, res.Jobs[3].ID, res.Jobs[4].ID
+	if _, err := s.Cancel(ctx, backend.CancelParams{ID: cancelled, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	stale := lease[lost]
+	stale.Token++
+	items := []backend.CompleteItem{
+		{Lease: stale},
+		{Lease: lease[cancelled]},
+		{Lease: lease[plain], Result: []byte("r")},
+		{Lease: backend.Lease{JobID: "00000000-0000-7000-8000-000000000000"}},
+		{Lease: lease[noneEmpty]},
+		{Lease: lease[noneResult], Result: []byte("kept a while")},
+	}
+	got, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: now.Add(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []error{backend.ErrLeaseLost, nil, nil, backend.ErrNotFound, nil, nil}
+	for i := range want {
+		if !errors.Is(got.Errors[i], want[i]) {
+			t.Errorf("item %d: %v; want %v", i, got.Errors[i], want[i])
+		}
+	}
+	state := func(id string) backend.State {
+		t.Helper()
+		j, err := s.Get(ctx, backend.GetParams{ID: id})
+		if errors.Is(err, backend.ErrNotFound) {
+			return "deleted"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.State
+	}
+	for id, st := range map[string]backend.State{
+		plain: backend.StateCompleted, noneResult: backend.StateCompleted, cancelled: backend.StateCancelled,
+		noneEmpty: "deleted", lost: backend.StateActive,
+	} {
+		if g := state(id); g != st {
+			t.Errorf("job %s is %s; want %s", id, g, st)
+		}
+	}
+}
+
+// TestEnqueueCopy: a batch large enough to go in by COPY, with and without
+// unique keys (the keyed one inside a transaction), stores every field as
+// the INSERT of a small batch does.
+func TestEnqueueCopy(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{})
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Microsecond)
+	for _, keyed := range []bool{false, true} {
+		var jobs []backend.NewJob
+		for i := range copyMinJobs + 5 {
+			nj := backend.NewJob{Type: "t", Queue: "copy", Payload: []byte(fmt.Sprintf(`{"i":%d}`, i)), Title: fmt.Sprint("job ", i), Priority: i % 3}
+			switch i % 4 {
+			case 1:
+				nj.Tags, nj.Metadata = []string{"a", "b"}, map[string]string{"k": "v"}
+			case 2:
+				nj.RunAt, nj.Deadline = now.Add(time.Hour), now.Add(2*time.Hour)
+			case 3:
+				nj.MaxAttempts, nj.Timeout, nj.Retention = 7, time.Minute, backend.RetainFor(time.Hour)
+			}
+			if keyed && i%5 == 0 {
+				nj.UniqueKey, nj.UniqueFor = fmt.Sprint("key ", i), time.Minute
+			}
+			jobs = append(jobs, nj)
+		}
+		small := append([]backend.NewJob(nil), jobs[:copyMinJobs-1]...)
+		for k := range small {
+			if small[k].UniqueKey != "" {
+				small[k].UniqueKey += " small"
+			}
+		}
+		big, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: small})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range small {
+			a, err := s.Get(ctx, backend.GetParams{ID: big.Jobs[i].ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := s.Get(ctx, backend.GetParams{ID: ref.Jobs[i].ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.ID, b.UniqueKey = a.ID, jobs[i].UniqueKey
+			if fmt.Sprintf("%+v", a) != fmt.Sprintf("%+v", b) {
+				t.Errorf("keyed %v, job %d by COPY:\n%+v\nby INSERT:\n%+v", keyed, i, a, b)
+			}
+		}
 	}
 }

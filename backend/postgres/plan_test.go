@@ -139,3 +139,194 @@ func TestStepPlanUsesIndexes(t *testing.T) {
 		}
 	}
 }
+
+// genericPlan returns the generic plan of query, prepared with the
+// parameter types types and run with the literal arguments args, as
+// EXPLAIN's JSON (FORMAT TEXT with analyze), in a transaction rolled back.
+func genericPlan(ctx context.Context, s *Store, query, types, args string, analyze bool) (string, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return "", fmt.Errorf("acquire: %w", err)
+	}
+	defer conn.Release()
+	name := "kyu_plan_test_generic"
+	if _, err := conn.Exec(ctx, `PREPARE `+name+`(`+types+`) AS `+query); err != nil {
+		return "", fmt.Errorf("prepare: %w", err)
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `DEALLOCATE `+name) }()
+	opts := "FORMAT JSON"
+	if analyze {
+		opts = "ANALYZE, BUFFERS, FORMAT TEXT"
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return "", fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	rows, err := tx.Query(ctx, `EXPLAIN (`+opts+`) EXECUTE `+name+`(`+args+`)`, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		return "", fmt.Errorf("explain: %w", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("explain: %w", err)
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// updateJoin returns the node types of the join under the first UPDATE
+// of a JSON plan and of the join's two inputs, and the index the inner
+// input scans.
+func updateJoin(plan string) (join, outer, inner, index string, err error) {
+	var doc []struct{ Plan map[string]any }
+	if err := json.Unmarshal([]byte(plan), &doc); err != nil {
+		return "", "", "", "", fmt.Errorf("decode plan: %w", err)
+	}
+	kids := func(n map[string]any) []map[string]any {
+		var out []map[string]any
+		ks, _ := n["Plans"].([]any)
+		for _, k := range ks {
+			if m, ok := k.(map[string]any); ok {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	var find func(n map[string]any) map[string]any
+	find = func(n map[string]any) map[string]any {
+		if n["Node Type"] == "ModifyTable" && n["Operation"] == "Update" {
+			return n
+		}
+		for _, k := range kids(n) {
+			if f := find(k); f != nil {
+				return f
+			}
+		}
+		return nil
+	}
+	for _, d := range doc {
+		up := find(d.Plan)
+		if up == nil {
+			continue
+		}
+		for _, j := range kids(up) {
+			if j["Parent Relationship"] != "Outer" {
+				continue
+			}
+			join, _ = j["Node Type"].(string)
+			ins := kids(j)
+			var in []map[string]any
+			for _, k := range ins {
+				if r := k["Parent Relationship"]; r == "Outer" || r == "Inner" {
+					in = append(in, k)
+				}
+			}
+			if len(in) == 2 {
+				outer, _ = in[0]["Node Type"].(string)
+				inner, _ = in[1]["Node Type"].(string)
+				index, _ = in[1]["Index Name"].(string)
+			}
+			return join, outer, inner, index, nil
+		}
+	}
+	return "", "", "", "", fmt.Errorf("no UPDATE in the plan")
+}
+
+// TestCompleteLeanPlan checks that the generic plan of the lean
+// completion updates the rows in the order of its ids (a nested loop over
+// the ids with a lookup by primary key), the order in which the other
+// batch statements lock rows, however many jobs the table holds.
+func TestCompleteLeanPlan(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{MaxConns: 2})
+	ctx := t.Context()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	add := func(n int) {
+		t.Helper()
+		_, err := s.pool.Exec(ctx, `INSERT INTO `+s.schema+`.jobs (id, queue, type, payload, priority, state, max_attempts, run_at,
+			timeout_ns, created_at, lease_expires_at, lease_token)
+		SELECT gen_random_uuid(), 'q', 't', '\x00', 0, 'active', 3, $1::timestamptz, 0, $1::timestamptz,
+			$1::timestamptz + interval '1 hour', 1
+		FROM generate_series(1, $2::int) i`, now, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	check := func(what string) {
+		t.Helper()
+		if err := s.pool.QueryRow(ctx, `SELECT array_agg(id::text) FROM (SELECT id FROM `+s.schema+`.jobs ORDER BY id LIMIT 50) x`).Scan(&ids); err != nil {
+			t.Fatal(err)
+		}
+		tokens := strings.TrimSuffix(strings.Repeat("1,", len(ids)), ",")
+		args := fmt.Sprintf(`'2026-01-01T00:00:00Z', '{%s}', '{%s}', '{}', '2026-01-01T00:00:00Z'`, strings.Join(ids, ","), tokens)
+		const types = "timestamptz, uuid[], bigint[], bytea[], timestamptz"
+		plan, err := genericPlan(ctx, s, s.sqls.completeLean, types, args, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		join, outer, inner, index, err := updateJoin(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The join hands the rows to the update in the order of its outer
+		// input: that must be the ids (or both sorted, by a merge join).
+		if join != "Merge Join" && outer != "Function Scan" {
+			text, _ := genericPlan(ctx, s, s.sqls.completeLean, types, args, true)
+			t.Errorf("%s: the update joins with a %s over %s and %s; want the ids (the Function Scan) as the outer input:\n%s",
+				what, join, outer, inner, text)
+		} else if testing.Verbose() {
+			t.Logf("%s: %s over %s and %s %s", what, join, outer, inner, index)
+		}
+	}
+	total := 0
+	for _, n := range []int{3, 30, 300, 3000, 20000} {
+		add(n - total)
+		total = n
+		check(fmt.Sprintf("%d jobs, no statistics", n))
+		if _, err := s.pool.Exec(ctx, `ANALYZE `+s.schema+`.jobs`); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("%d jobs, analysed", n))
+	}
+}
+
+// TestClaimPlan checks that the generic plan of a claim reads the pending
+// jobs through jobs_claim and updates them through their tuple ids (a TID
+// scan), never scanning the table, with and without statistics.
+func TestClaimPlan(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{MaxConns: 2})
+	ctx := t.Context()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.schema+`.jobs (id, queue, type, payload, priority, state, max_attempts, run_at,
+		timeout_ns, created_at)
+	SELECT gen_random_uuid(), 'q' || (i % 4), 't', '\x00', 0, CASE WHEN i % 3 = 0 THEN 'completed' ELSE 'pending' END, 3,
+		$1::timestamptz, 0, $1::timestamptz
+	FROM generate_series(1, 20000) i`, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const types = "timestamptz, text, int, text, timestamptz"
+	const args = `'2026-01-01T00:00:00Z', 'q1', 50, 'w', '2026-01-01T01:00:00Z'`
+	for _, what := range []string{"no statistics", "analysed"} {
+		if what == "analysed" {
+			if _, err := s.pool.Exec(ctx, `ANALYZE `+s.schema+`.jobs`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		plan, err := genericPlan(ctx, s, s.sqls.claim, types, args, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, indexes, err := planScans(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(seq, "jobs") || !slices.Contains(indexes, "jobs_claim") || !strings.Contains(plan, `"Tid Scan"`) {
+			text, _ := genericPlan(ctx, s, s.sqls.claim, types, args, true)
+			t.Errorf("claim, %s: sequential scans %v, index scans %v; want jobs_claim and a TID scan, no sequential scan of jobs:\n%s",
+				what, seq, indexes, text)
+		}
+	}
+}

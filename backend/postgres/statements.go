@@ -21,6 +21,7 @@ type statements struct {
 	get, delete, deleteState           string
 	claim, step                        string
 	heartbeat, complete, fail, release string
+	completeLean                       string
 	recover, retention, forgetKeys     string
 	insert, insertQuiet, takeKeys      string
 	existing, notify                   string
@@ -46,26 +47,27 @@ type statements struct {
 func newStatements(schema, finished string) *statements {
 	f := func(tmpl string) string { return fill(tmpl, schema, finished) }
 	return &statements{
-		get:         f(sqlGet),
-		delete:      f(sqlDelete),
-		deleteState: f(`SELECT state FROM {{s}}.jobs WHERE id = $1`),
-		claim:       f(sqlClaim),
-		step:        f(sqlStep()),
-		heartbeat:   f(sqlHeartbeat),
-		complete:    f(sqlComplete()),
-		fail:        f(sqlFail()),
-		release:     f(sqlRelease()),
-		recover:     f(sqlRecover()),
-		retention:   f(sqlRetention),
-		forgetKeys:  f(sqlForgetKeys),
-		insert:      f(sqlInsert),
-		insertQuiet: f(sqlInsertQuiet),
-		insertOne:   f(sqlInsertOne),
-		notify:      `SELECT count(*) FROM (SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q) x`,
-		takeKeys:    f(sqlTakeKeys),
-		insertAt:    f(sqlInsertAt),
-		takeKeysAt:  f(sqlTakeKeysAt),
-		existing:    f(`SELECT id::text FROM {{s}}.jobs WHERE id = ANY($1::uuid[])`),
+		get:          f(sqlGet),
+		delete:       f(sqlDelete),
+		deleteState:  f(`SELECT state FROM {{s}}.jobs WHERE id = $1`),
+		claim:        f(sqlClaim),
+		step:         f(sqlStep()),
+		heartbeat:    f(sqlHeartbeat),
+		complete:     f(sqlComplete()),
+		completeLean: f(sqlCompleteLean()),
+		fail:         f(sqlFail()),
+		release:      f(sqlRelease()),
+		recover:      f(sqlRecover()),
+		retention:    f(sqlRetention),
+		forgetKeys:   f(sqlForgetKeys),
+		insert:       f(sqlInsert),
+		insertQuiet:  f(sqlInsertQuiet),
+		insertOne:    f(sqlInsertOne),
+		notify:       `SELECT count(*) FROM (SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q) x`,
+		takeKeys:     f(sqlTakeKeys),
+		insertAt:     f(sqlInsertAt),
+		takeKeysAt:   f(sqlTakeKeysAt),
+		existing:     f(`SELECT id::text FROM {{s}}.jobs WHERE id = ANY($1::uuid[])`),
 
 		lockJob:          f(`SELECT state, queue, retention_ns, cancel_requested, watched, coalesce(unique_key, ''), unique_for_ns FROM {{s}}.jobs WHERE id = $1 FOR UPDATE`),
 		queueRetention:   f(`SELECT retain_completed, retain_failed, retain_cancelled FROM {{s}}.queues WHERE name = $1`),
@@ -197,11 +199,13 @@ SELECT count(*) FROM d`
 // Leases up to $3 pending jobs of one queue in claim order, skipping rows
 // other claimers hold and jobs past their deadline; nothing when the queue
 // is paused (one lookup per statement, not per row). The update finds
-// the rows by id in an array rather than by a join with c: a generic plan
-// guesses that LIMIT $3 keeps a tenth of the queue, and once the table has
-// statistics it joined c by hashing every row of the table.
+// the rows it locked by their tuple ids (ctid) in an array: a TID scan
+// reads each row straight from its page, with no lookup in the primary
+// key, and the rows cannot move while the lock is held (a join with c
+// instead would, under a generic plan that guesses LIMIT $3 keeps a tenth
+// of the queue, hash every row of the table once it has statistics).
 const sqlClaim = `WITH c AS (
-	SELECT id FROM {{s}}.jobs
+	SELECT ctid FROM {{s}}.jobs
 	WHERE state = 'pending' AND queue = $2 AND (deadline IS NULL OR deadline > $1)
 		AND NOT EXISTS (SELECT 1 FROM {{s}}.queues q WHERE q.name = $2 AND q.paused)
 	ORDER BY priority DESC, run_at, id
@@ -211,7 +215,7 @@ const sqlClaim = `WITH c AS (
 UPDATE {{s}}.jobs j
 SET state = 'active', attempt = j.attempt + 1, lease_token = j.lease_token + 1,
 	worker_id = $4, started_at = $1, lease_expires_at = $5
-WHERE j.id = ANY (ARRAY(SELECT id FROM c))
+WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM c))
 RETURNING {{cols j}}`
 
 // sqlStep: $1 now, $2 queues (NULL for every queue), $3 limit, $4 channel.
@@ -328,6 +332,39 @@ func sqlComplete() string {
 	RETURNING j.id, j.queue, j.unique_key, n.next AS final_state, {{notify j}} AS w
 ), {{keys d}}, ` + countEnded("$5", false) + `
 SELECT id::text FROM up UNION ALL SELECT id::text FROM d`
+}
+
+// sqlCompleteLean: the parameters of sqlComplete, the ids in id order.
+// The common case of a completion in one UPDATE: it completes the jobs
+// whose leases are live, with no cancel requested, that their retention
+// keeps (a job deleted on completion is not), notifies those watched, and
+// returns their ids; Complete hands the other items to sqlComplete. It
+// takes no row locks before its update and reads each row once, where
+// sqlComplete locks the rows first and reads them twice: every condition
+// is on the row being updated, so a row another transaction changed
+// meanwhile is checked again in its new version (and left to sqlComplete
+// when it no longer qualifies). The join is driven by the ids (a nested
+// loop over them, or a hash join that probes with them:
+// TestCompleteLeanPlan), so rows are updated in id order, the order in
+// which the other batch statements lock them; were a plan ever to do
+// otherwise, a deadlock sends the batch to sqlComplete. The effective
+// retention is computed once per row for delete_at (OFFSET 0 keeps the
+// planner from copying it into each branch of expiresAt).
+func sqlCompleteLean() string {
+	eff := effRetention("j.retention_ns", "j.queue", "'completed'")
+	return `WITH items AS (
+	SELECT * FROM unnest($2::uuid[], $3::bigint[], $4::bytea[]) AS i(item_id, token, res)
+), t AS (
+	UPDATE {{s}}.jobs j
+	SET state = 'completed', result = i.res, finished_at = $1, lease_expires_at = NULL, worker_id = NULL,
+		delete_at = (SELECT ` + expiresAt("e.eff", "'completed'") + ` FROM (SELECT ` + eff + ` AS eff OFFSET 0) e)
+	FROM items i
+	WHERE j.id = i.item_id AND j.lease_token = i.token AND j.state = 'active' AND j.lease_expires_at > $1
+		AND NOT j.cancel_requested
+		AND (coalesce(length(i.res), 0) > 0 OR ` + eff + ` <> ` + fmt.Sprint(int64(backend.RetainNone)) + `)
+	RETURNING j.id, {{notify j}} AS w
+), ` + countEnded("$5", false) + `
+SELECT id::text FROM t`
 }
 
 // sqlFail: $1 now, $2 ids, $3 tokens, $4 messages, $5 stacks, $6 retry

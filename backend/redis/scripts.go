@@ -105,16 +105,18 @@ local finished = {}
 local tally = {p = 0, f = 0}
 local overrides -- the queue's settings, read once a run (queueRetention)
 local nums = {} -- formatted numbers (num)
--- smallNums keeps the text of small whole numbers (attempts, tokens)
--- from run to run: a library's locals outlive a call, a script's do not.
-local smallNums = {}
+local parsed = {} -- numbers read from text (ms)
+-- smallNums and succs keep the text of small whole numbers (attempts,
+-- tokens) and of their successors from run to run: a library's locals
+-- outlive a call, a script's do not.
+local smallNums, succs = {}, {}
 
 -- reset starts a run afresh: a function library keeps its locals between
 -- calls, while a script starts with them new.
 local function reset()
   cache = {}
   pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
-  movedFrom, movedTo, finished, tally, overrides, nums = {}, {}, {}, {p = 0, f = 0}, nil, {}
+  movedFrom, movedTo, finished, tally, overrides, nums, parsed = {}, {}, {}, {p = 0, f = 0}, nil, {}, {}
 end
 
 local function flushIn()
@@ -182,6 +184,28 @@ local function num(x)
     nums[x] = s
   end
   return s
+end
+
+-- ms reads a decimal time; like num it keeps what it read for the run
+-- (the jobs of one call share their now, and often their lease expiry).
+local function ms(s)
+  local x = parsed[s]
+  if not x then
+    x = tonumber(s)
+    parsed[s] = x
+  end
+  return x
+end
+
+-- succ is the text of the whole number after the one s holds.
+local function succ(s)
+  local v = succs[s]
+  if not v then
+    local x = tonumber(s) + 1
+    v = num(x)
+    if x >= 0 and x < 4096 then succs[s] = v end
+  end
+  return v
 end
 
 -- count adds an ended attempt to the per-minute counters: processed, and
@@ -380,7 +404,7 @@ local function finish(id, r, code, now, hasResult)
   end
   save(id, r)
   finished[#finished + 1] = id
-  local at = tonumber(now) + keep
+  local at = ms(now) + keep
   if at < 9214646400000 then defer(pending.finalAdds, num(at), id) end
 end
 
@@ -419,7 +443,7 @@ local function live(id, tok, now)
   local r = load(id)
   if r == nil then return nil, 2 end
   if r == false then return nil, 1 end
-  if r.h[1] ~= 'a' or r.h[4] ~= tok or now >= tonumber(r.h[8]) then return nil, 1 end
+  if r.h[1] ~= 'a' or r.h[4] ~= tok or now >= ms(r.h[8]) then return nil, 1 end
   return r, 0
 end
 
@@ -647,8 +671,8 @@ for _, id in ipairs(ids) do
     local errs = ''
     if r.h[4] ~= '0' then errs = redis.call('HGET', KEYS[2], id) or '' end
     setState(id, r, 'a')
-    r.h[2] = num(tonumber(r.h[2]) + 1)
-    r.h[4] = num(tonumber(r.h[4]) + 1)
+    r.h[2] = succ(r.h[2])
+    r.h[4] = succ(r.h[4])
     r.h[8] = ARGV[3]
     r.h[9] = nowS
     r.h[11] = ARGV[4]

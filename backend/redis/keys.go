@@ -18,7 +18,8 @@ import "strconv"
 //	{P:N}:results     hash   job id -> result of a completed job
 //	{P:N}:ready       zset   pending jobs; score (MaxPriority-priority)*2^44 + run-at ms
 //	{P:N}:waiting     zset   scheduled and retry jobs by run-at ms
-//	{P:N}:leases      zset   active jobs by lease expiry ms
+//	{P:N}:leases      zset   active jobs by lease expiry ms, and leaseAnchor
+//	                         at +inf once a job was claimed
 //	{P:N}:deadlines   zset   scheduled, pending and retry jobs that have a deadline, by deadline ms
 //	{P:N}:final       zset   final jobs that retention will delete, by deletion time ms
 //	{P:N}:unique      hash   unique key -> "holder id|until ms (0: until final)|state"
@@ -47,6 +48,15 @@ import "strconv"
 // became final or were deleted are announced on {P:N}:done (the message
 // is their ids, separated by spaces). Channels are not keys and belong to
 // no slot.
+// leaseAnchor is a member the scripts keep in every leases set (score
+// +inf, so no lease recovery ever takes it; counts and listings leave it
+// out). It is longer than Redis's zset-max-listpack-value (64 bytes by
+// default), so the set is a skiplist from its first lease on: a leases
+// set holds about as many jobs as the queue's workers run, under the
+// listpack limit of 128 entries, where every insert and removal would
+// walk the whole listpack. It is no job id (see ids.go).
+const leaseAnchor = "~kyu: this member keeps the leases set a skiplist (see keys.go in kyu)~"
+
 type keys struct {
 	prefix string
 }

@@ -180,7 +180,7 @@ func (m *merger) fill(ctx context.Context, n int) error {
 			// The whole ready or leases set: keep what follows the cursor.
 			src.buf = ids[:0]
 			for _, id := range ids {
-				if m.after == "" || m.before(m.after, id) {
+				if id != leaseAnchor && (m.after == "" || m.before(m.after, id)) {
 					src.buf = append(src.buf, id)
 				}
 			}

@@ -90,6 +90,7 @@ const luaCommon = `
 -- tonumber to tell a record that parses; () is where the tail starts.
 local headerPattern = '^(%a)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d*)|(%-?%d*)|(%-?%d*)|(%-?%d*)|([^|\n]*)|([^|\n]*)|(%d+)|([^|\n]*)\n()'
 local inKey = {s = 12, r = 13, c = 14, f = 15, x = 16}
+local leaseAnchor = '` + leaseAnchor + `' -- see keys.go
 
 -- Writes to the jobs hash and the leases and final sets are gathered and
 -- sent as one command each by flush (at the end of every script, and
@@ -146,9 +147,11 @@ local function flushIn()
   end
 end
 
+-- flush sends what was gathered; every ZADD to the leases set carries
+-- leaseAnchor too (keys.go), so the set is a skiplist from the start.
 local function flush()
   if #pending.sets > 0 then redis.call('HSET', KEYS[1], unpack(pending.sets)) end
-  if #pending.leaseAdds > 0 then redis.call('ZADD', KEYS[6], unpack(pending.leaseAdds)) end
+  if #pending.leaseAdds > 0 then redis.call('ZADD', KEYS[6], 'inf', leaseAnchor, unpack(pending.leaseAdds)) end
   if #pending.leaseRems > 0 then redis.call('ZREM', KEYS[6], unpack(pending.leaseRems)) end
   if #pending.finalAdds > 0 then redis.call('ZADD', KEYS[8], unpack(pending.finalAdds)) end
   pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
@@ -1118,12 +1121,14 @@ return v
 //
 // ARGV: 1 the first minute (ms), 2 the number of minutes n.
 //
-// Returns {pending, active, scheduled, retry, completed, failed,
-// cancelled, oldest pending run-at ("" for none), paused, tc, tf, tx,
-// processed total, failed total, then n pairs processed, failed per
-// minute}; missing counters are "".
+// Returns {pending, active (leaseAnchor not counted), scheduled, retry,
+// completed, failed, cancelled, oldest pending run-at ("" for none),
+// paused, tc, tf, tx, processed total, failed total, then n pairs
+// processed, failed per minute}; missing counters are "".
 var statsScript = newScript("stats", `
-local out = {redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[6])}
+local active = redis.call('ZCARD', KEYS[6])
+if redis.call('ZSCORE', KEYS[6], leaseAnchor) then active = active - 1 end
+local out = {redis.call('ZCARD', KEYS[4]), active}
 for k = 12, 16 do out[#out + 1] = redis.call('ZCARD', KEYS[k]) end
 -- The ready score is band * 2^44 + run-at, one band per priority: the
 -- first job of each band has the band's earliest run-at.

@@ -239,9 +239,13 @@ end
 
 -- defer adds values to one of the pending lists, flushing a long one.
 local function defer(list, a, b)
-  list[#list + 1] = a
-  if b then list[#list + 1] = b end
-  if #list >= 2000 then flush() end
+  local n = #list + 1
+  list[n] = a
+  if b then
+    n = n + 1
+    list[n] = b
+  end
+  if n >= 2000 then flush() end
 end
 
 -- prefetch reads the records of many jobs with HMGET.
@@ -380,13 +384,14 @@ end
 -- time is at or past backend.MaxTime is kept forever.
 local function finish(id, r, code, now, hasResult)
   setState(id, r, code)
-  r.h[10] = now
-  r.h[8] = ''
-  r.h[11] = ''
-  if r.h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
+  local h = r.h
+  h[10] = now
+  h[8] = ''
+  h[11] = ''
+  if h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
   defer(pending.leaseRems, id)
   touchUnique(id, r)
-  local ret = r.h[14]
+  local ret = h[14]
   if ret == '' then ret = queueRetention(code) end
   local keep
   if ret == 'n' then
@@ -403,7 +408,7 @@ local function finish(id, r, code, now, hasResult)
   elseif ret == '' then
     if code == 'f' then keep = 2592000000 elseif code == 'x' then keep = 604800000 else keep = 86400000 end
   else
-    keep = tonumber(ret)
+    keep = ms(ret)
   end
   save(id, r)
   finished[#finished + 1] = id
@@ -667,29 +672,29 @@ promoteDue(nowS, bound)
 local ids = redis.call('ZRANGE', KEYS[4], 0, tonumber(ARGV[2]) - 1)
 if #ids > 0 then redis.call('ZREMRANGEBYRANK', KEYS[4], 0, #ids - 1) end
 prefetch(ids)
-local out = {}
+local out, n = {}, 0
+local exp, worker = ARGV[3], ARGV[4]
 for _, id in ipairs(ids) do
   local r = load(id)
   if r then
+    local h = r.h
     local errs = ''
-    if r.h[4] ~= '0' then errs = redis.call('HGET', KEYS[2], id) or '' end
+    if h[4] ~= '0' then errs = redis.call('HGET', KEYS[2], id) or '' end
     setState(id, r, 'a')
-    r.h[2] = succ(r.h[2])
-    r.h[4] = succ(r.h[4])
-    r.h[8] = ARGV[3]
-    r.h[9] = nowS
-    r.h[11] = ARGV[4]
+    h[2] = succ(h[2])
+    h[4] = succ(h[4])
+    h[8] = exp
+    h[9] = nowS
+    h[11] = worker
     local rec = save(id, r)
-    defer(pending.leaseAdds, ARGV[3], id)
-    if r.h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
+    defer(pending.leaseAdds, exp, id)
+    if h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
     touchUnique(id, r)
-    out[#out + 1] = id
-    out[#out + 1] = rec
-    out[#out + 1] = errs
+    out[n + 1], out[n + 2], out[n + 3] = id, rec, errs
+    n = n + 3
   elseif r == false then
-    out[#out + 1] = id
-    out[#out + 1] = ''
-    out[#out + 1] = ''
+    out[n + 1], out[n + 2], out[n + 3] = id, '', ''
+    n = n + 3
   end
 end
 finalize(nowS)

@@ -371,9 +371,11 @@ local function queueRetention(code)
   if not overrides then
     overrides = {}
     local kv = redis.call('HGETALL', KEYS[17])
-    for i = 1, #kv, 2 do overrides[kv[i]] = kv[i + 1] end
+    for i = 1, #kv, 2 do
+      if string.sub(kv[i], 1, 1) == 'r' then overrides[string.sub(kv[i], 2)] = kv[i + 1] end
+    end
   end
-  return overrides['r' .. code] or ''
+  return overrides[code] or ''
 end
 
 -- finish makes a job final at now (a string) and applies retention as
@@ -390,7 +392,7 @@ local function finish(id, r, code, now, hasResult)
   h[11] = ''
   if h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
   defer(pending.leaseRems, id)
-  touchUnique(id, r)
+  if r.uk ~= '' then touchUnique(id, r) end
   local ret = h[14]
   if ret == '' then ret = queueRetention(code) end
   local keep
@@ -689,7 +691,7 @@ for _, id in ipairs(ids) do
     local rec = save(id, r)
     defer(pending.leaseAdds, exp, id)
     if h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
-    touchUnique(id, r)
+    if r.uk ~= '' then touchUnique(id, r) end
     out[n + 1], out[n + 2], out[n + 3] = id, rec, errs
     n = n + 3
   elseif r == false then

@@ -48,6 +48,10 @@ import "strconv"
 // became final or were deleted are announced on {P:N}:done (the message
 // is their ids, separated by spaces). Channels are not keys and belong to
 // no slot.
+type keys struct {
+	prefix string
+}
+
 // leaseAnchor is a member the scripts keep in every leases set (score
 // +inf, so no lease recovery ever takes it; counts and listings leave it
 // out). It is longer than Redis's zset-max-listpack-value (64 bytes by
@@ -56,10 +60,6 @@ import "strconv"
 // listpack limit of 128 entries, where every insert and removal would
 // walk the whole listpack. It is no job id (see ids.go).
 const leaseAnchor = "~kyu: this member keeps the leases set a skiplist (see keys.go in kyu)~"
-
-type keys struct {
-	prefix string
-}
 
 // globalTag is the hash tag of the store-wide keys.
 func (k keys) globalTag() string { return "{" + k.prefix + "}" }

@@ -67,7 +67,7 @@ func (s *Store) claimQueue(ctx context.Context, q string, args []string) ([]*bac
 		}
 		var reply rueidis.RedisResult
 		err = s.retry(ctx, func(int) error {
-			reply = s.eval(ctx, claimScript, s.keys.queue(num).all(), args)
+			reply = s.eval(ctx, claimScript, s.queueKeysOf(num), args)
 			return reply.Error()
 		})
 		if staleQueue(err) {

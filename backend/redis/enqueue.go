@@ -71,7 +71,7 @@ func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 		}
 		calls := make([]call, len(groups))
 		for i, g := range groups {
-			calls[i] = call{s: enqueueScript, keys: s.keys.queue(g.num).all(), args: g.args}
+			calls[i] = call{s: enqueueScript, keys: s.queueKeysOf(g.num), args: g.args}
 		}
 		err := s.retry(ctx, func(int) error {
 			replies = s.runEnqueue(ctx, calls)

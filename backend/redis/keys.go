@@ -1,6 +1,9 @@
 package redis
 
-import "strconv"
+import (
+	"strconv"
+	"sync"
+)
 
 // Key layout. Every key of one store begins with "{" + prefix, so one
 // SCAN pattern finds them all. The keys of a queue share the hash tag
@@ -125,7 +128,8 @@ func hasInSet(code string) bool {
 }
 
 // all lists every key of the queue in the order the scripts take them as
-// KEYS[1..19] (see scripts.go).
+// KEYS[1..19] (see scripts.go). Script calls take the list from a
+// keyLists, which builds it once per queue.
 func (q queueKeys) all() []string {
 	return []string{
 		q.jobs(), q.errors(), q.results(), q.ready(), q.waiting(), q.leases(),
@@ -147,4 +151,37 @@ func escapeGlob(s string) string {
 		}
 	}
 	return string(out)
+}
+
+// keyListsCap bounds how many queues' key lists a keyLists keeps; the
+// lists of further queues are built at each call.
+const keyListsCap = 4096
+
+// keyLists keeps each queue's list of keys (queueKeys.all), which every
+// script call of the queue passes: building it anew is twenty strings per
+// call. The lists are shared: callers must not change them. The zero
+// value is ready to use.
+type keyLists struct {
+	mu    sync.RWMutex
+	byNum map[uint32][]string
+}
+
+// of returns the key list of queue num.
+func (l *keyLists) of(k keys, num uint32) []string {
+	l.mu.RLock()
+	all, ok := l.byNum[num]
+	l.mu.RUnlock()
+	if ok {
+		return all
+	}
+	all = k.queue(num).all()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byNum == nil {
+		l.byNum = map[uint32][]string{}
+	}
+	if len(l.byNum) < keyListsCap {
+		l.byNum[num] = all
+	}
+	return all
 }

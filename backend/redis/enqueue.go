@@ -161,7 +161,7 @@ func (s *Store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.En
 	}
 	g.num = num
 	g.args = make([]string, enqueueHead+enqueueStride*len(g.pos))
-	copy(g.args, []string{strconv.FormatInt(p.Now.UnixMilli(), 10), s.keys.wakeChannel(g.name), strconv.Itoa(len(g.pos)), g.name})
+	g.args[0], g.args[1], g.args[2], g.args[3] = strconv.FormatInt(p.Now.UnixMilli(), 10), s.keys.wakeChannel(g.name), strconv.Itoa(len(g.pos)), g.name
 	for k := range g.pos {
 		if err := g.setJob(k, p); err != nil {
 			return err
@@ -187,7 +187,7 @@ func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	if g.nows != nil {
 		now = g.nows[k]
 	}
-	j := nj.Record(id, now)
+	j := newRecord(nj, id, now)
 	runAt := j.RunAt.UnixMilli()
 	state, score := "p", readyScore(j.Priority, runAt)
 	if j.State == backend.StateScheduled {
@@ -197,8 +197,27 @@ func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	if nj.UniqueFor > 0 {
 		until = strconv.FormatInt(now.Add(nj.UniqueFor).UnixMilli(), 10)
 	}
-	copy(g.args[enqueueHead+k*enqueueStride:], []string{id, state, score, msOf(j.Deadline), nj.UniqueKey, until, encodeRecord(j)})
+	a := g.args[enqueueHead+k*enqueueStride:]
+	a[0], a[1], a[2], a[3], a[4], a[5], a[6] = id, state, score, msOf(j.Deadline), nj.UniqueKey, until, encodeRecord(&j)
 	return nil
+}
+
+// newRecord is nj.Record(id, now) without its copies of the payload, tags
+// and metadata: the job is only encoded, and its slices and map are the
+// caller's.
+func newRecord(nj *backend.NewJob, id string, now time.Time) backend.Job {
+	runAt, state := nj.RunAt, backend.StatePending
+	if runAt.IsZero() || !runAt.After(now) {
+		runAt = now
+	} else {
+		state = backend.StateScheduled
+	}
+	return backend.Job{
+		ID: id, Type: nj.Type, Queue: nj.Queue, Payload: nj.Payload, Title: nj.Title, Priority: nj.Priority,
+		State: state, MaxAttempts: nj.MaxAttempts, RunAt: runAt, Timeout: nj.Timeout, Deadline: nj.Deadline,
+		UniqueKey: nj.UniqueKey, UniqueFor: nj.UniqueFor, Tags: nj.Tags, Metadata: nj.Metadata,
+		Retention: nj.Retention, CreatedAt: now,
+	}
 }
 
 // collisions lists the jobs of the group whose ids the script found taken.

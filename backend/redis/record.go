@@ -123,7 +123,13 @@ func recordSize(j *backend.Job) int {
 
 // encodeRecord writes the record of a new job.
 func encodeRecord(j *backend.Job) string {
-	b := make([]byte, 0, recordSize(j))
+	b := appendRecord(make([]byte, 0, recordSize(j)), j)
+	// b is not written again: the string takes it over instead of a copy.
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// appendRecord appends the record of a new job to b.
+func appendRecord(b []byte, j *backend.Job) []byte {
 	b = append(b, stateCode(j.State)...)
 	b = append(b, '|')
 	b = strconv.AppendInt(b, int64(j.Attempt), 10)
@@ -149,9 +155,7 @@ func encodeRecord(j *backend.Job) string {
 	b = append(b, retentionField(j.Retention)...)
 	b = append(b, '\n')
 	b = append(b, j.UniqueKey...)
-	b = appendBody(b, j)
-	// b is not written again: the string takes it over instead of a copy.
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	return appendBody(b, j)
 }
 
 // hexDigits are the digits of a header's hex-encoded worker id.

@@ -95,3 +95,17 @@ func BenchmarkDecodeRecord(b *testing.B) {
 		}
 	}
 }
+
+// TestAppendID: job ids read as uuid writes them.
+func TestAppendID(t *testing.T) {
+	t.Parallel()
+	for range 100 {
+		u, err := newJobUUID(0xabcdef)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := string(appendID(nil, u)), u.String(); got != want {
+			t.Fatalf("appendID = %s, want %s", got, want)
+		}
+	}
+}

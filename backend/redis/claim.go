@@ -67,7 +67,7 @@ func (s *Store) claimQueue(ctx context.Context, q string, args []string) ([]*bac
 		}
 		var reply rueidis.RedisResult
 		err = s.retry(ctx, func(int) error {
-			reply = s.eval(ctx, claimScript, s.keys.queue(num).all(), args)
+			reply = s.eval(ctx, claimScript, s.queueKeysOf(num), args)
 			return reply.Error()
 		})
 		if staleQueue(err) {
@@ -86,20 +86,23 @@ func (s *Store) claimQueue(ctx context.Context, q string, args []string) ([]*bac
 	}
 }
 
-// claimed decodes a claim script's reply.
+// claimed decodes a claim script's reply. The jobs share one allocation
+// (and their strings the reply's), as they come and go together.
 func (s *Store) claimed(queue string, reply rueidis.RedisResult) ([]*backend.Job, error) {
 	flat, err := reply.AsStrSlice()
 	if err != nil || len(flat)%3 != 0 {
 		return nil, fmt.Errorf("kyu/redis: claim: unexpected reply %s", reply.String())
 	}
-	jobs := make([]*backend.Job, 0, len(flat)/3)
+	all := make([]backend.Job, len(flat)/3)
+	jobs := make([]*backend.Job, 0, len(all))
 	for i := 0; i < len(flat); i += 3 {
 		id, rec, errs := flat[i], flat[i+1], flat[i+2]
 		if rec == "" {
 			s.log.Error("dropped a corrupt job from its queue's ready set", "id", id, "queue", queue, "err", ErrCorrupt)
 			continue
 		}
-		j, err := decodeRecord(id, queue, rec)
+		j := &all[i/3]
+		err := decodeRecordTo(j, id, queue, rec)
 		if err == nil {
 			j.Errors, err = decodeErrors(id, errs)
 		}

@@ -18,6 +18,10 @@ import (
 // other's.
 const lineCalls = 2
 
+// batchCap is the room a new batch makes for jobs: as many as usually
+// join one while lineCalls calls are on their way, so it seldom grows.
+const batchCap = 8
+
 // lines coalesces concurrent single-job Enqueue calls per queue (see
 // lineCalls). The zero value is ready to use.
 type lines struct {
@@ -70,7 +74,10 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 	}
 	b := l.next
 	if b == nil {
-		b = &enqueueBatch{turn: make(chan struct{}), done: make(chan struct{})}
+		b = &enqueueBatch{
+			jobs: make([]backend.NewJob, 0, batchCap), nows: make([]time.Time, 0, batchCap),
+			turn: make(chan struct{}), done: make(chan struct{}),
+		}
 		l.next = b
 	}
 	i := len(b.jobs)
@@ -108,7 +115,9 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 	if b.err != nil {
 		return backend.EnqueueResult{}, b.err
 	}
-	return backend.EnqueueResult{Jobs: []backend.EnqueuedJob{b.res.Jobs[i]}}, nil
+	// The callers share the batch's result slice, each its own element
+	// (capped, so an append copies instead of writing over the next).
+	return backend.EnqueueResult{Jobs: b.res.Jobs[i : i+1 : i+1]}, nil
 }
 
 // lineDone ends a call of queue q's line: the batch waiting, if any, takes

@@ -2,11 +2,13 @@ package redis
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,9 +22,10 @@ import (
 // all 2·b.N claimed (50 per call) and then completed (50 per call) by 4
 // goroutines, and 2·b.N more drained by a kyu.Worker with 50 handlers. Each phase
 // reports Redis's own CPU time (INFO cpu, user + system: scripts, parsing,
-// networking) and its scripts' time (INFO commandstats of EVAL, EVALSHA
-// and FCALL) in µs per job, and the jobs per script run; the drain also
-// reports the jobs per Claim and per Complete call.
+// networking), its scripts' time (INFO commandstats of EVAL, EVALSHA
+// and FCALL) and the CPU time of this process (the client side: the
+// store, rueidis and, in drain50, the worker; getrusage) in µs per job,
+// with its heap allocations per job, and the jobs per script run; the drain also reports the jobs per Claim and per Complete call.
 //
 //	go test -run '^$' -bench RedisCPU -benchtime 20000x ./backend/redis/
 func BenchmarkRedisCPU(b *testing.B) {
@@ -40,9 +43,14 @@ func BenchmarkRedisCPU(b *testing.B) {
 	phase := func(name string, jobs int, run func()) {
 		cpu0, cmd0, calls0 := redisTimes(b, s)
 		by0 := commandTimes(b, s)
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		own0 := processCPU(b)
 		start := time.Now()
 		run()
 		el := time.Since(start)
+		own1 := processCPU(b)
+		runtime.ReadMemStats(&m1)
 		cpu1, cmd1, calls1 := redisTimes(b, s)
 		if testing.Verbose() {
 			var l []string
@@ -56,6 +64,8 @@ func BenchmarkRedisCPU(b *testing.B) {
 		}
 		b.ReportMetric((cpu1-cpu0)/float64(jobs), name+"-cpu-µs/job")
 		b.ReportMetric((cmd1-cmd0)/float64(jobs), name+"-cmd-µs/job")
+		b.ReportMetric((own1-own0)/float64(jobs), name+"-go-µs/job")
+		b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(jobs), name+"-go-allocs/job")
 		b.ReportMetric(float64(jobs)/el.Seconds(), name+"-jobs/s")
 		b.ReportMetric(float64(jobs)/max(1, calls1-calls0), name+"-jobs/script")
 	}
@@ -199,6 +209,15 @@ func (c *countingStore) Complete(ctx context.Context, p backend.CompleteParams) 
 		c.completed.Add(int64(len(p.Items)))
 	}
 	return res, err
+}
+
+// processCPU returns this process's CPU time (user + system), in µs.
+func processCPU(b *testing.B) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
 }
 
 // commandTimes returns the time each command took (commandstats' usec),

@@ -6,17 +6,18 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/redis/rueidis"
 )
 
-// readyScore is a pending job's score in its queue's ready set: priority
-// first (higher first), then run-at; Redis orders equal scores by member,
-// the id, so enqueue order within a millisecond. Exact in a float64:
-// 200*2^44 + 2^44 < 2^53.
-func readyScore(priority int, runAt int64) string {
-	return strconv.FormatInt(int64(backend.MaxPriority-priority)<<44+runAt, 10)
+// appendReadyScore appends a pending job's score in its queue's ready
+// set: priority first (higher first), then run-at; Redis orders equal
+// scores by member, the id, so enqueue order within a millisecond. Exact
+// in a float64: 200*2^44 + 2^44 < 2^53.
+func appendReadyScore(b []byte, priority int, runAt int64) []byte {
+	return strconv.AppendInt(b, int64(backend.MaxPriority-priority)<<44+runAt, 10)
 }
 
 // Enqueue writes the jobs of each queue with one script run. A batch
@@ -48,6 +49,13 @@ func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 		g := byName[q]
 		if g == nil {
 			g = &enqueueGroup{name: q}
+			if len(groups) == 0 {
+				// Most calls name one queue: its group takes every job.
+				g.pos = make([]int, 0, len(p.Jobs))
+				if nows != nil {
+					g.nows = make([]time.Time, 0, len(p.Jobs))
+				}
+			}
 			byName[q] = g
 			groups = append(groups, g)
 		}
@@ -71,7 +79,7 @@ func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 		}
 		calls := make([]call, len(groups))
 		for i, g := range groups {
-			calls[i] = call{s: enqueueScript, keys: s.keys.queue(g.num).all(), args: g.args}
+			calls[i] = call{s: enqueueScript, keys: s.queueKeysOf(g.num), args: g.args}
 		}
 		err := s.retry(ctx, func(int) error {
 			replies = s.runEnqueue(ctx, calls)
@@ -161,7 +169,7 @@ func (s *Store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.En
 	}
 	g.num = num
 	g.args = make([]string, enqueueHead+enqueueStride*len(g.pos))
-	copy(g.args, []string{strconv.FormatInt(p.Now.UnixMilli(), 10), s.keys.wakeChannel(g.name), strconv.Itoa(len(g.pos)), g.name})
+	g.args[0], g.args[1], g.args[2], g.args[3] = strconv.FormatInt(p.Now.UnixMilli(), 10), s.keys.wakeChannel(g.name), strconv.Itoa(len(g.pos)), g.name
 	for k := range g.pos {
 		if err := g.setJob(k, p); err != nil {
 			return err
@@ -177,9 +185,11 @@ const (
 )
 
 // setJob gives the group's k-th job a new id and writes its ARGV values.
+// The id, the score, the times and the record are written into one
+// buffer, which the ARGV strings share (it is never written again).
 func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	nj := &p.Jobs[g.pos[k]]
-	id, err := newJobID(g.num)
+	u, err := newJobUUID(g.num)
 	if err != nil {
 		return err
 	}
@@ -187,18 +197,59 @@ func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	if g.nows != nil {
 		now = g.nows[k]
 	}
-	j := nj.Record(id, now)
-	runAt := j.RunAt.UnixMilli()
-	state, score := "p", readyScore(j.Priority, runAt)
-	if j.State == backend.StateScheduled {
-		state, score = "s", strconv.FormatInt(runAt, 10)
+	j := newRecord(nj, "", now)
+	buf := make([]byte, 0, 36+3*20+recordSize(&j))
+	take := func(from int) string {
+		if from == len(buf) {
+			return ""
+		}
+		return unsafe.String(&buf[from], len(buf)-from)
 	}
+	buf = appendID(buf, u)
+	j.ID = take(0)
+	runAt := j.RunAt.UnixMilli()
+	state, at := "p", len(buf)
+	if j.State == backend.StateScheduled {
+		state = "s"
+		buf = strconv.AppendInt(buf, runAt, 10)
+	} else {
+		buf = appendReadyScore(buf, j.Priority, runAt)
+	}
+	score := take(at)
+	at = len(buf)
+	if !j.Deadline.IsZero() {
+		buf = strconv.AppendInt(buf, j.Deadline.UnixMilli(), 10)
+	}
+	deadline := take(at)
 	until := "0"
 	if nj.UniqueFor > 0 {
-		until = strconv.FormatInt(now.Add(nj.UniqueFor).UnixMilli(), 10)
+		at = len(buf)
+		buf = strconv.AppendInt(buf, now.Add(nj.UniqueFor).UnixMilli(), 10)
+		until = take(at)
 	}
-	copy(g.args[enqueueHead+k*enqueueStride:], []string{id, state, score, msOf(j.Deadline), nj.UniqueKey, until, encodeRecord(j)})
+	at = len(buf)
+	buf = appendRecord(buf, &j)
+	a := g.args[enqueueHead+k*enqueueStride:]
+	a[0], a[1], a[2], a[3], a[4], a[5], a[6] = j.ID, state, score, deadline, nj.UniqueKey, until, take(at)
 	return nil
+}
+
+// newRecord is nj.Record(id, now) without its copies of the payload, tags
+// and metadata: the job is only encoded, and its slices and map are the
+// caller's.
+func newRecord(nj *backend.NewJob, id string, now time.Time) backend.Job {
+	runAt, state := nj.RunAt, backend.StatePending
+	if runAt.IsZero() || !runAt.After(now) {
+		runAt = now
+	} else {
+		state = backend.StateScheduled
+	}
+	return backend.Job{
+		ID: id, Type: nj.Type, Queue: nj.Queue, Payload: nj.Payload, Title: nj.Title, Priority: nj.Priority,
+		State: state, MaxAttempts: nj.MaxAttempts, RunAt: runAt, Timeout: nj.Timeout, Deadline: nj.Deadline,
+		UniqueKey: nj.UniqueKey, UniqueFor: nj.UniqueFor, Tags: nj.Tags, Metadata: nj.Metadata,
+		Retention: nj.Retention, CreatedAt: now,
+	}
 }
 
 // collisions lists the jobs of the group whose ids the script found taken.

@@ -23,7 +23,7 @@ func (s *Store) jobQueue(ctx context.Context, id string) (num uint32, queue stri
 func (s *Store) runOne(ctx context.Context, op string, num uint32, sc *script, args []string) (rueidis.RedisResult, error) {
 	var reply rueidis.RedisResult
 	err := s.retry(ctx, func(int) error {
-		reply = s.eval(ctx, sc, s.keys.queue(num).all(), args)
+		reply = s.eval(ctx, sc, s.queueKeysOf(num), args)
 		return reply.Error()
 	})
 	if err != nil {

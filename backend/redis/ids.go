@@ -16,14 +16,35 @@ const maxQueues = 1<<24 - 1
 // slot of the job's keys: Complete, Heartbeat, Get and the others need no
 // lookup and no cross-slot hop. 38 random bits remain.
 func newJobID(queueNum uint32) (string, error) {
+	u, err := newJobUUID(queueNum)
+	if err != nil {
+		return "", err
+	}
+	return string(appendID(nil, u)), nil
+}
+
+// newJobUUID is newJobID's UUID, before its text form (appendID).
+func newJobUUID(queueNum uint32) (uuid.UUID, error) {
 	u, err := uuid.NewV7()
 	if err != nil {
-		return "", fmt.Errorf("kyu/redis: new job id: %w", err)
+		return u, fmt.Errorf("kyu/redis: new job id: %w", err)
 	}
 	u[9] = byte(queueNum >> 16)
 	u[10] = byte(queueNum >> 8)
 	u[11] = byte(queueNum)
-	return u.String(), nil
+	return u, nil
+}
+
+// appendID appends u's text form, as uuid.UUID.String writes it
+// (8-4-4-4-12 lower-case hex digits).
+func appendID(b []byte, u uuid.UUID) []byte {
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b = append(b, '-')
+		}
+		b = append(b, hexDigits[c>>4], hexDigits[c&15])
+	}
+	return b
 }
 
 // queueNumOf reads the queue number from a job id; ok is false for a

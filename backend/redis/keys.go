@@ -1,6 +1,9 @@
 package redis
 
-import "strconv"
+import (
+	"strconv"
+	"sync"
+)
 
 // Key layout. Every key of one store begins with "{" + prefix, so one
 // SCAN pattern finds them all. The keys of a queue share the hash tag
@@ -18,7 +21,8 @@ import "strconv"
 //	{P:N}:results     hash   job id -> result of a completed job
 //	{P:N}:ready       zset   pending jobs; score (MaxPriority-priority)*2^44 + run-at ms
 //	{P:N}:waiting     zset   scheduled and retry jobs by run-at ms
-//	{P:N}:leases      zset   active jobs by lease expiry ms
+//	{P:N}:leases      zset   active jobs by lease expiry ms, and leaseAnchor
+//	                         at +inf once a job was claimed
 //	{P:N}:deadlines   zset   scheduled, pending and retry jobs that have a deadline, by deadline ms
 //	{P:N}:final       zset   final jobs that retention will delete, by deletion time ms
 //	{P:N}:unique      hash   unique key -> "holder id|until ms (0: until final)|state"
@@ -50,6 +54,15 @@ import "strconv"
 type keys struct {
 	prefix string
 }
+
+// leaseAnchor is a member the scripts keep in every leases set (score
+// +inf, so no lease recovery ever takes it; counts and listings leave it
+// out). It is longer than Redis's zset-max-listpack-value (64 bytes by
+// default), so the set is a skiplist from its first lease on: a leases
+// set holds about as many jobs as the queue's workers run, under the
+// listpack limit of 128 entries, where every insert and removal would
+// walk the whole listpack. It is no job id (see ids.go).
+const leaseAnchor = "~kyu: this member keeps the leases set a skiplist (see keys.go in kyu)~"
 
 // globalTag is the hash tag of the store-wide keys.
 func (k keys) globalTag() string { return "{" + k.prefix + "}" }
@@ -115,7 +128,8 @@ func hasInSet(code string) bool {
 }
 
 // all lists every key of the queue in the order the scripts take them as
-// KEYS[1..19] (see scripts.go).
+// KEYS[1..19] (see scripts.go). Script calls take the list from a
+// keyLists, which builds it once per queue.
 func (q queueKeys) all() []string {
 	return []string{
 		q.jobs(), q.errors(), q.results(), q.ready(), q.waiting(), q.leases(),
@@ -137,4 +151,37 @@ func escapeGlob(s string) string {
 		}
 	}
 	return string(out)
+}
+
+// keyListsCap bounds how many queues' key lists a keyLists keeps; the
+// lists of further queues are built at each call.
+const keyListsCap = 4096
+
+// keyLists keeps each queue's list of keys (queueKeys.all), which every
+// script call of the queue passes: building it anew is twenty strings per
+// call. The lists are shared: callers must not change them. The zero
+// value is ready to use.
+type keyLists struct {
+	mu    sync.RWMutex
+	byNum map[uint32][]string
+}
+
+// of returns the key list of queue num.
+func (l *keyLists) of(k keys, num uint32) []string {
+	l.mu.RLock()
+	all, ok := l.byNum[num]
+	l.mu.RUnlock()
+	if ok {
+		return all
+	}
+	all = k.queue(num).all()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byNum == nil {
+		l.byNum = map[uint32][]string{}
+	}
+	if len(l.byNum) < keyListsCap {
+		l.byNum[num] = all
+	}
+	return all
 }

@@ -67,7 +67,7 @@ func (s *Store) runBatch(ctx context.Context, op string, sc *script, b *leaseBat
 	err := s.retry(ctx, func(try int) error {
 		calls := make([]call, len(b.groups))
 		for i, g := range b.groups {
-			calls[i] = call{s: sc, keys: s.keys.queue(g.num).all(), args: args(g, try)}
+			calls[i] = call{s: sc, keys: s.queueKeysOf(g.num), args: args(g, try)}
 		}
 		replies = s.evalMany(ctx, calls)
 		for _, r := range replies {

@@ -180,7 +180,7 @@ func (m *merger) fill(ctx context.Context, n int) error {
 			// The whole ready or leases set: keep what follows the cursor.
 			src.buf = ids[:0]
 			for _, id := range ids {
-				if m.after == "" || m.before(m.after, id) {
+				if id != leaseAnchor && (m.after == "" || m.before(m.after, id)) {
 					src.buf = append(src.buf, id)
 				}
 			}
@@ -261,7 +261,7 @@ func (s *Store) listed(ctx context.Context, ids []string) ([]*backend.Job, error
 	err := s.retry(ctx, func(int) error {
 		calls := make([]call, len(groups))
 		for i, g := range groups {
-			calls[i] = call{s: listScript, keys: s.keys.queue(g.num).all(), args: g.ids}
+			calls[i] = call{s: listScript, keys: s.queueKeysOf(g.num), args: g.ids}
 		}
 		replies = s.evalMany(ctx, calls)
 		for _, r := range replies {

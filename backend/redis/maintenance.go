@@ -47,7 +47,7 @@ func (s *Store) eachQueue(ctx context.Context, op string, p backend.MaintenanceP
 		args := append([]string{nowS, strconv.Itoa(limit)}, extra(q)...)
 		var reply rueidis.RedisResult
 		err := s.retry(ctx, func(int) error {
-			reply = s.eval(ctx, sc, s.keys.queue(queues[q]).all(), args)
+			reply = s.eval(ctx, sc, s.queueKeysOf(queues[q]), args)
 			return reply.Error()
 		})
 		if err != nil {

@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/kyuhq/kyu/backend"
 )
@@ -108,9 +108,28 @@ func retentionField(r backend.Retention) string {
 	return strconv.FormatInt(int64(ms), 10)
 }
 
+// recordSize is a bound on the length of j's record, short of rare
+// varints (a job's times and numbers take up to 128 bytes).
+func recordSize(j *backend.Job) int {
+	n := 128 + 2*len(j.WorkerID) + len(j.UniqueKey) + len(j.Type) + len(j.Payload) + len(j.Title)
+	for _, t := range j.Tags {
+		n += 2 + len(t)
+	}
+	for k, v := range j.Metadata {
+		n += 4 + len(k) + len(v)
+	}
+	return n
+}
+
 // encodeRecord writes the record of a new job.
 func encodeRecord(j *backend.Job) string {
-	b := make([]byte, 0, 64+len(j.UniqueKey)+len(j.Payload)+len(j.Type)+len(j.Title))
+	b := appendRecord(make([]byte, 0, recordSize(j)), j)
+	// b is not written again: the string takes it over instead of a copy.
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// appendRecord appends the record of a new job to b.
+func appendRecord(b []byte, j *backend.Job) []byte {
 	b = append(b, stateCode(j.State)...)
 	b = append(b, '|')
 	b = strconv.AppendInt(b, int64(j.Attempt), 10)
@@ -120,34 +139,41 @@ func encodeRecord(j *backend.Job) string {
 	b = strconv.AppendInt(b, j.LeaseToken, 10)
 	b = append(b, '|')
 	b = strconv.AppendInt(b, int64(j.Priority), 10)
-	for _, t := range []time.Time{j.RunAt, j.Deadline, j.LeaseExpiresAt, j.StartedAt, j.FinishedAt} {
+	for _, t := range [...]time.Time{j.RunAt, j.Deadline, j.LeaseExpiresAt, j.StartedAt, j.FinishedAt} {
 		b = append(b, '|')
 		if !t.IsZero() {
 			b = strconv.AppendInt(b, t.UnixMilli(), 10)
 		}
 	}
 	b = append(b, '|')
-	b = hex.AppendEncode(b, []byte(j.WorkerID))
+	for i := 0; i < len(j.WorkerID); i++ {
+		b = append(b, hexDigits[j.WorkerID[i]>>4], hexDigits[j.WorkerID[i]&15])
+	}
 	b = append(b, "||"...) // no cancel reason yet
 	b = strconv.AppendInt(b, int64(len(j.UniqueKey)), 10)
 	b = append(b, '|')
 	b = append(b, retentionField(j.Retention)...)
 	b = append(b, '\n')
 	b = append(b, j.UniqueKey...)
-	b = appendBody(b, j)
-	return string(b)
+	return appendBody(b, j)
+}
+
+// hexDigits are the digits of a header's hex-encoded worker id.
+const hexDigits = "0123456789abcdef"
+
+// appendStr writes s with its length before it.
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 // appendBody writes the fields no script reads.
 func appendBody(b []byte, j *backend.Job) []byte {
 	b = append(b, bodyVersion)
-	str := func(s []byte) {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
-	}
-	str([]byte(j.Type))
-	str(j.Payload)
-	str([]byte(j.Title))
+	b = appendStr(b, j.Type)
+	b = binary.AppendUvarint(b, uint64(len(j.Payload)))
+	b = append(b, j.Payload...)
+	b = appendStr(b, j.Title)
 	b = appendDuration(b, j.Timeout)
 	b = appendDuration(b, j.UniqueFor)
 	b = appendDuration(b, time.Duration(j.Retention))
@@ -156,12 +182,14 @@ func appendBody(b []byte, j *backend.Job) []byte {
 	b = binary.AppendVarint(b, idMilli(j.ID)-j.CreatedAt.UnixMilli())
 	b = binary.AppendUvarint(b, uint64(len(j.Tags)))
 	for _, t := range j.Tags {
-		str([]byte(t))
+		b = appendStr(b, t)
 	}
 	b = binary.AppendUvarint(b, uint64(len(j.Metadata)))
-	for _, k := range slices.Sorted(maps.Keys(j.Metadata)) {
-		str([]byte(k))
-		str([]byte(j.Metadata[k]))
+	if len(j.Metadata) > 0 {
+		for _, k := range slices.Sorted(maps.Keys(j.Metadata)) {
+			b = appendStr(b, k)
+			b = appendStr(b, j.Metadata[k])
+		}
 	}
 	return b
 }
@@ -186,38 +214,57 @@ func decodeDuration(v int64) time.Duration {
 // decodeRecord reads a stored record back into a Job. Anything that does
 // not parse is reported as ErrCorrupt, naming the job and the field.
 func decodeRecord(id, queue, rec string) (*backend.Job, error) {
+	j := new(backend.Job)
+	if err := decodeRecordTo(j, id, queue, rec); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// decodeRecordTo is decodeRecord into *j. The job's strings (type, title,
+// unique key, tags) share rec's memory; its payload is a copy.
+func decodeRecordTo(j *backend.Job, id, queue, rec string) error {
 	bad := func(what string) error {
 		return fmt.Errorf("%w: job %s: %s", ErrCorrupt, id, what)
 	}
 	head, rest, ok := strings.Cut(rec, "\n")
 	if !ok {
-		return nil, bad("no header")
+		return bad("no header")
 	}
-	h := strings.Split(head, "|")
-	if len(h) != headerFields {
-		return nil, bad(fmt.Sprintf("header has %d fields, want %d", len(h), headerFields))
+	var h [headerFields]string
+	n, tail := 0, head
+	for ; n < headerFields-1; n++ {
+		i := strings.IndexByte(tail, '|')
+		if i < 0 {
+			break
+		}
+		h[n], tail = tail[:i], tail[i+1:]
 	}
-	j := &backend.Job{ID: id, Queue: queue}
+	if n != headerFields-1 || strings.IndexByte(tail, '|') >= 0 {
+		return bad(fmt.Sprintf("header has %d fields, want %d", strings.Count(head, "|")+1, headerFields))
+	}
+	h[n] = tail
+	*j = backend.Job{ID: id, Queue: queue}
 	var err error
 	state, ok := stateOfCode(h[hState-1])
 	if !ok {
-		return nil, bad(fmt.Sprintf("unknown state %q", h[hState-1]))
+		return bad(fmt.Sprintf("unknown state %q", h[hState-1]))
 	}
 	j.State = state
-	ints := []struct {
+	ints := [...]struct {
 		field int
 		name  string
 		dst   *int
 	}{{hAttempt, "attempt", &j.Attempt}, {hMaxAttempts, "max_attempts", &j.MaxAttempts}, {hPriority, "priority", &j.Priority}}
 	for _, f := range ints {
 		if *f.dst, err = strconv.Atoi(h[f.field-1]); err != nil {
-			return nil, bad(f.name + " is not a number")
+			return bad(f.name + " is not a number")
 		}
 	}
 	if j.LeaseToken, err = strconv.ParseInt(h[hToken-1], 10, 64); err != nil {
-		return nil, bad("lease token is not a number")
+		return bad("lease token is not a number")
 	}
-	times := []struct {
+	times := [...]struct {
 		field int
 		name  string
 		dst   *time.Time
@@ -227,17 +274,19 @@ func decodeRecord(id, queue, rec string) (*backend.Job, error) {
 	}
 	for _, f := range times {
 		if *f.dst, err = parseMs(h[f.field-1]); err != nil {
-			return nil, bad(f.name + " is not a time")
+			return bad(f.name + " is not a time")
 		}
 	}
 	if j.RunAt.IsZero() {
-		return nil, bad("run_at is missing")
+		return bad("run_at is missing")
 	}
-	w, err := hex.DecodeString(h[hWorker-1])
-	if err != nil {
-		return nil, bad("worker id is not hex")
+	if wh := h[hWorker-1]; wh != "" {
+		w, err := hex.DecodeString(wh)
+		if err != nil {
+			return bad("worker id is not hex")
+		}
+		j.WorkerID = string(w)
 	}
-	j.WorkerID = string(w)
 	switch h[hCancel-1] {
 	case "":
 	case "d":
@@ -251,17 +300,17 @@ func decodeRecord(id, queue, rec string) (*backend.Job, error) {
 	case "h":
 		j.CancelReason = backend.CancelReasonHandler
 	default:
-		return nil, bad("unknown cancel reason")
+		return bad("unknown cancel reason")
 	}
 	ulen, err := strconv.Atoi(h[hUniqueLen-1])
 	if err != nil || ulen < 0 || ulen > len(rest) {
-		return nil, bad("unique key length out of range")
+		return bad("unique key length out of range")
 	}
 	j.UniqueKey, rest = rest[:ulen], rest[ulen:]
-	if err := decodeBody(j, []byte(rest)); err != nil {
-		return nil, bad(err.Error())
+	if err := decodeBody(j, rest); err != nil {
+		return bad(err.Error())
 	}
-	return j, nil
+	return nil
 }
 
 // parseMs reads a header time; "" is the zero time.
@@ -276,75 +325,93 @@ func parseMs(s string) (time.Time, error) {
 	return time.UnixMilli(ms).UTC(), nil
 }
 
-// decodeBody reads what encodeBody wrote.
-func decodeBody(j *backend.Job, b []byte) error {
-	if len(b) == 0 || b[0] != bodyVersion {
+// bodyReader reads a body's fields in turn; fail is set once one does not
+// parse, and every later read returns zero.
+type bodyReader struct {
+	b    string
+	fail bool
+}
+
+func (r *bodyReader) uvarint() uint64 {
+	if r.fail {
+		return 0
+	}
+	var v uint64
+	for i := 0; i < len(r.b) && i < binary.MaxVarintLen64; i++ {
+		c := r.b[i]
+		if i == binary.MaxVarintLen64-1 && c > 1 {
+			break // overflows 64 bits
+		}
+		v |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			r.b = r.b[i+1:]
+			return v
+		}
+	}
+	r.fail = true
+	return 0
+}
+
+func (r *bodyReader) varint() int64 {
+	u := r.uvarint()
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
+	}
+	return x
+}
+
+// str reads a string with its length before it; it shares the body's memory.
+func (r *bodyReader) str() string {
+	n := r.uvarint()
+	if r.fail || n > uint64(len(r.b)) {
+		r.fail = true
+		return ""
+	}
+	s := r.b[:n]
+	r.b = r.b[n:]
+	return s
+}
+
+// decodeBody reads what appendBody wrote.
+func decodeBody(j *backend.Job, body string) error {
+	if len(body) == 0 || body[0] != bodyVersion {
 		return fmt.Errorf("body has an unknown version")
 	}
-	b = b[1:]
-	fail := false
-	uvarint := func() uint64 {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			fail = true
-			return 0
-		}
-		b = b[n:]
-		return v
+	r := bodyReader{b: body[1:]}
+	j.Type = r.str()
+	if p := r.str(); p != "" {
+		j.Payload = []byte(p)
 	}
-	varint := func() int64 {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			fail = true
-			return 0
-		}
-		b = b[n:]
-		return v
-	}
-	str := func() []byte {
-		n := uvarint()
-		if fail || n > uint64(len(b)) {
-			fail = true
-			return nil
-		}
-		if n == 0 {
-			return nil
-		}
-		s := bytes.Clone(b[:n])
-		b = b[n:]
-		return s
-	}
-	j.Type = string(str())
-	j.Payload = str()
-	j.Title = string(str())
-	j.Timeout = decodeDuration(varint())
-	j.UniqueFor = decodeDuration(varint())
-	j.Retention = backend.Retention(decodeDuration(varint()))
-	j.CreatedAt = time.UnixMilli(idMilli(j.ID) - varint()).UTC()
-	if n := uvarint(); !fail && n > 0 {
-		if n > uint64(len(b)) {
+	j.Title = r.str()
+	j.Timeout = decodeDuration(r.varint())
+	j.UniqueFor = decodeDuration(r.varint())
+	j.Retention = backend.Retention(decodeDuration(r.varint()))
+	j.CreatedAt = time.UnixMilli(idMilli(j.ID) - r.varint()).UTC()
+	if n := r.uvarint(); !r.fail && n > 0 {
+		if n > uint64(len(r.b)) {
 			return fmt.Errorf("body is truncated")
 		}
 		j.Tags = make([]string, 0, n)
 		for range n {
-			j.Tags = append(j.Tags, string(str()))
+			j.Tags = append(j.Tags, r.str())
 		}
 	}
-	if n := uvarint(); !fail && n > 0 {
-		if n > uint64(len(b)) {
+	if n := r.uvarint(); !r.fail && n > 0 {
+		if n > uint64(len(r.b)) {
 			return fmt.Errorf("body is truncated")
 		}
 		j.Metadata = make(map[string]string, n)
 		for range n {
-			k := string(str())
-			j.Metadata[k] = string(str())
+			k := r.str()
+			j.Metadata[k] = r.str()
 		}
 	}
-	if fail {
+	if r.fail {
 		return fmt.Errorf("body is truncated")
 	}
-	if len(b) != 0 {
-		return fmt.Errorf("body has %d bytes too many", len(b))
+	if len(r.b) != 0 {
+		return fmt.Errorf("body has %d bytes too many", len(r.b))
 	}
 	return nil
 }

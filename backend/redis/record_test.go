@@ -49,3 +49,63 @@ func FuzzDecodeRecord(f *testing.F) {
 		decodeRecord(id, "q", rec)
 	})
 }
+
+// TestNewRecord: the record enqueue encodes is NewJob.Record's, without
+// its copies.
+func TestNewRecord(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 2, 3, 4, 5, 6e6, time.UTC)
+	for i, nj := range []backend.NewJob{
+		{Type: "a", Queue: "q", MaxAttempts: 3},
+		{Type: "b", Queue: "q", Payload: []byte("x"), Title: "t", Priority: 5, RunAt: now.Add(time.Hour), MaxAttempts: 1, Timeout: time.Second,
+			Deadline: now.Add(2 * time.Hour), UniqueKey: "u", UniqueFor: time.Minute, Tags: []string{"x"}, Metadata: map[string]string{"k": "v"}, Retention: backend.RetainNone},
+		{Type: "c", Queue: "q", RunAt: now.Add(-time.Hour)},
+		{Type: "d", Queue: "q", RunAt: now},
+	} {
+		got, want := newRecord(&nj, "id", now), nj.Record("id", now)
+		if !reflect.DeepEqual(&got, want) {
+			t.Errorf("job %d:\n got  %+v\n want %+v", i, got, *want)
+		}
+	}
+}
+
+// benchRecordJob is a job as BenchmarkRedisCPU enqueues it, as claimed.
+func benchRecordJob() *backend.Job {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 6e6, time.UTC)
+	id, _ := newJobID(7)
+	return &backend.Job{ID: id, Queue: "bench", Type: "bench", Payload: make([]byte, 100), State: backend.StateActive, Attempt: 1, MaxAttempts: 25,
+		RunAt: now, Timeout: 30 * time.Minute, CreatedAt: now, LeaseToken: 123456789, LeaseExpiresAt: now.Add(time.Minute), StartedAt: now, WorkerID: "host-1234-abcd"}
+}
+
+func BenchmarkEncodeRecord(b *testing.B) {
+	j := benchRecordJob()
+	b.ReportAllocs()
+	for b.Loop() {
+		encodeRecord(j)
+	}
+}
+
+func BenchmarkDecodeRecord(b *testing.B) {
+	j := benchRecordJob()
+	rec := encodeRecord(j)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeRecord(j.ID, j.Queue, rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestAppendID: job ids read as uuid writes them.
+func TestAppendID(t *testing.T) {
+	t.Parallel()
+	for range 100 {
+		u, err := newJobUUID(0xabcdef)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := string(appendID(nil, u)), u.String(); got != want {
+			t.Fatalf("appendID = %s, want %s", got, want)
+		}
+	}
+}

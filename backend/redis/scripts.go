@@ -75,58 +75,70 @@ func newLibrary(scripts ...*script) *library {
 //	12-16 the in sets of s, r, c, f, x  17 settings  18 minutes  19 reports
 //
 // Times are Unix milliseconds, passed as decimal strings. A record (see
-// record.go) is loaded into a table {h = header fields, tail = the rest,
-// uk = the unique key}; load returns nil for a missing job and false for
-// a record that does not parse, which no script rewrites.
+// record.go) is loaded into a table {h = header fields, rec = the record
+// as read, at = where its tail (unique key and body) starts, uk = the
+// unique key}; load returns nil for a missing job and false for a record
+// that does not parse, which no script rewrites.
 //
 // Every script that changes jobs ends with finalize: it writes what was
 // gathered (records, lease and final entries, in-set moves, per-minute
 // counts) and announces the jobs that became final or were deleted on
 // the queue's done channel ({P:N}:done, derived from KEYS[1]).
 const luaCommon = `
-local headerPattern = '^([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)|([^|\n]*)\n()'
+-- headerPattern reads a header and checks it as it goes: the number
+-- fields must be decimal integers (times may be empty), so load needs no
+-- tonumber to tell a record that parses; () is where the tail starts.
+local headerPattern = '^(%a)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d*)|(%-?%d*)|(%-?%d*)|(%-?%d*)|([^|\n]*)|([^|\n]*)|(%d+)|([^|\n]*)\n()'
 local inKey = {s = 12, r = 13, c = 14, f = 15, x = 16}
+local leaseAnchor = '` + leaseAnchor + `' -- see keys.go
 
 -- Writes to the jobs hash and the leases and final sets are gathered and
 -- sent as one command each by flush (at the end of every script, and
 -- before remove); cache holds the records this run read or wrote (false:
 -- no such job), so a job named twice in one call sees its own change.
--- moves holds, per job whose state changed, {state before, state now}
--- (false: no job), so flush moves it between in sets by the net change.
+-- movedFrom and movedTo hold, per job whose state changed, the state
+-- before and the state now (false: no job), so flush moves it between in
+-- sets by the net change.
 local cache = {}
 local pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
-local moves = {}
+local movedFrom, movedTo = {}, {}
 local finished = {}
 local tally = {p = 0, f = 0}
 local overrides -- the queue's settings, read once a run (queueRetention)
 local nums = {} -- formatted numbers (num)
+local parsed = {} -- numbers read from text (ms)
+-- smallNums and succs keep the text of small whole numbers (attempts,
+-- tokens) and of their successors from run to run: a library's locals
+-- outlive a call, a script's do not.
+local smallNums, succs = {}, {}
 
 -- reset starts a run afresh: a function library keeps its locals between
 -- calls, while a script starts with them new.
 local function reset()
   cache = {}
   pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
-  moves, finished, tally, overrides, nums = {}, {}, {p = 0, f = 0}, nil, {}
+  movedFrom, movedTo, finished, tally, overrides, nums, parsed = {}, {}, {}, {p = 0, f = 0}, nil, {}, {}
 end
 
 local function flushIn()
   local rems, adds = {}, {}
-  for id, m in pairs(moves) do
-    if m[1] ~= m[2] then
-      if m[1] and inKey[m[1]] then
-        local l = rems[m[1]] or {}
+  for id, from in pairs(movedFrom) do
+    local to = movedTo[id]
+    if from ~= to then
+      if from and inKey[from] then
+        local l = rems[from] or {}
         l[#l + 1] = id
-        rems[m[1]] = l
+        rems[from] = l
       end
-      if m[2] and inKey[m[2]] then
-        local l = adds[m[2]] or {}
+      if to and inKey[to] then
+        local l = adds[to] or {}
         l[#l + 1] = '0'
         l[#l + 1] = id
-        adds[m[2]] = l
+        adds[to] = l
       end
     end
   end
-  moves = {}
+  movedFrom, movedTo = {}, {}
   for code, l in pairs(rems) do
     for i = 1, #l, 2000 do redis.call('ZREM', KEYS[inKey[code]], unpack(l, i, math.min(i + 1999, #l))) end
   end
@@ -135,9 +147,11 @@ local function flushIn()
   end
 end
 
+-- flush sends what was gathered; every ZADD to the leases set carries
+-- leaseAnchor too (keys.go), so the set is a skiplist from the start.
 local function flush()
   if #pending.sets > 0 then redis.call('HSET', KEYS[1], unpack(pending.sets)) end
-  if #pending.leaseAdds > 0 then redis.call('ZADD', KEYS[6], unpack(pending.leaseAdds)) end
+  if #pending.leaseAdds > 0 then redis.call('ZADD', KEYS[6], 'inf', leaseAnchor, unpack(pending.leaseAdds)) end
   if #pending.leaseRems > 0 then redis.call('ZREM', KEYS[6], unpack(pending.leaseRems)) end
   if #pending.finalAdds > 0 then redis.call('ZADD', KEYS[8], unpack(pending.finalAdds)) end
   pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
@@ -147,25 +161,54 @@ end
 -- move records that a job went from state from to state to (letters;
 -- false for no job). Only moves that touch an in set are kept.
 local function move(id, from, to)
-  local m = moves[id]
-  if m then
-    m[2] = to
+  if movedFrom[id] ~= nil then
+    movedTo[id] = to
   elseif (from and inKey[from]) or (to and inKey[to]) then
-    moves[id] = {from, to}
+    movedFrom[id], movedTo[id] = from, to
   end
 end
 
 -- num formats an integer without an exponent. Formatting is dear next
 -- to the rest of a job's work, and the values of one run repeat (attempt
 -- counts, the deletion time of jobs finished together), so a run keeps
--- what it formatted in nums.
+-- what it formatted in nums (small whole numbers in smallNums, for good).
 local function num(x)
+  if x >= 0 and x < 4096 and x % 1 == 0 then
+    local s = smallNums[x]
+    if not s then
+      s = string.format('%d', x)
+      smallNums[x] = s
+    end
+    return s
+  end
   local s = nums[x]
   if not s then
     s = string.format('%.0f', x)
     nums[x] = s
   end
   return s
+end
+
+-- ms reads a decimal time; like num it keeps what it read for the run
+-- (the jobs of one call share their now, and often their lease expiry).
+local function ms(s)
+  local x = parsed[s]
+  if not x then
+    x = tonumber(s)
+    parsed[s] = x
+  end
+  return x
+end
+
+-- succ is the text of the whole number after the one s holds.
+local function succ(s)
+  local v = succs[s]
+  if not v then
+    local x = tonumber(s) + 1
+    v = num(x)
+    if x >= 0 and x < 4096 then succs[s] = v end
+  end
+  return v
 end
 
 -- count adds an ended attempt to the per-minute counters: processed, and
@@ -196,9 +239,13 @@ end
 
 -- defer adds values to one of the pending lists, flushing a long one.
 local function defer(list, a, b)
-  list[#list + 1] = a
-  if b then list[#list + 1] = b end
-  if #list >= 2000 then flush() end
+  local n = #list + 1
+  list[n] = a
+  if b then
+    n = n + 1
+    list[n] = b
+  end
+  if n >= 2000 then flush() end
 end
 
 -- prefetch reads the records of many jobs with HMGET.
@@ -224,18 +271,21 @@ local function load(id)
   if not rec then return nil end
   local h = {string.match(rec, headerPattern)}
   local at = h[15]
+  if not at then return false end
   h[15] = nil
-  if not at or string.len(h[1]) ~= 1 or not (tonumber(h[2]) and tonumber(h[3]) and tonumber(h[4])
-      and tonumber(h[5]) and tonumber(h[6]) and tonumber(h[13])) then
-    return false
-  end
-  if h[1] == 'a' and not tonumber(h[8]) then return false end
-  local tail = string.sub(rec, at)
-  return {h = h, tail = tail, uk = string.sub(tail, 1, tonumber(h[13]))}
+  if h[1] == 'a' and h[8] == '' then return false end
+  local uk = ''
+  if h[13] ~= '0' then uk = string.sub(rec, at, at + tonumber(h[13]) - 1) end
+  return {h = h, rec = rec, at = at, uk = uk}
 end
 
+-- encode writes a loaded record back: its header (one concatenation, so
+-- one new string) and the tail it was read with.
 local function encode(r)
-  return table.concat(r.h, '|') .. '\n' .. r.tail
+  local h = r.h
+  return h[1] .. '|' .. h[2] .. '|' .. h[3] .. '|' .. h[4] .. '|' .. h[5] .. '|' .. h[6] .. '|' .. h[7]
+    .. '|' .. h[8] .. '|' .. h[9] .. '|' .. h[10] .. '|' .. h[11] .. '|' .. h[12] .. '|' .. h[13]
+    .. '|' .. h[14] .. '\n' .. string.sub(r.rec, r.at)
 end
 
 local function save(id, r)
@@ -321,9 +371,11 @@ local function queueRetention(code)
   if not overrides then
     overrides = {}
     local kv = redis.call('HGETALL', KEYS[17])
-    for i = 1, #kv, 2 do overrides[kv[i]] = kv[i + 1] end
+    for i = 1, #kv, 2 do
+      if string.sub(kv[i], 1, 1) == 'r' then overrides[string.sub(kv[i], 2)] = kv[i + 1] end
+    end
   end
-  return overrides['r' .. code] or ''
+  return overrides[code] or ''
 end
 
 -- finish makes a job final at now (a string) and applies retention as
@@ -334,13 +386,14 @@ end
 -- time is at or past backend.MaxTime is kept forever.
 local function finish(id, r, code, now, hasResult)
   setState(id, r, code)
-  r.h[10] = now
-  r.h[8] = ''
-  r.h[11] = ''
-  if r.h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
+  local h = r.h
+  h[10] = now
+  h[8] = ''
+  h[11] = ''
+  if h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
   defer(pending.leaseRems, id)
-  touchUnique(id, r)
-  local ret = r.h[14]
+  if r.uk ~= '' then touchUnique(id, r) end
+  local ret = h[14]
   if ret == '' then ret = queueRetention(code) end
   local keep
   if ret == 'n' then
@@ -357,11 +410,11 @@ local function finish(id, r, code, now, hasResult)
   elseif ret == '' then
     if code == 'f' then keep = 2592000000 elseif code == 'x' then keep = 604800000 else keep = 86400000 end
   else
-    keep = tonumber(ret)
+    keep = ms(ret)
   end
   save(id, r)
   finished[#finished + 1] = id
-  local at = tonumber(now) + keep
+  local at = ms(now) + keep
   if at < 9214646400000 then defer(pending.finalAdds, num(at), id) end
 end
 
@@ -400,7 +453,7 @@ local function live(id, tok, now)
   local r = load(id)
   if r == nil then return nil, 2 end
   if r == false then return nil, 1 end
-  if r.h[1] ~= 'a' or r.h[4] ~= tok or now >= tonumber(r.h[8]) then return nil, 1 end
+  if r.h[1] ~= 'a' or r.h[4] ~= tok or now >= ms(r.h[8]) then return nil, 1 end
   return r, 0
 end
 
@@ -468,8 +521,8 @@ end
 -- byte, three length-prefixed strings, the timeout and then UniqueFor as
 -- varints; a zero UniqueFor is the single byte 0.
 local function hasUniqueFor(r)
-  local s = r.tail
-  local pos = string.len(r.uk) + 2
+  local s = r.rec
+  local pos = r.at + string.len(r.uk) + 1
   local function uvarint()
     local v, mul = 0, 1
     while true do
@@ -616,34 +669,34 @@ local now, nowS = tonumber(ARGV[1]), ARGV[1]
 local bound = tonumber(ARGV[5])
 cancelDue(now, nowS, bound)
 promoteDue(nowS, bound)
-local got = redis.call('ZPOPMIN', KEYS[4], tonumber(ARGV[2]))
-local ids = {}
-for i = 1, #got, 2 do ids[#ids + 1] = got[i] end
+-- ZRANGE and ZREMRANGEBYRANK rather than ZPOPMIN, whose reply would
+-- carry every score as text for nothing.
+local ids = redis.call('ZRANGE', KEYS[4], 0, tonumber(ARGV[2]) - 1)
+if #ids > 0 then redis.call('ZREMRANGEBYRANK', KEYS[4], 0, #ids - 1) end
 prefetch(ids)
-local out = {}
-for i = 1, #got, 2 do
-  local id = got[i]
+local out, n = {}, 0
+local exp, worker = ARGV[3], ARGV[4]
+for _, id in ipairs(ids) do
   local r = load(id)
   if r then
+    local h = r.h
     local errs = ''
-    if r.h[4] ~= '0' then errs = redis.call('HGET', KEYS[2], id) or '' end
+    if h[4] ~= '0' then errs = redis.call('HGET', KEYS[2], id) or '' end
     setState(id, r, 'a')
-    r.h[2] = num(tonumber(r.h[2]) + 1)
-    r.h[4] = num(tonumber(r.h[4]) + 1)
-    r.h[8] = ARGV[3]
-    r.h[9] = nowS
-    r.h[11] = ARGV[4]
+    h[2] = succ(h[2])
+    h[4] = succ(h[4])
+    h[8] = exp
+    h[9] = nowS
+    h[11] = worker
     local rec = save(id, r)
-    defer(pending.leaseAdds, ARGV[3], id)
-    if r.h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
-    touchUnique(id, r)
-    out[#out + 1] = id
-    out[#out + 1] = rec
-    out[#out + 1] = errs
+    defer(pending.leaseAdds, exp, id)
+    if h[7] ~= '' then redis.call('ZREM', KEYS[7], id) end
+    if r.uk ~= '' then touchUnique(id, r) end
+    out[n + 1], out[n + 2], out[n + 3] = id, rec, errs
+    n = n + 3
   elseif r == false then
-    out[#out + 1] = id
-    out[#out + 1] = ''
-    out[#out + 1] = ''
+    out[n + 1], out[n + 2], out[n + 3] = id, '', ''
+    n = n + 3
   end
 end
 finalize(nowS)
@@ -1075,12 +1128,14 @@ return v
 //
 // ARGV: 1 the first minute (ms), 2 the number of minutes n.
 //
-// Returns {pending, active, scheduled, retry, completed, failed,
-// cancelled, oldest pending run-at ("" for none), paused, tc, tf, tx,
-// processed total, failed total, then n pairs processed, failed per
-// minute}; missing counters are "".
+// Returns {pending, active (leaseAnchor not counted), scheduled, retry,
+// completed, failed, cancelled, oldest pending run-at ("" for none),
+// paused, tc, tf, tx, processed total, failed total, then n pairs
+// processed, failed per minute}; missing counters are "".
 var statsScript = newScript("stats", `
-local out = {redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[6])}
+local active = redis.call('ZCARD', KEYS[6])
+if redis.call('ZSCORE', KEYS[6], leaseAnchor) then active = active - 1 end
+local out = {redis.call('ZCARD', KEYS[4]), active}
 for k = 12, 16 do out[#out + 1] = redis.call('ZCARD', KEYS[k]) end
 -- The ready score is band * 2^44 + run-at, one band per priority: the
 -- first job of each band has the band's earliest run-at.

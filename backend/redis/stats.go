@@ -49,7 +49,7 @@ func (s *Store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 	err = s.retry(ctx, func(int) error {
 		calls := make([]call, len(names))
 		for i, name := range names {
-			calls[i] = call{s: statsScript, keys: s.keys.queue(queues[name]).all(), args: args}
+			calls[i] = call{s: statsScript, keys: s.queueKeysOf(queues[name]), args: args}
 		}
 		replies = s.evalMany(ctx, calls)
 		for _, r := range replies {

@@ -46,9 +46,11 @@ type Store struct {
 	log    *slog.Logger
 	client rueidis.Client
 	keys   keys
-	queues *registry
-	notify *notifier // wake-ups
-	finish *notifier // ends of jobs
+	// keyLists keeps each queue's KEYS for script calls (queueKeysOf).
+	keyLists keyLists
+	queues   *registry
+	notify   *notifier // wake-ups
+	finish   *notifier // ends of jobs
 
 	// noFunctions is set once the server refused the function library:
 	// scripts then run by EVALSHA. loadMu serialises loading it.
@@ -66,6 +68,10 @@ type Store struct {
 }
 
 var _ backend.Backend = (*Store)(nil)
+
+// queueKeysOf is every key of queue num, as the scripts take them; the
+// list is shared and must not be changed.
+func (s *Store) queueKeysOf(num uint32) []string { return s.keyLists.of(s.keys, num) }
 
 // OpenURL opens the store a redis://, rediss://, redis-cluster:// or
 // redis-sentinel:// URL names (see ParseURL). opts supplies what a URL

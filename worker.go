@@ -79,7 +79,7 @@ type Worker struct {
 	// runs holds the claimed jobs whose outcome is not yet recorded, in no
 	// order; each run knows its place (jobRun.tracked).
 	runs []*jobRun
-	idle   chan struct{}        // if set, closed when runs becomes empty
+	idle chan struct{} // if set, closed when runs becomes empty
 
 	stats workerCounters
 

@@ -400,3 +400,68 @@ func TestWorkerHandlerGoroutinesReused(t *testing.T) {
 	}
 	eventually(t, "no handler goroutine after Shutdown", func() bool { return kyu.HandlerGoroutines(w) == 0 })
 }
+
+// gatedComplete is a store whose Complete waits for gate to close before
+// recording, and whose Claim checks that the worker never asks for more
+// jobs than limit while nothing has been recorded.
+type gatedComplete struct {
+	backend.Backend
+	gate    chan struct{}
+	limit   int
+	claimed *atomic.Int64
+	over    *atomic.Int64 // jobs asked for beyond limit before the gate opened
+}
+
+func (s gatedComplete) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+	select {
+	case <-s.gate:
+	default:
+		if n := s.claimed.Load() + int64(p.Max); n > int64(s.limit) {
+			s.over.Add(n - int64(s.limit))
+		}
+	}
+	res, err := s.Backend.Claim(ctx, p)
+	s.claimed.Add(int64(len(res.Jobs)))
+	return res, err
+}
+
+func (s gatedComplete) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return backend.BatchResult{}, ctx.Err()
+	}
+	return s.Backend.Complete(ctx, p)
+}
+
+// While no outcome is recorded, a queue holds at most three times its
+// concurrency in leases: its running handlers, and twice its concurrency
+// of returned handlers whose slots were freed early (fetcher.freeEarly).
+// Once outcomes are recorded, the rest of the jobs run.
+func TestWorkerBoundsUnrecordedLeases(t *testing.T) {
+	t.Parallel()
+	const concurrency, jobs = 4, 40
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	for range jobs {
+		enqueue(t, c, "bounded", nil, kyu.EnqueueOptions{})
+	}
+	b := gatedComplete{Backend: s, gate: make(chan struct{}), limit: 3 * concurrency,
+		claimed: new(atomic.Int64), over: new(atomic.Int64)}
+	startWorker(t, b, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
+		Queues:  map[string]int{backend.DefaultQueue: concurrency},
+	})
+	// Cleanups run last first: the gate opens before the worker stops.
+	openGate := sync.OnceFunc(func() { close(b.gate) })
+	t.Cleanup(openGate)
+	eventually(t, "the worker to lease three times its concurrency", func() bool { return b.claimed.Load() >= 3*concurrency })
+	if n := b.over.Load(); n > 0 {
+		t.Fatalf("the worker asked for %d jobs beyond 3x its concurrency while no outcome was recorded", n)
+	}
+	openGate()
+	eventually(t, "every job to complete", func() bool {
+		st, err := c.Stats(context.Background(), 0)
+		return err == nil && len(st.Queues) == 1 && st.Queues[0].Counts[kyu.StateCompleted] == jobs
+	})
+}

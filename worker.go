@@ -133,9 +133,10 @@ func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
 		total += n
 		w.fetchers = append(w.fetchers, newFetcher(w, q, n, cfg.claimBatch(n)))
 	}
-	// A queue has at most twice its concurrency of outcomes unrecorded
-	// (see fetcher.freeEarly): the completer's queue is sized for that.
-	w.comp = newCompleter(w, 2*total)
+	// A queue has at most 1+earlyFactor times its concurrency of outcomes
+	// unrecorded (see fetcher.freeEarly): the completer's queue is sized
+	// for that.
+	w.comp = newCompleter(w, (1+earlyFactor)*total)
 	w.reports = newReporter(w)
 	return w, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/kyuhq/kyu"
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/backendurl"
+	"github.com/kyuhq/kyu/internal/cputime"
 )
 
 func BenchmarkDrain10(b *testing.B) { benchmarkDrain(b, 10) }
@@ -69,7 +70,16 @@ func benchmarkDrain(b *testing.B, concurrency int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	s.reset()
-	cpu0 := processCPU()
+	timeDrain(b, w, done, &n)
+	s.report(b)
+}
+
+// timeDrain starts w, waits until its handler has seen b.N jobs (done is
+// closed; n counts them) and w has shut down, which waits until every
+// outcome is recorded, and reports the rate and the process's CPU per job.
+func timeDrain(b *testing.B, w *kyu.Worker, done <-chan struct{}, n *atomic.Int64) {
+	ctx := context.Background()
+	cpu0 := cputime.Process()
 	start := time.Now()
 	if err := w.Start(ctx); err != nil {
 		b.Fatal(err)
@@ -79,19 +89,17 @@ func benchmarkDrain(b *testing.B, concurrency int) {
 	case <-time.After(5 * time.Minute):
 		b.Fatalf("drained %d of %d jobs", n.Load(), b.N)
 	}
-	// Shutdown waits until every outcome is recorded.
 	if err := w.Shutdown(ctx); err != nil {
 		b.Fatal(err)
 	}
 	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
+	cpu := cputime.Process() - cpu0
 	b.StopTimer()
-	if st := w.Stats(); st.Succeeded != total {
-		b.Fatalf("succeeded = %d, want %d", st.Succeeded, total)
+	if st := w.Stats(); st.Succeeded != int64(b.N) {
+		b.Fatalf("succeeded = %d, want %d", st.Succeeded, b.N)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/job")
-	s.report(b)
 }
 
 // countingBackend counts the Claim and Complete calls that reach a

@@ -48,30 +48,9 @@ func benchmarkOverhead(b *testing.B, concurrency int, rtt time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
-	start := time.Now()
-	if err := w.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	select {
-	case <-done:
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("drained %d of %d jobs", n.Load(), b.N)
-	}
-	if err := w.Shutdown(ctx); err != nil {
-		b.Fatal(err)
-	}
-	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
-	b.StopTimer()
-	if st := w.Stats(); st.Succeeded != total {
-		b.Fatalf("succeeded = %d, want %d", st.Succeeded, total)
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/job")
+	timeDrain(b, w, done, &n)
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
 	b.ReportMetric(float64(b.N)/float64(max(fb.claims, 1)), "jobs/claim")

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyuhq/kyu/internal/cputime"
 	"github.com/kyuhq/kyu/server"
 )
 
@@ -67,7 +68,7 @@ func runClients(b *testing.B, jobsPerOp int, op func()) {
 	var left atomic.Int64
 	left.Store(int64(b.N))
 	b.ResetTimer()
-	start, cpu := time.Now(), processCPU()
+	start, cpu := time.Now(), cputime.Process()
 	done := make(chan struct{})
 	for range benchClients {
 		go func() {
@@ -82,7 +83,7 @@ func runClients(b *testing.B, jobsPerOp int, op func()) {
 	}
 	if jobsPerOp > 0 {
 		b.ReportMetric(float64(b.N*jobsPerOp)/time.Since(start).Seconds(), "jobs/s")
-		if used := processCPU() - cpu; used > 0 {
+		if used := cputime.Process() - cpu; used > 0 {
 			b.ReportMetric(float64(used.Microseconds())/float64(b.N*jobsPerOp), "cpu-µs/job")
 		}
 	}
@@ -102,9 +103,9 @@ func BenchmarkEnqueueHandler(b *testing.B) {
 	b.SetParallelism((benchClients + 1) / 2)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	defer func() {
-		if used := processCPU() - cpu; used > 0 {
+		if used := cputime.Process() - cpu; used > 0 {
 			b.ReportMetric(float64(used.Microseconds())/float64(b.N), "cpu-µs/job")
 		}
 	}()

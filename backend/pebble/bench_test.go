@@ -10,11 +10,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/internal/cputime"
 )
 
 // Every benchmark runs with durability on: each call is fsynced before it
@@ -115,7 +115,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 		}
 	}
 	b.ReportAllocs()
-	cpu0 := cpuTime(b)
+	cpu0 := cputime.Process()
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -160,16 +160,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "jobs/s")
 	// The process's CPU time (user and system, every goroutine) per job:
 	// less sensitive than wall time to other processes on the machine.
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(total), "cpu-ns/job")
-}
-
-// cpuTime is the CPU time the process has used, in nanoseconds.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Skipf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(total), "cpu-ns/job")
 }
 
 // BenchmarkPendingMillion enqueues a million pending jobs and reports the

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kyuhq/kyu"
 	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/internal/cputime"
 )
 
 // BenchmarkRedisCPU measures what each kind of call costs Redis, on a
@@ -45,11 +45,11 @@ func BenchmarkRedisCPU(b *testing.B) {
 		by0 := commandTimes(b, s)
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
-		own0 := processCPU(b)
+		own0 := processCPU()
 		start := time.Now()
 		run()
 		el := time.Since(start)
-		own1 := processCPU(b)
+		own1 := processCPU()
 		runtime.ReadMemStats(&m1)
 		cpu1, cmd1, calls1 := redisTimes(b, s)
 		if testing.Verbose() {
@@ -212,13 +212,7 @@ func (c *countingStore) Complete(ctx context.Context, p backend.CompleteParams) 
 }
 
 // processCPU returns this process's CPU time (user + system), in µs.
-func processCPU(b *testing.B) float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
-}
+func processCPU() float64 { return float64(cputime.Process().Nanoseconds()) / 1e3 }
 
 // commandTimes returns the time each command took (commandstats' usec),
 // in µs, by name; a script's commands count both on their own and in the

@@ -1,14 +1,15 @@
 //go:build unix
 
-package kyu_test
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the CPU time this process has used, user and system.
-func processCPU() time.Duration {
+// Process is the CPU time, user and system, this process has used; 0 when
+// the system does not tell.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0

@@ -1,4 +1,4 @@
-package kyu
+package maintenance
 
 import (
 	"testing"
@@ -17,16 +17,16 @@ func TestMaintenanceWork(t *testing.T) {
 		res  backend.MaintenanceResult
 		want int
 	}{
-		{"recover: failed within moved", movedWork, backend.MaintenanceResult{Moved: 600, Failed: 500}, 600},
-		{"recover: full", movedWork, backend.MaintenanceResult{Moved: maintenanceLimit, Failed: 3}, maintenanceLimit},
-		{"promote: moved and cancelled", promoteWork, backend.MaintenanceResult{Moved: 600, Cancelled: 400}, 1000},
-		{"retention", movedWork, backend.MaintenanceResult{Moved: 7}, 7},
+		{"recover: failed within moved", MovedWork, backend.MaintenanceResult{Moved: 600, Failed: 500}, 600},
+		{"recover: full", MovedWork, backend.MaintenanceResult{Moved: Limit, Failed: 3}, Limit},
+		{"promote: moved and cancelled", PromoteWork, backend.MaintenanceResult{Moved: 600, Cancelled: 400}, 1000},
+		{"retention", MovedWork, backend.MaintenanceResult{Moved: 7}, 7},
 	} {
 		if got := tc.work(tc.res); got != tc.want {
 			t.Errorf("%s: work(%+v) = %d, want %d", tc.name, tc.res, got, tc.want)
 		}
 	}
-	if movedWork(backend.MaintenanceResult{Moved: 600, Failed: 500}) >= maintenanceLimit {
+	if MovedWork(backend.MaintenanceResult{Moved: 600, Failed: 500}) >= Limit {
 		t.Error("a RecoverLeases step that recovered 600 jobs (500 of them to failed) would repeat")
 	}
 }

@@ -18,16 +18,6 @@ import (
 // force_generic_plan, bitmap scans off) of the promotion/deadline step
 // with queues as $2 (nil for every queue), as EXPLAIN's JSON.
 func stepPlan(ctx context.Context, s *Store, queues []string, analyze bool) (string, error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return "", fmt.Errorf("acquire: %w", err)
-	}
-	defer conn.Release()
-	name := "kyu_plan_test_step"
-	if _, err := conn.Exec(ctx, `PREPARE `+name+`(timestamptz, text[], int, text) AS `+s.sqls.step); err != nil {
-		return "", fmt.Errorf("prepare: %w", err)
-	}
-	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `DEALLOCATE `+name) }()
 	q := "NULL::text[]"
 	if queues != nil {
 		lits := make([]string, len(queues))
@@ -36,26 +26,9 @@ func stepPlan(ctx context.Context, s *Store, queues []string, analyze bool) (str
 		}
 		q = "ARRAY[" + strings.Join(lits, ", ") + "]::text[]"
 	}
-	opts := "FORMAT JSON"
-	if analyze {
-		opts = "ANALYZE, BUFFERS, FORMAT TEXT"
-	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return "", fmt.Errorf("begin: %w", err)
-	}
-	// EXPLAIN ANALYZE runs the step: roll it back.
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	rows, err := tx.Query(ctx, `EXPLAIN (`+opts+`) EXECUTE `+name+`('2026-01-01T00:00:00Z', `+q+`, 1000, 'kyu_plan_test')`,
-		pgx.QueryExecModeSimpleProtocol)
-	if err != nil {
-		return "", fmt.Errorf("explain: %w", err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return "", fmt.Errorf("explain: %w", err)
-	}
-	return strings.Join(lines, "\n"), nil
+	// EXPLAIN ANALYZE runs the step; genericPlan rolls it back.
+	return genericPlan(ctx, s, s.sqls.step, "timestamptz, text[], int, text",
+		"'2026-01-01T00:00:00Z', "+q+", 1000, 'kyu_plan_test'", analyze)
 }
 
 // planScans returns the relations a JSON plan reads with a sequential

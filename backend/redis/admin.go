@@ -155,21 +155,13 @@ func (s *Store) Report(ctx context.Context, p backend.ReportParams) (backend.Bat
 	if err := p.Check(); err != nil {
 		return backend.BatchResult{}, err
 	}
-	if err := s.enter(); err != nil {
-		return backend.BatchResult{}, err
-	}
-	defer s.leave()
 	ids := make([]string, len(p.Items))
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
 	}
-	b, err := s.group(ctx, ids, func(string) []string { return []string{ms(p.Now.UnixMilli()), strconv.Itoa(p.MaxLines())} })
-	if err != nil {
-		return backend.BatchResult{}, err
-	}
-	err = s.runBatch(ctx, "report", reportScript, b, func(g *leaseGroup, _ int) []string {
-		args := append([]string(nil), g.args...)
-		for _, i := range g.pos {
+	b, err := s.leaseCall(ctx, "report", reportScript, ids,
+		func(string, int) []string { return []string{ms(p.Now.UnixMilli()), strconv.Itoa(p.MaxLines())} },
+		func(args []string, i int) []string {
 			it := p.Items[i]
 			prog := ""
 			if it.Progress != nil {
@@ -179,9 +171,8 @@ func (s *Store) Report(ctx context.Context, p backend.ReportParams) (backend.Bat
 			for _, l := range it.Logs {
 				args = append(args, encodeLine(l, p.Now))
 			}
-		}
-		return args
-	})
+			return args
+		})
 	if err != nil {
 		return backend.BatchResult{}, err
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// leaseBatch groups the items of a Heartbeat, Complete, Fail or Release
+// leaseBatch groups the items of a Heartbeat, Complete, Fail, Release or Report
 // call by queue, so each queue gets one script run and all of them go in
 // one pipelined round trip.
 type leaseBatch struct {
@@ -24,12 +24,39 @@ type leaseGroup struct {
 	queue string
 	num   uint32
 	pos   []int
-	args  []string
+}
+
+// leaseCall runs sc for the jobs ids, one script per queue and all of
+// them in one round trip: a group's ARGV is head(queue, try) (try counts
+// the tries of the round trip, 0 first), then item's values for each of
+// its jobs (i indexes ids). It is the body of Heartbeat, Complete, Fail,
+// Release and Report.
+func (s *Store) leaseCall(ctx context.Context, op string, sc *script, ids []string,
+	head func(queue string, try int) []string, item func(args []string, i int) []string) (*leaseBatch, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	b, err := s.group(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	err = s.runBatch(ctx, op, sc, b, func(g *leaseGroup, try int) []string {
+		args := head(g.queue, try)
+		for _, i := range g.pos {
+			args = item(args, i)
+		}
+		return args
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // group sorts the job ids into queue groups; ids naming no queue are
-// marked "no such job". head gives each group's leading ARGV.
-func (s *Store) group(ctx context.Context, ids []string, head func(queue string) []string) (*leaseBatch, error) {
+// marked "no such job".
+func (s *Store) group(ctx context.Context, ids []string) (*leaseBatch, error) {
 	b := &leaseBatch{codes: make([]int64, len(ids))}
 	byNum := map[uint32]*leaseGroup{}
 	for i, id := range ids {
@@ -48,7 +75,7 @@ func (s *Store) group(ctx context.Context, ids []string, head func(queue string)
 				b.codes[i] = 2
 				continue
 			}
-			g = &leaseGroup{queue: name, num: num, args: head(name)}
+			g = &leaseGroup{queue: name, num: num}
 			byNum[num] = g
 			b.groups = append(b.groups, g)
 		}
@@ -112,6 +139,12 @@ func batchResult(b *leaseBatch) backend.BatchResult {
 	return res
 }
 
+// nowAndWake is the head of a script that takes now and the queue's wake
+// channel (Fail and Release wake the queue when a job becomes pending).
+func (s *Store) nowAndWake(now time.Time) func(queue string, try int) []string {
+	return func(q string, _ int) []string { return []string{ms(now.UnixMilli()), s.keys.wakeChannel(q)} }
+}
+
 func leaseIDs(ls []backend.Lease) []string {
 	ids := make([]string, len(ls))
 	for i, l := range ls {
@@ -135,24 +168,12 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 	if err := p.Check(); err != nil {
 		return backend.HeartbeatResult{}, err
 	}
-	if err := s.enter(); err != nil {
-		return backend.HeartbeatResult{}, err
-	}
-	defer s.leave()
 	exp := p.Now.Add(p.Extend)
-	b, err := s.group(ctx, leaseIDs(p.Leases), func(string) []string {
-		return []string{ms(p.Now.UnixMilli()), ms(exp.UnixMilli())}
-	})
-	if err != nil {
-		return backend.HeartbeatResult{}, err
-	}
-	err = s.runBatch(ctx, "heartbeat", heartbeatScript, b, func(g *leaseGroup, _ int) []string {
-		args := append([]string(nil), g.args...)
-		for _, i := range g.pos {
-			args = append(args, p.Leases[i].JobID, strconv.FormatInt(p.Leases[i].Token, 10))
-		}
-		return args
-	})
+	b, err := s.leaseCall(ctx, "heartbeat", heartbeatScript, leaseIDs(p.Leases),
+		func(string, int) []string { return []string{ms(p.Now.UnixMilli()), ms(exp.UnixMilli())} },
+		func(args []string, i int) []string {
+			return append(args, p.Leases[i].JobID, strconv.FormatInt(p.Leases[i].Token, 10))
+		})
 	if err != nil {
 		return backend.HeartbeatResult{}, err
 	}
@@ -172,29 +193,17 @@ func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 	if err := backend.CheckNow(p.Now); err != nil {
 		return backend.BatchResult{}, err
 	}
-	if err := s.enter(); err != nil {
-		return backend.BatchResult{}, err
-	}
-	defer s.leave()
 	ids := make([]string, len(p.Items))
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
 	}
-	b, err := s.group(ctx, ids, func(string) []string { return []string{ms(p.Now.UnixMilli()), "0"} })
-	if err != nil {
-		return backend.BatchResult{}, err
-	}
-	err = s.runBatch(ctx, "complete", completeScript, b, func(g *leaseGroup, try int) []string {
-		args := append([]string(nil), g.args...)
-		if try > 0 {
-			args[1] = "1"
-		}
-		for _, i := range g.pos {
+	// The flag tells the script that an earlier try may have run.
+	b, err := s.leaseCall(ctx, "complete", completeScript, ids,
+		func(_ string, try int) []string { return []string{ms(p.Now.UnixMilli()), flag(try > 0)} },
+		func(args []string, i int) []string {
 			it := p.Items[i]
-			args = append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10), string(it.Result))
-		}
-		return args
-	})
+			return append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10), string(it.Result))
+		})
 	if err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -206,26 +215,15 @@ func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 	if err := p.Check(); err != nil {
 		return backend.BatchResult{}, err
 	}
-	if err := s.enter(); err != nil {
-		return backend.BatchResult{}, err
-	}
-	defer s.leave()
 	ids := make([]string, len(p.Items))
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
 	}
-	b, err := s.group(ctx, ids, func(q string) []string { return []string{ms(p.Now.UnixMilli()), s.keys.wakeChannel(q)} })
-	if err != nil {
-		return backend.BatchResult{}, err
-	}
-	err = s.runBatch(ctx, "fail", failScript, b, func(g *leaseGroup, _ int) []string {
-		args := append([]string(nil), g.args...)
-		for _, i := range g.pos {
+	b, err := s.leaseCall(ctx, "fail", failScript, ids, s.nowAndWake(p.Now),
+		func(args []string, i int) []string {
 			it := p.Items[i]
-			args = append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10), it.Message, it.Stack, msOf(it.RetryAt), flag(it.Final), flag(it.Cancel))
-		}
-		return args
-	})
+			return append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10), it.Message, it.Stack, msOf(it.RetryAt), flag(it.Final), flag(it.Cancel))
+		})
 	if err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -237,21 +235,10 @@ func (s *Store) Release(ctx context.Context, p backend.ReleaseParams) (backend.B
 	if err := backend.CheckNow(p.Now); err != nil {
 		return backend.BatchResult{}, err
 	}
-	if err := s.enter(); err != nil {
-		return backend.BatchResult{}, err
-	}
-	defer s.leave()
-	b, err := s.group(ctx, leaseIDs(p.Leases), func(q string) []string { return []string{ms(p.Now.UnixMilli()), s.keys.wakeChannel(q)} })
-	if err != nil {
-		return backend.BatchResult{}, err
-	}
-	err = s.runBatch(ctx, "release", releaseScript, b, func(g *leaseGroup, _ int) []string {
-		args := append([]string(nil), g.args...)
-		for _, i := range g.pos {
-			args = append(args, p.Leases[i].JobID, strconv.FormatInt(p.Leases[i].Token, 10))
-		}
-		return args
-	})
+	b, err := s.leaseCall(ctx, "release", releaseScript, leaseIDs(p.Leases), s.nowAndWake(p.Now),
+		func(args []string, i int) []string {
+			return append(args, p.Leases[i].JobID, strconv.FormatInt(p.Leases[i].Token, 10))
+		})
 	if err != nil {
 		return backend.BatchResult{}, err
 	}

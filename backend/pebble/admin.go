@@ -23,44 +23,34 @@ func (s *Store) jobOp(ctx context.Context, text string, fn func(id jobID, j *bac
 		return nil, err
 	}
 	defer s.end()
-	for {
-		if err := s.lockState(); err != nil {
-			return nil, err
-		}
-		if e, ok := s.dirty[id]; ok {
-			g := e.group
-			s.unlock()
-			if err := wait(g); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		j, sd, err := s.load(id)
-		if err == nil && j == nil {
-			err = backend.ErrNotFound
-		}
-		var payload []byte
-		var logs []backend.LogLine
-		if err == nil {
-			payload, logs, err = s.readSide(s.db, id, sd)
-		}
-		mark := s.writes
-		if err == nil {
-			err = fn(id, j, sd)
-		}
-		if err != nil {
-			s.unlock()
-			return nil, err
-		}
-		out := j.Clone()
-		g := s.groupSince(mark)
-		s.unlock()
-		if err := wait(g); err != nil {
-			return nil, err
-		}
-		out.Payload, out.Logs = payload, logs
-		return out, nil
+	if err := s.lockSettled(id); err != nil {
+		return nil, err
 	}
+	j, sd, err := s.load(id)
+	if err == nil && j == nil {
+		err = backend.ErrNotFound
+	}
+	var payload []byte
+	var logs []backend.LogLine
+	if err == nil {
+		payload, logs, err = s.readSide(s.db, id, sd)
+	}
+	mark := s.writes
+	if err == nil {
+		err = fn(id, j, sd)
+	}
+	if err != nil {
+		s.unlock()
+		return nil, err
+	}
+	out := j.Clone()
+	g := s.groupSince(mark)
+	s.unlock()
+	if err := wait(g); err != nil {
+		return nil, err
+	}
+	out.Payload, out.Logs = payload, logs
+	return out, nil
 }
 
 // Retry sends a failed or cancelled job back to pending, as

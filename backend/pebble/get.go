@@ -17,24 +17,14 @@ func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, err
 		return nil, err
 	}
 	defer s.end()
-	for {
-		if err := s.lockState(); err != nil {
-			return nil, err
-		}
-		if e, ok := s.dirty[id]; ok {
-			g := e.group
-			s.unlock()
-			if err := wait(g); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		snap := s.db.NewSnapshot()
-		s.unlock()
-		j, err := s.readJob(snap, id)
-		_ = snap.Close()
-		return j, err
+	if err := s.lockSettled(id); err != nil {
+		return nil, err
 	}
+	snap := s.db.NewSnapshot()
+	s.unlock()
+	j, err := s.readJob(snap, id)
+	_ = snap.Close()
+	return j, err
 }
 
 // readJob reads a whole job, payload and log lines included, from r.

@@ -277,6 +277,26 @@ func (s *Store) lockState() error {
 	return nil
 }
 
+// lockSettled takes mu (as lockState does) once job id has no write in
+// flight, waiting for such writes first, so what the caller reads of the
+// job under mu is durable.
+func (s *Store) lockSettled(id jobID) error {
+	for {
+		if err := s.lockState(); err != nil {
+			return err
+		}
+		e, ok := s.dirty[id]
+		if !ok {
+			return nil
+		}
+		g := e.group
+		s.unlock()
+		if err := wait(g); err != nil {
+			return err
+		}
+	}
+}
+
 // breakStore records a storage failure; mu must be held.
 func (s *Store) breakStore(err error) error {
 	if s.broken == nil {

@@ -1,6 +1,7 @@
 package kyu
 
 import (
+	"container/heap"
 	"sync"
 	"time"
 )
@@ -13,7 +14,7 @@ import (
 // it is set for the next one.
 type timeouts struct {
 	mu    sync.Mutex
-	heap  []*runContext // min-heap by deadline; each knows its index
+	heap  deadlines
 	timer *time.Timer
 	// armed is the deadline the timer is set for, zero when it is not set.
 	armed time.Time
@@ -23,9 +24,7 @@ type timeouts struct {
 func (t *timeouts) add(c *runContext) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c.index = len(t.heap)
-	t.heap = append(t.heap, c)
-	t.up(c.index)
+	heap.Push(&t.heap, c)
 	if t.armed.IsZero() || c.deadline.Before(t.armed) {
 		t.armed = c.deadline
 		d := time.Until(c.deadline)
@@ -41,20 +40,8 @@ func (t *timeouts) add(c *runContext) {
 func (t *timeouts) remove(c *runContext) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i := c.index
-	if i < 0 {
-		return
-	}
-	last := len(t.heap) - 1
-	if i != last {
-		t.swap(i, last)
-	}
-	t.heap[last] = nil
-	t.heap = t.heap[:last]
-	c.index = -1
-	if i != last {
-		t.down(i)
-		t.up(i)
+	if c.index >= 0 {
+		heap.Remove(&t.heap, c.index)
 	}
 }
 
@@ -65,8 +52,7 @@ func (t *timeouts) fire() {
 	t.mu.Lock()
 	now := time.Now()
 	for len(t.heap) > 0 && !t.heap[0].deadline.After(now) {
-		fired = append(fired, t.heap[0])
-		t.remove0()
+		fired = append(fired, heap.Pop(&t.heap).(*runContext))
 	}
 	t.armed = time.Time{}
 	if len(t.heap) > 0 {
@@ -79,51 +65,32 @@ func (t *timeouts) fire() {
 	}
 }
 
-// remove0 takes the earliest deadline off the heap; mu is held.
-func (t *timeouts) remove0() {
-	c := t.heap[0]
-	last := len(t.heap) - 1
-	t.swap(0, last)
-	t.heap[last] = nil
-	t.heap = t.heap[:last]
+// deadlines is a min-heap of waiting contexts by deadline
+// (container/heap); each context knows its index, -1 once out.
+type deadlines []*runContext
+
+func (h deadlines) Len() int           { return len(h) }
+func (h deadlines) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+
+func (h deadlines) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+
+// Push adds x, a *runContext, at the end.
+func (h *deadlines) Push(x any) {
+	c := x.(*runContext)
+	c.index = len(*h)
+	*h = append(*h, c)
+}
+
+// Pop takes the last context off.
+func (h *deadlines) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
 	c.index = -1
-	t.down(0)
-}
-
-func (t *timeouts) less(i, j int) bool { return t.heap[i].deadline.Before(t.heap[j].deadline) }
-
-func (t *timeouts) swap(i, j int) {
-	t.heap[i], t.heap[j] = t.heap[j], t.heap[i]
-	t.heap[i].index = i
-	t.heap[j].index = j
-}
-
-func (t *timeouts) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !t.less(i, p) {
-			return
-		}
-		t.swap(i, p)
-		i = p
-	}
-}
-
-func (t *timeouts) down(i int) {
-	n := len(t.heap)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && t.less(r, l) {
-			m = r
-		}
-		if !t.less(m, i) {
-			return
-		}
-		t.swap(i, m)
-		i = m
-	}
+	return c
 }

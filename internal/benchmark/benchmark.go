@@ -14,13 +14,16 @@
 //     from before Enqueue to the start of its handler is recorded.
 //
 // The jobs written by the enqueue measurements are the ones the first two
-// drains run, so a run leaves nothing pending behind; the completed jobs
-// stay in the store until retention removes them. Queue names start with
-// "kyu-bench-" and a run id.
+// drains run, so a run leaves nothing pending behind, and at its end Run
+// purges the completed jobs of its queues (unless Config.Keep), untimed:
+// left to retention, a default run would hold about half a gigabyte of
+// Redis memory for a day. Queue names start with "kyu-bench-" and a run
+// id.
 package benchmark
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -35,7 +38,7 @@ const JobType = "kyu.bench"
 
 // Run measures b as cfg says; see the package doc. It stops early, with
 // ctx's error, when ctx is done.
-func Run(ctx context.Context, b backend.Backend, cfg Config) (Report, error) {
+func Run(ctx context.Context, b backend.Backend, cfg Config) (rep Report, err error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return Report{}, fmt.Errorf("benchmark: %w", err)
@@ -47,7 +50,15 @@ func Run(ctx context.Context, b backend.Backend, cfg Config) (Report, error) {
 		runID:   strconv.FormatInt(time.Now().UnixNano(), 36),
 		payload: payload(cfg.PayloadBytes),
 	}
-	rep := Report{
+	if !cfg.Keep {
+		defer func() {
+			cfg.Logger.Info("removing the run's jobs", "queues", len(r.queues))
+			if perr := r.purge(ctx); perr != nil {
+				err = errors.Join(err, fmt.Errorf("benchmark: remove the run's jobs: %w", perr))
+			}
+		}()
+	}
+	rep = Report{
 		RunID:        r.runID,
 		Started:      time.Now(),
 		GoVersion:    runtime.Version(),
@@ -65,7 +76,6 @@ func Run(ctx context.Context, b backend.Backend, cfg Config) (Report, error) {
 	filled := []string{r.queue("enqueue"), r.queue("batch")}
 
 	log.Info("measuring enqueue, one job per call", "jobs", cfg.Jobs, "goroutines", cfg.Producers)
-	var err error
 	if rep.Enqueue, err = r.enqueue(ctx, filled[0], 1); err != nil {
 		return rep, err
 	}
@@ -115,12 +125,36 @@ type runner struct {
 	cfg     Config
 	runID   string
 	payload []byte
+	// queues lists the queues the run has named, for purge.
+	queues []string
 }
 
 // queue names a fresh queue of this run.
 func (r *runner) queue(name string) string {
-	return "kyu-bench-" + r.runID + "-" + name
+	q := "kyu-bench-" + r.runID + "-" + name
+	r.queues = append(r.queues, q)
+	return q
 }
+
+// purge deletes the jobs of the run's queues: completed ones, and pending
+// ones a run that stopped early left. It runs on a context of its own, so
+// that a run cancelled by ctx still cleans up.
+func (r *runner) purge(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), purgeTimeout)
+	defer cancel()
+	var errs []error
+	for _, q := range r.queues {
+		for _, st := range []kyu.State{kyu.StateCompleted, kyu.StatePending} {
+			if _, err := r.client.Purge(ctx, q, st); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// purgeTimeout bounds the purge of a run's jobs.
+const purgeTimeout = 5 * time.Minute
 
 // payload returns n bytes of printable filler.
 func payload(n int) []byte {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/pebble"
+	"github.com/kyuhq/kyu/internal/cpupressure"
 )
 
 // openStore opens a fresh embedded store that the test closes.
@@ -83,6 +84,23 @@ func TestRun(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, text.String())
 		}
 	}
+
+	// Where the system reports CPU pressure, every figure has its share,
+	// and the table its column.
+	if cpupressure.Read().Reported() {
+		if !strings.Contains(text.String(), "cpu wait") {
+			t.Errorf("table lacks the cpu wait column:\n%s", text.String())
+		}
+		shares := map[string]*float64{"Enqueue": rep.Enqueue.CPUWait, "BatchEnqueue": rep.BatchEnqueue.CPUWait, "Latency": l.CPUWait}
+		for i, d := range rep.Drain {
+			shares["Drain "+strconv.Itoa(i)] = d.CPUWait
+		}
+		for name, w := range shares {
+			if w == nil || *w < 0 || *w > 1 {
+				t.Errorf("%s.CPUWait = %v, want a share in [0, 1]", name, w)
+			}
+		}
+	}
 }
 
 // TestRunLeavesNothingPending checks that every job a run enqueued ran,
@@ -92,6 +110,7 @@ func TestRunLeavesNothingPending(t *testing.T) {
 	store := openStore(t)
 	cfg := tiny()
 	cfg.Concurrency = []int{3}
+	cfg.Keep = true // the purge would remove pending jobs too
 	rep, err := Run(t.Context(), store, cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -157,7 +176,7 @@ func TestPercentile(t *testing.T) {
 //	go test -run '^$' -bench Run -benchtime 20000x ./internal/benchmark
 func BenchmarkRun(b *testing.B) {
 	store := openStore(b)
-	cfg := Config{Jobs: b.N, LatencySamples: 100}
+	cfg := Config{Jobs: b.N, LatencySamples: 100, Keep: true} // the store is the test's own
 	b.ResetTimer()
 	rep, err := Run(b.Context(), store, cfg)
 	if err != nil {
@@ -171,4 +190,55 @@ func BenchmarkRun(b *testing.B) {
 	}
 	b.ReportMetric(float64(rep.Latency.P50.Microseconds()), "p50-µs")
 	b.ReportMetric(float64(rep.Latency.P99.Microseconds()), "p99-µs")
+}
+
+// A report without CPU pressure readings (a system that does not report
+// them) has no cpu wait column.
+func TestWriteTextWithoutCPUWait(t *testing.T) {
+	t.Parallel()
+	rep := Report{Jobs: 10, Producers: 1, Batch: 5, Enqueue: newThroughput(10, 10, time.Second), Drain: []Drain{{Concurrency: 2, Throughput: newThroughput(10, 0, time.Second)}}}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text.String(), "cpu wait") || strings.Contains(text.String(), " - ") {
+		t.Fatalf("report without readings mentions cpu wait:\n%s", text.String())
+	}
+	share := 0.25
+	rep.Drain[0].CPUWait = &share
+	text.Reset()
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "cpu wait") || !strings.Contains(text.String(), "25 %") {
+		t.Fatalf("report with a reading lacks it:\n%s", text.String())
+	}
+}
+
+// A run purges its queues' jobs when it ends, unless Keep is set.
+func TestRunPurgesItsJobs(t *testing.T) {
+	t.Parallel()
+	for _, keep := range []bool{false, true} {
+		store := openStore(t)
+		cfg := tiny()
+		cfg.Keep = keep
+		rep, err := Run(t.Context(), store, cfg)
+		if err != nil {
+			t.Fatalf("Run (keep %v): %v", keep, err)
+		}
+		left := 0
+		for _, q := range []string{"enqueue", "batch", "latency"} {
+			page, err := store.List(t.Context(), backend.ListParams{Queue: "kyu-bench-" + rep.RunID + "-" + q, Limit: 100})
+			if err != nil {
+				t.Fatalf("List: %v", err)
+			}
+			left += len(page.Jobs)
+		}
+		switch {
+		case !keep && left != 0:
+			t.Errorf("a run without Keep left %d jobs in its queues", left)
+		case keep && left == 0:
+			t.Errorf("a run with Keep left no jobs in its queues")
+		}
+	}
 }

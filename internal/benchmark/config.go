@@ -37,6 +37,11 @@ type Config struct {
 	// LatencyGap is the pause between latency samples, so that the worker
 	// is idle (waiting for work) when each job arrives.
 	LatencyGap time.Duration
+	// Keep leaves the run's jobs in the store when it ends; by default Run
+	// purges its queues' jobs, which would otherwise stay until retention
+	// removes them (a day by default: about half a gigabyte of Redis
+	// memory for a run with the default figures).
+	Keep bool
 	// Logger receives progress and the workers' logs; nil discards them.
 	Logger *slog.Logger
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kyuhq/kyu"
+	"github.com/kyuhq/kyu/internal/cpupressure"
 )
 
 // completionPoll is how often the drain checks the worker's completed count
@@ -27,6 +28,7 @@ func (r *runner) drain(ctx context.Context, queue string, conc int) (t Throughpu
 		return nil
 	}
 
+	pressure := cpupressure.Read()
 	start := time.Now()
 	w, err := r.startWorker(ctx, queue, conc, handler)
 	if err != nil {
@@ -42,7 +44,10 @@ func (r *runner) drain(ctx context.Context, queue string, conc int) (t Throughpu
 	if err := waitCount(ctx, "completed jobs", completedCount(w), n, completionPoll); err != nil {
 		return Throughput{}, fmt.Errorf("benchmark: drain %s: %w", queue, err)
 	}
-	return newThroughput(int(n), 0, time.Since(start)), nil
+	elapsed := time.Since(start)
+	t = newThroughput(int(n), 0, elapsed)
+	t.CPUWait = pressure.Share(elapsed)
+	return t, nil
 }
 
 // waitRan waits for done to close, failing when ctx ends or when ran stops

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kyuhq/kyu"
+	"github.com/kyuhq/kyu/internal/cpupressure"
 )
 
 // enqueue writes cfg.Jobs jobs into queue, perCall jobs per call (Enqueue
@@ -22,6 +23,7 @@ func (r *runner) enqueue(ctx context.Context, queue string, perCall int) (Throug
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	opts := kyu.EnqueueOptions{Queue: queue}
+	pressure := cpupressure.Read()
 	start := time.Now()
 	for range min(r.cfg.Producers, calls) {
 		wg.Go(func() {
@@ -54,5 +56,7 @@ func (r *runner) enqueue(ctx context.Context, queue string, perCall int) (Throug
 	if err := context.Cause(ctx); err != nil {
 		return Throughput{}, fmt.Errorf("benchmark: enqueue into %s: %w", queue, err)
 	}
-	return newThroughput(jobs, calls, elapsed), nil
+	t := newThroughput(jobs, calls, elapsed)
+	t.CPUWait = pressure.Share(elapsed)
+	return t, nil
 }

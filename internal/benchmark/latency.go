@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kyuhq/kyu"
+	"github.com/kyuhq/kyu/internal/cpupressure"
 )
 
 // latency measures enqueue-to-start on an idle worker with conc handlers
@@ -29,6 +30,7 @@ func (r *runner) latency(ctx context.Context, queue string, conc int) (l Latency
 	defer func() { err = stopWorker(ctx, w, err) }()
 
 	completed := completedCount(w)
+	pressure, began := cpupressure.Read(), time.Now()
 	samples := make([]time.Duration, 0, r.cfg.LatencySamples)
 	gap := time.NewTimer(0)
 	defer gap.Stop()
@@ -58,5 +60,7 @@ func (r *runner) latency(ctx context.Context, queue string, conc int) (l Latency
 		}
 		gap.Reset(r.cfg.LatencyGap)
 	}
-	return newLatency(samples), nil
+	l = newLatency(samples)
+	l.CPUWait = pressure.Share(time.Since(began))
+	return l, nil
 }

@@ -44,6 +44,12 @@ type Throughput struct {
 	Elapsed time.Duration `json:"elapsed_ns"`
 	// PerSecond is jobs per second.
 	PerSecond float64 `json:"per_second"`
+	// CPUWait is the part of Elapsed during which some task on the
+	// machine (the benchmark's, the store's or anyone's) was ready to run
+	// but waited for a CPU, from Linux's /proc/pressure/cpu; nil where the
+	// system does not report it. A high share means the rate says as much
+	// about the machine as about the store.
+	CPUWait *float64 `json:"cpu_wait,omitempty"`
 }
 
 // newThroughput computes the rate of jobs over elapsed.
@@ -69,6 +75,8 @@ type Latency struct {
 	P50     time.Duration `json:"p50_ns"`
 	P99     time.Duration `json:"p99_ns"`
 	Max     time.Duration `json:"max_ns"`
+	// CPUWait is as in Throughput, over the whole latency measurement.
+	CPUWait *float64 `json:"cpu_wait,omitempty"`
 }
 
 // newLatency summarises samples, which it sorts.
@@ -101,12 +109,19 @@ func (r *Report) WriteText(w io.Writer) error {
 		name, r.Jobs, r.PayloadBytes, r.GoVersion, r.OS, r.Arch, r.CPUs); err != nil {
 		return err
 	}
+	// The cpu wait column is left out where the system does not report it.
+	wait := r.anyCPUWait()
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")) }
-	throughput := func(name string, t Throughput) {
-		row(name, fmt.Sprint(t.Jobs), seconds(t.Elapsed), fmt.Sprintf("%.0f jobs/s", t.PerSecond))
+	row := func(cells ...string) {
+		if !wait {
+			cells = cells[:len(cells)-1]
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
-	row("measurement", "jobs", "time", "rate")
+	throughput := func(name string, t Throughput) {
+		row(name, fmt.Sprint(t.Jobs), seconds(t.Elapsed), fmt.Sprintf("%.0f jobs/s", t.PerSecond), percent(t.CPUWait))
+	}
+	row("measurement", "jobs", "time", "rate", "cpu wait")
 	throughput(fmt.Sprintf("enqueue, 1 job per call, %d goroutines", r.Producers), r.Enqueue)
 	throughput(fmt.Sprintf("enqueue, %d jobs per call, %d goroutines", r.Batch, r.Producers), r.BatchEnqueue)
 	for _, d := range r.Drain {
@@ -115,8 +130,15 @@ func (r *Report) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nenqueue-to-start latency, idle worker, %d samples: p50 %s  p99 %s  max %s\n",
-		r.Latency.Samples, millis(r.Latency.P50), millis(r.Latency.P99), millis(r.Latency.Max))
+	latencyWait := ""
+	if r.Latency.CPUWait != nil {
+		latencyWait = "  (cpu wait " + percent(r.Latency.CPUWait) + ")"
+	}
+	_, err := fmt.Fprintf(w, "\nenqueue-to-start latency, idle worker, %d samples: p50 %s  p99 %s  max %s%s\n",
+		r.Latency.Samples, millis(r.Latency.P50), millis(r.Latency.P99), millis(r.Latency.Max), latencyWait)
+	if err == nil && wait {
+		_, err = fmt.Fprintln(w, "cpu wait: the share of each measurement's time in which some task on this machine waited for a CPU")
+	}
 	return err
 }
 
@@ -124,4 +146,25 @@ func seconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) 
 
 func millis(d time.Duration) string {
 	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+}
+
+// percent formats a share as a whole percentage, "-" when unknown.
+func percent(share *float64) string {
+	if share == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f %%", *share*100)
+}
+
+// anyCPUWait reports whether any measurement has a CPU wait share.
+func (r *Report) anyCPUWait() bool {
+	if r.Enqueue.CPUWait != nil || r.BatchEnqueue.CPUWait != nil || r.Latency.CPUWait != nil {
+		return true
+	}
+	for _, d := range r.Drain {
+		if d.CPUWait != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -29,6 +29,7 @@ type benchFlags struct {
 	latencySamples int
 	json           bool
 	quiet          bool
+	keep           bool
 }
 
 // newBenchCommand builds `kyu bench`.
@@ -46,10 +47,17 @@ writes, default retention) and no-op handlers:
     jobs; timed until every completion is stored;
   - latency: on an idle worker, from before enqueue to handler start.
 
+On Linux each figure also gives its cpu wait: the share of its time in
+which some task on the machine (the benchmark's, the store's or another
+process's) was ready to run but waited for a CPU (/proc/pressure/cpu). A
+figure taken while it is high says as much about the machine as about the
+store; compare runs whose cpu wait is alike.
+
 Without --backend it measures an embedded store in a fresh temporary
 directory and removes it afterwards. With --backend it writes into that
-store, in queues named kyu-bench-<run id>-*; the jobs end completed and are
-removed by retention (24h by default).
+store, in queues named kyu-bench-<run id>-*; the jobs end completed, and
+the run purges them when it ends (untimed), unless --keep leaves them to
+retention (24h by default).
 
 Progress goes to stderr, the results to stdout.`,
 		Example: `  kyu bench
@@ -70,6 +78,7 @@ Progress goes to stderr, the results to stdout.`,
 	fl.IntVar(&f.latencySamples, "latency-samples", benchmark.DefaultLatencySamples, "jobs timed for the enqueue-to-start latency")
 	fl.BoolVar(&f.json, "json", false, "print the results as JSON")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress")
+	fl.BoolVar(&f.keep, "keep", false, "leave the run's completed jobs in the store for retention to remove")
 	return cmd
 }
 
@@ -105,6 +114,7 @@ func (f benchFlags) config(log *slog.Logger) (benchmark.Config, error) {
 		Batch:          f.batch,
 		Concurrency:    f.concurrency,
 		LatencySamples: f.latencySamples,
+		Keep:           f.keep,
 		Logger:         log,
 	}, nil
 }
@@ -133,6 +143,7 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) (err 
 			}
 		}()
 		rawURL, label = dir, "embedded store (pebble) in a temporary directory"
+		cfg.Keep = true // the directory goes, and the jobs with it
 	}
 	b, err := backendurl.Open(ctx, rawURL, backendurl.Options{Logger: log, Token: os.Getenv(tokenEnv)})
 	if err != nil {

@@ -12,11 +12,12 @@ import (
 // lineCalls is how many single-job enqueues of one queue go to Redis at
 // once, each on its own; the ones that come while that many are on their
 // way wait, and go together as one script run when one of those returns.
-// A script run costs Redis about 12 µs of CPU for one job and about 3.5
-// µs more for each further job, so producers that enqueue one job at a
-// time from many goroutines share runs instead of queueing behind each
-// other's.
-const lineCalls = 2
+// Sharing a run saves Redis little (a single enqueue cost it 17-18 µs of
+// CPU per job in runs of three jobs, 18-23 µs in runs of one), while
+// waiting for a turn costs the caller a round trip: ten producers enqueue
+// faster each on their own (docs/benchmarks.md), and only more than ten
+// at once share runs.
+const lineCalls = 10
 
 // batchCap is the room a new batch makes for jobs: as many as usually
 // join one while lineCalls calls are on their way, so it seldom grows.

@@ -18,7 +18,7 @@ func TestCoalescedEnqueue(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, "")
 	ctx := context.Background()
-	const producers, each, keys = 20, 30, 50
+	const producers, each, keys = 4 * lineCalls, 15, 50 // more producers than calls on their way
 	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	type out struct {
 		res     backend.EnqueuedJob

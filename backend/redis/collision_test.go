@@ -34,13 +34,15 @@ func TestIDCollision(t *testing.T) {
 	g.args[enqueueHead+6] = encodeRecord(p.Jobs[0].Record(id, now))
 	outcome := func() int64 {
 		t.Helper()
-		reply := s.eval(ctx, enqueueScript, s.keys.queue(num).all(), g.args)
+		reply := s.eval(ctx, enqueueScript, s.enqueueKeysOf(num), g.args)
 		v, err := reply.ToArray()
 		if err != nil {
 			t.Fatalf("enqueue script: %v", err)
 		}
-		item, _ := v[0].ToArray()
-		code, _ := item[0].AsInt64()
+		code, err := v[0].AsInt64()
+		if err != nil {
+			t.Fatalf("enqueue script: outcome %s, want a number", v[0].String())
+		}
 		return code
 	}
 	if code := outcome(); code != 2 {

@@ -79,7 +79,7 @@ func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 		}
 		calls := make([]call, len(groups))
 		for i, g := range groups {
-			calls[i] = call{s: enqueueScript, keys: s.queueKeysOf(g.num), args: g.args}
+			calls[i] = call{s: enqueueScript, keys: s.enqueueKeysOf(g.num), args: g.args}
 		}
 		err := s.retry(ctx, func(int) error {
 			replies = s.runEnqueue(ctx, calls)
@@ -133,18 +133,33 @@ func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 			return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", replies[gi].String())
 		}
 		for k, it := range items {
+			if it.IsInt64() {
+				if code, _ := it.AsInt64(); code != 0 {
+					return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
+				}
+				// Written as asked: the job's own id and state.
+				a := g.args[enqueueHead+k*enqueueStride:]
+				state := backend.StatePending
+				if a[1] == "s" {
+					state = backend.StateScheduled
+				}
+				res.Jobs[g.pos[k]] = backend.EnqueuedJob{ID: a[0], State: state}
+				continue
+			}
 			v, err := it.ToArray()
 			if err != nil || len(v) != 3 {
 				return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
 			}
-			dup, _ := v[0].AsInt64()
+			if code, _ := v[0].AsInt64(); code != 1 {
+				return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
+			}
 			id, _ := v[1].ToString()
 			code, _ := v[2].ToString()
 			state, ok := stateOfCode(code)
 			if !ok {
 				return backend.EnqueueResult{}, fmt.Errorf("%w: unique key holder %s has state %q", ErrCorrupt, id, code)
 			}
-			res.Jobs[g.pos[k]] = backend.EnqueuedJob{ID: id, State: state, Duplicate: dup == 1}
+			res.Jobs[g.pos[k]] = backend.EnqueuedJob{ID: id, State: state, Duplicate: true}
 		}
 	}
 	return res, nil
@@ -260,12 +275,18 @@ func (g *enqueueGroup) collisions(reply rueidis.RedisResult) ([]int, error) {
 	}
 	var out []int
 	for k, it := range items {
-		v, err := it.ToArray()
-		if err != nil || len(v) != 3 {
-			return nil, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
+		if it.IsInt64() {
+			switch code, _ := it.AsInt64(); code {
+			case 0:
+			case 2:
+				out = append(out, k)
+			default:
+				return nil, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
+			}
+			continue
 		}
-		if code, _ := v[0].AsInt64(); code == 2 {
-			out = append(out, k)
+		if v, err := it.ToArray(); err != nil || len(v) != 3 {
+			return nil, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
 		}
 	}
 	return out, nil

@@ -157,31 +157,38 @@ func escapeGlob(s string) string {
 // lists of further queues are built at each call.
 const keyListsCap = 4096
 
-// keyLists keeps each queue's list of keys (queueKeys.all), which every
-// script call of the queue passes: building it anew is twenty strings per
-// call. The lists are shared: callers must not change them. The zero
-// value is ready to use.
+// keyLists keeps each queue's lists of keys, which every script call of
+// the queue passes: building them anew is twenty strings per call. The
+// lists are shared: callers must not change them. The zero value is ready
+// to use.
 type keyLists struct {
 	mu    sync.RWMutex
-	byNum map[uint32][]string
+	byNum map[uint32]keyList
 }
 
-// of returns the key list of queue num.
-func (l *keyLists) of(k keys, num uint32) []string {
+// keyList is the keys of one queue: all of them (queueKeys.all), and the
+// ones the enqueue script takes (enqueueSlots).
+type keyList struct {
+	all, enqueue []string
+}
+
+// of returns the key lists of queue num.
+func (l *keyLists) of(k keys, num uint32) keyList {
 	l.mu.RLock()
-	all, ok := l.byNum[num]
+	kl, ok := l.byNum[num]
 	l.mu.RUnlock()
 	if ok {
-		return all
+		return kl
 	}
-	all = k.queue(num).all()
+	all := k.queue(num).all()
+	kl = keyList{all: all, enqueue: slotKeys(all, enqueueSlots)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byNum == nil {
-		l.byNum = map[uint32][]string{}
+		l.byNum = map[uint32]keyList{}
 	}
 	if len(l.byNum) < keyListsCap {
-		l.byNum[num] = all
+		l.byNum[num] = kl
 	}
-	return all
+	return kl
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"strconv"
 	"strings"
 )
 
@@ -15,6 +16,10 @@ type script struct {
 	sha  string
 	// body is src without luaCommon, for the library (newLibrary).
 	body string
+	// slots, when set, are the only positions of queueKeys.all the
+	// script touches, in order: its calls pass just those keys, and the
+	// script puts each back at its position in KEYS (keysTable).
+	slots []int
 }
 
 // newScript builds a per-queue script: luaCommon followed by body.
@@ -22,6 +27,47 @@ func newScript(name, body string) *script {
 	sc := rawScript(name, luaCommon+body)
 	sc.body = body
 	return sc
+}
+
+// newSlotScript builds a per-queue script that takes only the keys at
+// slots (1-based positions of queueKeys.all, ascending): a call passes
+// fewer keys, and each key costs Redis its parsing and a Lua string.
+func newSlotScript(name, body string, slots ...int) *script {
+	sc := rawScript(name, "local KEYS = "+keysTable("KEYS", slots)+"\n"+luaCommon+body)
+	sc.body, sc.slots = body, slots
+	return sc
+}
+
+// keysTable is a Lua table constructor that puts the keys of the list
+// named v, which holds the keys at slots, back at their positions
+// (positions not in slots are nil).
+func keysTable(v string, slots []int) string {
+	var b strings.Builder
+	b.WriteString("{")
+	k := 0
+	for pos := 1; pos <= slots[len(slots)-1]; pos++ {
+		if pos > 1 {
+			b.WriteString(", ")
+		}
+		if slots[k] == pos {
+			k++
+			b.WriteString(v + "[" + strconv.Itoa(k) + "]")
+		} else {
+			b.WriteString("nil")
+		}
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// slotKeys picks the keys of a script with slots from the queue's whole
+// list (queueKeys.all).
+func slotKeys(all []string, slots []int) []string {
+	out := make([]string, len(slots))
+	for i, pos := range slots {
+		out[i] = all[pos-1]
+	}
+	return out
 }
 
 // rawScript builds a script from its whole source.
@@ -59,7 +105,11 @@ func newLibrary(scripts ...*script) *library {
 	for _, sc := range scripts {
 		fn := "kyu_" + strings.ReplaceAll(sc.name, " ", "_") + "_" + tag
 		l.fn[sc] = fn
-		b.WriteString("\nredis.register_function('" + fn + "', function(keys, args)\nKEYS, ARGV = keys, args\nreset()\n")
+		ks := "keys"
+		if sc.slots != nil {
+			ks = keysTable("keys", sc.slots)
+		}
+		b.WriteString("\nredis.register_function('" + fn + "', function(keys, args)\nKEYS, ARGV = " + ks + ", args\nreset()\n")
 		b.WriteString(sc.body)
 		b.WriteString("\nend)\n")
 	}
@@ -115,9 +165,18 @@ local smallNums, succs = {}, {}
 -- reset starts a run afresh: a function library keeps its locals between
 -- calls, while a script starts with them new.
 local function reset()
-  cache = {}
-  pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
-  movedFrom, movedTo, finished, tally, overrides, nums, parsed = {}, {}, {}, {p = 0, f = 0}, nil, {}, {}
+  -- Only what the last run left filled is replaced: a table costs an
+  -- allocation, and a run of one job (a single enqueue) fills few.
+  if next(cache) then cache = {} end
+  if #pending.sets > 0 or #pending.leaseAdds > 0 or #pending.leaseRems > 0 or #pending.finalAdds > 0 then
+    pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
+  end
+  if next(movedFrom) or next(movedTo) then movedFrom, movedTo = {}, {} end
+  if next(finished) then finished = {} end
+  if tally.p ~= 0 or tally.f ~= 0 then tally = {p = 0, f = 0} end
+  if next(nums) then nums = {} end
+  if next(parsed) then parsed = {} end
+  overrides = nil
 end
 
 local function flushIn()
@@ -589,14 +648,20 @@ end
 // s), deadline ("" for none), unique key ("" for none), unique until ("0":
 // until final), record.
 //
-// Returns per job {outcome, id, state letter}: outcome 0 written, 1
-// duplicate (id and state are the holder's), 2 the id is another job's
-// (two ids collided; nothing was written for this job). An id already
-// holding this very record was written by an earlier try of the same call
-// and is reported as written again. Publishes on the wake channel when a job is
-// pending. Fails with KYUSTALE or KYUUNMARKED (see checkQueue), writing
-// nothing, unless the keys are marked as this queue's.
-var enqueueScript = newScript("enqueue", `
+// Returns per job 0 when it was written as asked (an id already holding
+// this very record was written by an earlier try of the same call, and
+// counts as written), 2 when the id is another job's (two ids collided;
+// nothing was written for this job), or {1, id, state letter} for a
+// duplicate: the id and state are the unique key's holder's. A bare
+// number, not a table, for the common outcomes: Redis converts every
+// table of a reply to an array, at a cost above the job's own writes.
+// Publishes on the wake channel when a job is pending. Fails with
+// KYUSTALE or KYUUNMARKED (see checkQueue), writing nothing, unless the
+// keys are marked as this queue's.
+//
+// KEYS: only the 8 of enqueueSlots (a single enqueue is a call of its
+// own, and the other 11 keys would cost it about a tenth of its time).
+var enqueueScript = newSlotScript("enqueue", `
 local stale = checkQueue(ARGV[4], true)
 if stale then return stale end
 local now = tonumber(ARGV[1])
@@ -622,9 +687,9 @@ for i = 0, n - 1 do
     out[#out + 1] = {1, dupId, dupState}
   elseif redis.call('HSETNX', KEYS[1], id, rec) == 0 then
     if redis.call('HGET', KEYS[1], id) == rec then
-      out[#out + 1] = {0, id, st}
+      out[#out + 1] = 0
     else
-      out[#out + 1] = {2, id, st}
+      out[#out + 1] = 2
     end
   else
     if st == 'p' then
@@ -639,13 +704,18 @@ for i = 0, n - 1 do
       redis.call('HSET', KEYS[9], uk, id .. '|' .. untilms .. '|' .. st)
       if untilms ~= '0' then redis.call('ZADD', KEYS[10], untilms, uk) else redis.call('ZREM', KEYS[10], uk) end
     end
-    out[#out + 1] = {0, id, st}
+    out[#out + 1] = 0
   end
 end
 finalize(ARGV[1])
 if woke then redis.call('PUBLISH', ARGV[2], '1') end
 return out
-`)
+`, enqueueSlots...)
+
+// enqueueSlots are the keys the enqueue script touches (positions of
+// queueKeys.all): jobs, ready, waiting, deadlines, unique, unique-ends,
+// the queue's name and the scheduled jobs' in set.
+var enqueueSlots = []int{1, 4, 5, 7, 9, 10, 11, 12}
 
 // claimScript leases up to max jobs of one queue. A paused queue hands
 // out nothing (and the script changes nothing). Otherwise it first

@@ -71,7 +71,11 @@ var _ backend.Backend = (*Store)(nil)
 
 // queueKeysOf is every key of queue num, as the scripts take them; the
 // list is shared and must not be changed.
-func (s *Store) queueKeysOf(num uint32) []string { return s.keyLists.of(s.keys, num) }
+func (s *Store) queueKeysOf(num uint32) []string { return s.keyLists.of(s.keys, num).all }
+
+// enqueueKeysOf is the keys of queue num that the enqueue script takes
+// (enqueueSlots); the list is shared and must not be changed.
+func (s *Store) enqueueKeysOf(num uint32) []string { return s.keyLists.of(s.keys, num).enqueue }
 
 // OpenURL opens the store a redis://, rediss://, redis-cluster:// or
 // redis-sentinel:// URL names (see ParseURL). opts supplies what a URL

@@ -88,13 +88,14 @@ type library struct {
 	fn   map[*script]string
 }
 
-// newLibrary builds the library of scripts: luaCommon once, then one
-// function per script that sets KEYS and ARGV (upvalues here, not
+// newLibrary builds the library of scripts: luaCommon once (with
+// memoize set: see parsedActive), then one function per script that sets KEYS and ARGV (upvalues here, not
 // globals), starts a fresh run (reset) and runs the script's body.
 func newLibrary(scripts ...*script) *library {
 	var b strings.Builder
 	b.WriteString("local KEYS, ARGV\n")
 	b.WriteString(luaCommon)
+	b.WriteString("memoize = true\n")
 	sum := sha1.New()
 	sum.Write([]byte(luaCommon))
 	for _, sc := range scripts {
@@ -321,6 +322,37 @@ local function prefetch(ids)
   end
 end
 
+-- parsedActive holds the parse of each record the library wrote for an
+-- active job (a claim or a heartbeat), with the number of jobs it was
+-- written for: the completion, heartbeat or failure that follows reads
+-- the very same string back and takes the fields from here instead of
+-- matching the header again, the dearest part of a completion's Lua
+-- (docs/benchmarks.md). The parse is a function of the string alone, so
+-- an entry is never stale. An entry leaves when its last job is loaded,
+-- and the whole table is dropped past activeBound entries, so records
+-- whose jobs end elsewhere (a lease recovered by another build) do not
+-- pile up. Only a library keeps its locals between calls, so only the
+-- library sets memoize (newLibrary); a script's run would pay for
+-- entries it drops when it ends.
+local parsedActive, parsedCount = {}, 0
+local activeBound = 4096
+local memoize = false
+
+-- remember keeps r's parse for rec, the record save just wrote for it:
+-- {header fields, at, unique key, tail, jobs}.
+local function remember(rec, r)
+  local m = parsedActive[rec]
+  if m then
+    m[5] = m[5] + 1
+    return
+  end
+  if parsedCount >= activeBound then parsedActive, parsedCount = {}, 0 end
+  local h, tail = r.h, r.tail
+  parsedActive[rec] = {{h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12], h[13], h[14]},
+    #rec - #tail + 1, r.uk, tail, 1}
+  parsedCount = parsedCount + 1
+end
+
 local function load(id)
   local rec = cache[id]
   if rec == nil then
@@ -328,6 +360,20 @@ local function load(id)
     cache[id] = rec
   end
   if not rec then return nil end
+  local m = parsedActive[rec]
+  if m then
+    local h = m[1]
+    if m[5] > 1 then
+      m[5] = m[5] - 1
+      h = {h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12], h[13], h[14]}
+    elseif parsedCount > 1 then
+      parsedActive[rec] = nil
+      parsedCount = parsedCount - 1
+    else
+      parsedActive, parsedCount = {}, 0 -- a table keeps its size when emptied
+    end
+    return {h = h, rec = rec, at = m[2], uk = m[3], tail = m[4]}
+  end
   local h = {string.match(rec, headerPattern)}
   local at = h[15]
   if not at then return false end
@@ -335,22 +381,28 @@ local function load(id)
   if h[1] == 'a' and h[8] == '' then return false end
   local uk = ''
   if h[13] ~= '0' then uk = string.sub(rec, at, at + tonumber(h[13]) - 1) end
-  return {h = h, rec = rec, at = at, uk = uk}
+  return {h = h, rec = rec, at = at, uk = uk, tail = false}
 end
 
 -- encode writes a loaded record back: its header (one concatenation, so
--- one new string) and the tail it was read with.
+-- one new string) and the tail it was read with (kept in r.tail).
 local function encode(r)
   local h = r.h
+  local tail = r.tail
+  if not tail then
+    tail = string.sub(r.rec, r.at)
+    r.tail = tail
+  end
   return h[1] .. '|' .. h[2] .. '|' .. h[3] .. '|' .. h[4] .. '|' .. h[5] .. '|' .. h[6] .. '|' .. h[7]
     .. '|' .. h[8] .. '|' .. h[9] .. '|' .. h[10] .. '|' .. h[11] .. '|' .. h[12] .. '|' .. h[13]
-    .. '|' .. h[14] .. '\n' .. string.sub(r.rec, r.at)
+    .. '|' .. h[14] .. '\n' .. tail
 end
 
 local function save(id, r)
   local rec = encode(r)
   cache[id] = rec
   defer(pending.sets, id, rec)
+  if memoize and r.h[1] == 'a' and r.h[8] ~= '' then remember(rec, r) end
   return rec
 end
 

@@ -181,6 +181,7 @@ local function reset()
 end
 
 local function flushIn()
+  if next(movedFrom) == nil then return end
   local rems, adds = {}, {}
   for id, from in pairs(movedFrom) do
     local to = movedTo[id]
@@ -210,11 +211,23 @@ end
 -- flush sends what was gathered; every ZADD to the leases set carries
 -- leaseAnchor too (keys.go), so the set is a skiplist from the start.
 local function flush()
-  if #pending.sets > 0 then redis.call('HSET', KEYS[1], unpack(pending.sets)) end
-  if #pending.leaseAdds > 0 then redis.call('ZADD', KEYS[6], 'inf', leaseAnchor, unpack(pending.leaseAdds)) end
-  if #pending.leaseRems > 0 then redis.call('ZREM', KEYS[6], unpack(pending.leaseRems)) end
-  if #pending.finalAdds > 0 then redis.call('ZADD', KEYS[8], unpack(pending.finalAdds)) end
-  pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
+  local p = pending
+  if #p.sets > 0 then
+    redis.call('HSET', KEYS[1], unpack(p.sets))
+    p.sets = {}
+  end
+  if #p.leaseAdds > 0 then
+    redis.call('ZADD', KEYS[6], 'inf', leaseAnchor, unpack(p.leaseAdds))
+    p.leaseAdds = {}
+  end
+  if #p.leaseRems > 0 then
+    redis.call('ZREM', KEYS[6], unpack(p.leaseRems))
+    p.leaseRems = {}
+  end
+  if #p.finalAdds > 0 then
+    redis.call('ZADD', KEYS[8], unpack(p.finalAdds))
+    p.finalAdds = {}
+  end
   flushIn()
 end
 

@@ -128,14 +128,16 @@ func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 
 	res := backend.EnqueueResult{Jobs: make([]backend.EnqueuedJob, len(p.Jobs))}
 	for gi, g := range groups {
-		items, err := replies[gi].ToArray()
-		if err != nil || len(items) != len(g.pos) {
-			return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", replies[gi].String())
+		items, asked, err := g.replyItems(replies[gi])
+		if err != nil {
+			return backend.EnqueueResult{}, err
 		}
-		for k, it := range items {
-			if it.IsInt64() {
-				if code, _ := it.AsInt64(); code != 0 {
-					return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
+		for k := range g.pos {
+			if asked || items[k].IsInt64() {
+				if !asked {
+					if code, _ := items[k].AsInt64(); code != 0 {
+						return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", items[k].String())
+					}
 				}
 				// Written as asked: the job's own id and state.
 				a := g.args[enqueueHead+k*enqueueStride:]
@@ -146,6 +148,7 @@ func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 				res.Jobs[g.pos[k]] = backend.EnqueuedJob{ID: a[0], State: state}
 				continue
 			}
+			it := items[k]
 			v, err := it.ToArray()
 			if err != nil || len(v) != 3 {
 				return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
@@ -267,11 +270,25 @@ func newRecord(nj *backend.NewJob, id string, now time.Time) backend.Job {
 	}
 }
 
+// replyItems reads the enqueue script's reply for the group: asked is
+// true when every job was written as asked (the script's bare 0);
+// otherwise items has one entry per job.
+func (g *enqueueGroup) replyItems(reply rueidis.RedisResult) (items []rueidis.RedisMessage, asked bool, err error) {
+	if code, err := reply.AsInt64(); err == nil && code == 0 {
+		return nil, true, nil
+	}
+	items, err = reply.ToArray()
+	if err != nil || len(items) != len(g.pos) {
+		return nil, false, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", reply.String())
+	}
+	return items, false, nil
+}
+
 // collisions lists the jobs of the group whose ids the script found taken.
 func (g *enqueueGroup) collisions(reply rueidis.RedisResult) ([]int, error) {
-	items, err := reply.ToArray()
-	if err != nil || len(items) != len(g.pos) {
-		return nil, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", reply.String())
+	items, asked, err := g.replyItems(reply)
+	if err != nil || asked {
+		return nil, err
 	}
 	var out []int
 	for k, it := range items {

@@ -133,22 +133,18 @@ func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 			return backend.EnqueueResult{}, err
 		}
 		for k := range g.pos {
-			if asked || items[k].IsInt64() {
-				if !asked {
-					if code, _ := items[k].AsInt64(); code != 0 {
-						return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", items[k].String())
-					}
-				}
-				// Written as asked: the job's own id and state.
-				a := g.args[enqueueHead+k*enqueueStride:]
-				state := backend.StatePending
-				if a[1] == "s" {
-					state = backend.StateScheduled
-				}
-				res.Jobs[g.pos[k]] = backend.EnqueuedJob{ID: a[0], State: state}
+			if asked {
+				res.Jobs[g.pos[k]] = g.written(k)
 				continue
 			}
 			it := items[k]
+			if it.IsInt64() {
+				if code, _ := it.AsInt64(); code != 0 {
+					return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
+				}
+				res.Jobs[g.pos[k]] = g.written(k)
+				continue
+			}
 			v, err := it.ToArray()
 			if err != nil || len(v) != 3 {
 				return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
@@ -268,6 +264,17 @@ func newRecord(nj *backend.NewJob, id string, now time.Time) backend.Job {
 		UniqueKey: nj.UniqueKey, UniqueFor: nj.UniqueFor, Tags: nj.Tags, Metadata: nj.Metadata,
 		Retention: nj.Retention, CreatedAt: now,
 	}
+}
+
+// written is the outcome of the group's k-th job written as asked: its own
+// id and state.
+func (g *enqueueGroup) written(k int) backend.EnqueuedJob {
+	a := g.args[enqueueHead+k*enqueueStride:]
+	state := backend.StatePending
+	if a[1] == "s" {
+		state = backend.StateScheduled
+	}
+	return backend.EnqueuedJob{ID: a[0], State: state}
 }
 
 // replyItems reads the enqueue script's reply for the group: asked is

@@ -88,16 +88,17 @@ type library struct {
 	fn   map[*script]string
 }
 
-// newLibrary builds the library of scripts: luaCommon once (with
-// memoize set: see parsedActive), then one function per script that sets KEYS and ARGV (upvalues here, not
-// globals), starts a fresh run (reset) and runs the script's body.
+// newLibrary builds the library of scripts: luaCommon once, with memoize
+// set (see parsedActive), then one function per script that sets KEYS and
+// ARGV (upvalues here, not globals), starts a fresh run (reset) and runs
+// the script's body.
 func newLibrary(scripts ...*script) *library {
+	const common = luaCommon + "memoize = true\n"
 	var b strings.Builder
 	b.WriteString("local KEYS, ARGV\n")
-	b.WriteString(luaCommon)
-	b.WriteString("memoize = true\n")
+	b.WriteString(common)
 	sum := sha1.New()
-	sum.Write([]byte(luaCommon))
+	sum.Write([]byte(common))
 	for _, sc := range scripts {
 		sum.Write([]byte(sc.src))
 	}

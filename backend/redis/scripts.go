@@ -175,7 +175,7 @@ local function reset()
   end
   if next(movedFrom) or next(movedTo) then movedFrom, movedTo = {}, {} end
   if next(finished) then finished = {} end
-  if tally.p ~= 0 or tally.f ~= 0 then tally = {p = 0, f = 0} end
+  tally.p, tally.f = 0, 0
   if next(nums) then nums = {} end
   if next(parsed) then parsed = {} end
   overrides = nil
@@ -303,7 +303,7 @@ local function finalize(nowS)
       redis.call('HINCRBY', KEYS[18], 'f:' .. minute, tally.f)
       redis.call('HINCRBY', KEYS[18], 'f', tally.f)
     end
-    tally = {p = 0, f = 0}
+    tally.p, tally.f = 0, 0
   end
   if #finished > 0 then
     redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':done', table.concat(finished, ' '))
@@ -352,6 +352,11 @@ local parsedActive, parsedCount = {}, 0
 local activeBound = 4096
 local memoize = false
 
+-- copyHeader is a fresh table of a parse's header fields.
+local function copyHeader(h)
+  return {h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12], h[13], h[14]}
+end
+
 -- remember keeps r's parse for rec, the record save just wrote for it:
 -- {header fields, at, unique key, tail, jobs}.
 local function remember(rec, r)
@@ -361,9 +366,8 @@ local function remember(rec, r)
     return
   end
   if parsedCount >= activeBound then parsedActive, parsedCount = {}, 0 end
-  local h, tail = r.h, r.tail
-  parsedActive[rec] = {{h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12], h[13], h[14]},
-    #rec - #tail + 1, r.uk, tail, 1}
+  local tail = r.tail
+  parsedActive[rec] = {copyHeader(r.h), #rec - #tail + 1, r.uk, tail, 1}
   parsedCount = parsedCount + 1
 end
 
@@ -379,7 +383,7 @@ local function load(id)
     local h = m[1]
     if m[5] > 1 then
       m[5] = m[5] - 1
-      h = {h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12], h[13], h[14]}
+      h = copyHeader(h)
     elseif parsedCount > 1 then
       parsedActive[rec] = nil
       parsedCount = parsedCount - 1
@@ -416,6 +420,7 @@ local function save(id, r)
   local rec = encode(r)
   cache[id] = rec
   defer(pending.sets, id, rec)
+  -- Only records load would accept: an active one has a lease expiry.
   if memoize and r.h[1] == 'a' and r.h[8] ~= '' then remember(rec, r) end
   return rec
 end

@@ -3,20 +3,22 @@ package redis
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
 )
 
-// lineCalls is how many single-job enqueues of one queue go to Redis at
-// once, each on its own; the ones that come while that many are on their
-// way wait, and go together as one script run when one of those returns.
-// Sharing a run saves Redis little (a single enqueue cost it 17-18 µs of
-// CPU per job in runs of three jobs, 18-23 µs in runs of one), while
-// waiting for a turn costs the caller a round trip: ten producers enqueue
-// faster each on their own (docs/benchmarks.md), and only more than ten
-// at once share runs.
+// lineCalls is how many script runs of single-job enqueues of one queue
+// go to Redis at once; the jobs that come while that many are on their
+// way wait, and go together as one run when one of those returns. Waiting
+// for a turn costs the caller a round trip, so ten runs go before any
+// waits (docs/benchmarks.md). A run that goes without waiting yields the
+// processor once first and takes the jobs that came meanwhile: callers
+// woken by one read of replies then share a run and a write, which cuts
+// Redis's CPU and the client's per job by about a third from ten producers
+// (docs/benchmarks.md, "Single enqueues gathered over one yield").
 const lineCalls = 10
 
 // batchCap is the room a new batch makes for jobs: as many as usually
@@ -42,15 +44,20 @@ type line struct {
 type enqueueBatch struct {
 	jobs []backend.NewJob
 	nows []time.Time
-	turn chan struct{} // closed when a call of the line has returned
-	done chan struct{} // closed when res and err are set
-	res  backend.EnqueueResult
-	err  error
+	// gathering marks a batch that its first caller sends as soon as it
+	// has yielded once, with the jobs that joined meanwhile; the others
+	// wait for a call of the line to return (turn).
+	gathering bool
+	turn      chan struct{} // closed when a call of the line has returned
+	done      chan struct{} // closed when res and err are set
+	res       backend.EnqueueResult
+	err       error
 }
 
-// enqueueOne writes the one job of a prepared p, on its own while fewer
-// than lineCalls of its queue are on their way, else with the batch that
-// goes next. Jobs of one batch are written atomically together, each with
+// enqueueOne writes the one job of a prepared p: while fewer than
+// lineCalls runs of its queue are on their way, in a run of its own with
+// the jobs that came while it yielded once, else with the batch that goes
+// next. Jobs of one batch are written atomically together, each with
 // its caller's clock (the script's clock is the latest of them); an error
 // of the batch's call is every caller's. A caller whose ctx ends while it
 // waits returns ctx's error, and its job may still be written.
@@ -67,18 +74,35 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 		ls.queues[q] = l
 	}
 	if l.calls < lineCalls && l.next == nil {
+		// A call of its own, after one yield of the processor: callers
+		// woken by the same read of replies come in meanwhile, and their
+		// jobs go with this one (see gathering).
 		l.calls++
+		b := newEnqueueBatch(true)
+		b.jobs = append(b.jobs, p.Jobs[0])
+		b.nows = append(b.nows, p.Now)
+		l.next = b
 		ls.mu.Unlock()
-		res, err := s.enqueue(ctx, p, nil)
+		runtime.Gosched()
+		ls.mu.Lock()
+		l.next = nil
+		jobs, nows := b.jobs, b.nows
+		ls.mu.Unlock()
+		if len(jobs) == 1 {
+			b.res, b.err = s.enqueue(ctx, p, nil)
+		} else {
+			b.res, b.err = s.enqueue(context.WithoutCancel(ctx), batchParams(jobs, nows), nows)
+		}
+		close(b.done)
 		s.lineDone(q, l)
-		return res, err
+		if b.err != nil {
+			return backend.EnqueueResult{}, b.err
+		}
+		return backend.EnqueueResult{Jobs: b.res.Jobs[0:1:1]}, nil
 	}
 	b := l.next
 	if b == nil {
-		b = &enqueueBatch{
-			jobs: make([]backend.NewJob, 0, batchCap), nows: make([]time.Time, 0, batchCap),
-			turn: make(chan struct{}), done: make(chan struct{}),
-		}
+		b = newEnqueueBatch(false)
 		l.next = b
 	}
 	i := len(b.jobs)
@@ -86,7 +110,7 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 	b.nows = append(b.nows, p.Now)
 	ls.mu.Unlock()
 
-	if i == 0 {
+	if i == 0 && !b.gathering {
 		// This caller runs the batch: the others wait for it, so it does
 		// so even if its ctx ends meanwhile (the call's retries are bounded
 		// by Options.RetryFor).
@@ -97,13 +121,7 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 		// race detector's sake.
 		jobs, nows := b.jobs, b.nows
 		ls.mu.Unlock()
-		bp := backend.EnqueueParams{Jobs: jobs, Now: nows[0]}
-		for _, t := range nows {
-			if t.After(bp.Now) {
-				bp.Now = t
-			}
-		}
-		b.res, b.err = s.enqueue(context.WithoutCancel(ctx), bp, nows)
+		b.res, b.err = s.enqueue(context.WithoutCancel(ctx), batchParams(jobs, nows), nows)
 		close(b.done)
 		s.lineDone(q, l)
 	} else {
@@ -121,13 +139,39 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 	return backend.EnqueueResult{Jobs: b.res.Jobs[i : i+1 : i+1]}, nil
 }
 
+// newEnqueueBatch returns an empty batch; see enqueueBatch.gathering.
+func newEnqueueBatch(gathering bool) *enqueueBatch {
+	b := &enqueueBatch{
+		jobs:      make([]backend.NewJob, 0, batchCap),
+		nows:      make([]time.Time, 0, batchCap),
+		gathering: gathering,
+		done:      make(chan struct{}),
+	}
+	if !gathering {
+		b.turn = make(chan struct{})
+	}
+	return b
+}
+
+// batchParams is the call of a batch's jobs: the script's clock is the
+// latest of the callers'.
+func batchParams(jobs []backend.NewJob, nows []time.Time) backend.EnqueueParams {
+	bp := backend.EnqueueParams{Jobs: jobs, Now: nows[0]}
+	for _, t := range nows {
+		if t.After(bp.Now) {
+			bp.Now = t
+		}
+	}
+	return bp
+}
+
 // lineDone ends a call of queue q's line: the batch waiting, if any, takes
 // its place.
 func (s *Store) lineDone(q string, l *line) {
 	ls := &s.lines
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if b := l.next; b != nil {
+	if b := l.next; b != nil && !b.gathering {
 		l.next = nil
 		close(b.turn)
 		return

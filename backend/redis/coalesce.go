@@ -16,10 +16,17 @@ import (
 // for a turn costs the caller a round trip, so ten runs go before any
 // waits (docs/benchmarks.md). A run that goes without waiting yields the
 // processor once first and takes the jobs that came meanwhile: callers
-// woken by one read of replies then share a run and a write, which cuts
-// Redis's CPU and the client's per job by about a third from ten producers
+// woken by one read of replies then share a run and a write (up to
+// gatherCap), which cuts Redis's CPU and the client's per job by a
+// quarter to a third from ten producers
 // (docs/benchmarks.md, "Single enqueues gathered over one yield").
 const lineCalls = 10
+
+// gatherCap bounds the jobs a run gathers over its yield: ten producers
+// then go in two runs or more, so that the client builds one while Redis
+// runs another (through kyu bench, faster than unbounded runs in three
+// rounds of three, docs/benchmarks.md).
+const gatherCap = 5
 
 // batchCap is the room a new batch makes for jobs: as many as usually
 // join one while lineCalls calls are on their way, so it seldom grows.
@@ -85,7 +92,9 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 		ls.mu.Unlock()
 		runtime.Gosched()
 		ls.mu.Lock()
-		l.next = nil
+		if l.next == b {
+			l.next = nil
+		}
 		jobs, nows := b.jobs, b.nows
 		ls.mu.Unlock()
 		if len(jobs) == 1 {
@@ -108,6 +117,9 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 	i := len(b.jobs)
 	b.jobs = append(b.jobs, p.Jobs[0])
 	b.nows = append(b.nows, p.Now)
+	if b.gathering && len(b.jobs) == gatherCap {
+		l.next = nil // full: the next caller starts a run of its own
+	}
 	ls.mu.Unlock()
 
 	if i == 0 && !b.gathering {

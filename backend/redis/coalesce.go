@@ -67,7 +67,9 @@ type enqueueBatch struct {
 // next. Jobs of one batch are written atomically together, each with
 // its caller's clock (the script's clock is the latest of them); an error
 // of the batch's call is every caller's. A caller whose ctx ends while it
-// waits returns ctx's error, and its job may still be written.
+// waits returns ctx's error, and its job may still be written; the caller
+// that sends a run of several callers' jobs sends it whatever its own ctx
+// does (the call's retries are bounded by Options.RetryFor).
 func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	q := p.Jobs[0].Queue
 	ls := &s.lines
@@ -81,9 +83,9 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 		ls.queues[q] = l
 	}
 	if l.calls < lineCalls && l.next == nil {
-		// A call of its own, after one yield of the processor: callers
-		// woken by the same read of replies come in meanwhile, and their
-		// jobs go with this one (see gathering).
+		// A run of its own, after one yield of the processor: callers
+		// woken by the same read of replies come in meanwhile, and up to
+		// gatherCap jobs go in this run (see enqueueBatch.gathering).
 		l.calls++
 		b := newEnqueueBatch(true)
 		b.jobs = append(b.jobs, p.Jobs[0])

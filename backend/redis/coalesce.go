@@ -82,38 +82,18 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 		l = &line{}
 		ls.queues[q] = l
 	}
-	if l.calls < lineCalls && l.next == nil {
-		// A run of its own, after one yield of the processor: callers
-		// woken by the same read of replies come in meanwhile, and up to
-		// gatherCap jobs go in this run (see enqueueBatch.gathering).
-		l.calls++
-		b := newEnqueueBatch(true)
-		b.jobs = append(b.jobs, p.Jobs[0])
-		b.nows = append(b.nows, p.Now)
-		l.next = b
-		ls.mu.Unlock()
-		runtime.Gosched()
-		ls.mu.Lock()
-		if l.next == b {
-			l.next = nil
-		}
-		jobs, nows := b.jobs, b.nows
-		ls.mu.Unlock()
-		if len(jobs) == 1 {
-			b.res, b.err = s.enqueue(ctx, p, nil)
-		} else {
-			b.res, b.err = s.enqueue(context.WithoutCancel(ctx), batchParams(jobs, nows), nows)
-		}
-		close(b.done)
-		s.lineDone(q, l)
-		if b.err != nil {
-			return backend.EnqueueResult{}, b.err
-		}
-		return backend.EnqueueResult{Jobs: b.res.Jobs[0:1:1]}, nil
-	}
+	// While fewer than lineCalls runs are on their way, a caller starts a
+	// run of its own and sends it after one yield of the processor:
+	// callers woken by the same read of replies come in meanwhile, and up
+	// to gatherCap jobs go in the run (see enqueueBatch.gathering).
+	// Otherwise it joins the batch that goes next.
 	b := l.next
 	if b == nil {
-		b = newEnqueueBatch(false)
+		gathering := l.calls < lineCalls
+		if gathering {
+			l.calls++
+		}
+		b = newEnqueueBatch(gathering)
 		l.next = b
 	}
 	i := len(b.jobs)
@@ -124,21 +104,17 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 	}
 	ls.mu.Unlock()
 
-	if i == 0 && !b.gathering {
+	switch {
+	case i == 0 && b.gathering:
+		runtime.Gosched()
+		s.sendBatch(ctx, q, l, b, p)
+	case i == 0:
 		// This caller runs the batch: the others wait for it, so it does
 		// so even if its ctx ends meanwhile (the call's retries are bounded
 		// by Options.RetryFor).
 		<-b.turn
-		ls.mu.Lock()
-		// Nothing joins the batch once its turn has come (lineDone
-		// detached it), so its jobs are read under the lock only for the
-		// race detector's sake.
-		jobs, nows := b.jobs, b.nows
-		ls.mu.Unlock()
-		b.res, b.err = s.enqueue(context.WithoutCancel(ctx), batchParams(jobs, nows), nows)
-		close(b.done)
-		s.lineDone(q, l)
-	} else {
+		s.sendBatch(ctx, q, l, b, p)
+	default:
 		select {
 		case <-b.done:
 		case <-ctx.Done():
@@ -151,6 +127,28 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 	// The callers share the batch's result slice, each its own element
 	// (capped, so an append copies instead of writing over the next).
 	return backend.EnqueueResult{Jobs: b.res.Jobs[i : i+1 : i+1]}, nil
+}
+
+// sendBatch is the first caller's part of batch b of queue q's line l: it
+// detaches b (nothing joins it afterwards), writes its jobs, sets b.res
+// and b.err and closes b.done, then ends the line's call. p is the first
+// caller's own call: a batch of that one job goes as p with its ctx, a
+// batch of several callers' whatever ctx does.
+func (s *Store) sendBatch(ctx context.Context, q string, l *line, b *enqueueBatch, p backend.EnqueueParams) {
+	ls := &s.lines
+	ls.mu.Lock()
+	if l.next == b {
+		l.next = nil
+	}
+	jobs, nows := b.jobs, b.nows
+	ls.mu.Unlock()
+	if len(jobs) == 1 {
+		b.res, b.err = s.enqueue(ctx, p, nil)
+	} else {
+		b.res, b.err = s.enqueue(context.WithoutCancel(ctx), batchParams(jobs, nows), nows)
+	}
+	close(b.done)
+	s.lineDone(q, l)
 }
 
 // newEnqueueBatch returns an empty batch; see enqueueBatch.gathering.

@@ -70,4 +70,16 @@ func TestIDCollision(t *testing.T) {
 	if err != nil || len(got.Jobs) != 2 {
 		t.Fatalf("Claim = %d jobs, %v; want the first job and the second once", len(got.Jobs), err)
 	}
+	// Tried again after a worker claimed the job (its reply was lost, and
+	// the job moved on meanwhile): still the same job, not a collision,
+	// and not written again.
+	if code := outcome(); code != 0 {
+		t.Fatalf("enqueue again after the job was claimed: outcome %d, want 0 (the same job)", code)
+	}
+	if j, err := s.Get(ctx, backend.GetParams{ID: g.args[enqueueHead]}); err != nil || j.State != backend.StateActive {
+		t.Fatalf("Get after enqueueing a claimed job again = %v, %v; want it still active", j, err)
+	}
+	if again, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute, Now: now}); err != nil || len(again.Jobs) != 0 {
+		t.Fatalf("Claim after enqueueing a claimed job again = %d jobs, %v; want none", len(again.Jobs), err)
+	}
 }

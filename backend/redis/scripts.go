@@ -720,8 +720,8 @@ end
 // until final), record.
 //
 // Returns 0 when every job was written as asked (an id already holding
-// this very record was written by an earlier try of the same call, and
-// counts as written). Otherwise it returns a list with per job 0 (written
+// this very job, whatever state it has reached since, was written by an
+// earlier try of the same call, and counts as written). Otherwise it returns a list with per job 0 (written
 // as asked), 2 when the id is another job's (two ids collided; nothing
 // was written for this job), or {1, id, state letter} for a duplicate:
 // the id and state are the unique key's holder's. Bare numbers, not
@@ -735,6 +735,12 @@ end
 // KEYS: only the 8 of enqueueSlots (a single enqueue is a call of its
 // own, and the other 11 keys would cost it about a tenth of its time).
 var enqueueScript = newSlotScript("enqueue", `
+-- sameJob: whether two records are of one job. The header changes as the
+-- job moves; what follows it (unique key and body) is written once.
+local function sameJob(a, b)
+  local i, j = string.find(a, '\n', 1, true), string.find(b, '\n', 1, true)
+  return i ~= nil and j ~= nil and string.sub(a, i) == string.sub(b, j)
+end
 local stale = checkQueue(ARGV[4], true)
 if stale then return stale end
 local now = tonumber(ARGV[1])
@@ -760,7 +766,7 @@ for i = 0, n - 1 do
     out[#out + 1] = {1, dupId, dupState}
     asked = false
   elseif redis.call('HSETNX', KEYS[1], id, rec) == 0 then
-    if redis.call('HGET', KEYS[1], id) == rec then
+    if sameJob(redis.call('HGET', KEYS[1], id), rec) then
       out[#out + 1] = 0
     else
       out[#out + 1] = 2

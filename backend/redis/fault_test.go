@@ -214,6 +214,21 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("job %s is completed but no handler ran it", id)
 		}
 	}
+	// Nothing but the acknowledged jobs: an enqueue tried again after its
+	// reply was lost wrote none a second time under a new id.
+	st, err := s.Stats(ctx, backend.StatsParams{Now: time.Now()})
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	var stored int64
+	for _, q := range st.Queues {
+		for _, n := range q.Counts {
+			stored += n
+		}
+	}
+	if stored != int64(len(all)) {
+		t.Fatalf("the store holds %d jobs, want the %d acknowledged", stored, len(all))
+	}
 	t.Logf("%d jobs completed through a restart, CLIENT KILL and DEBUG SLEEP; %d handler runs", len(all), completions.Load())
 }
 

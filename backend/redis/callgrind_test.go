@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,11 +16,12 @@ import (
 // machine do not move (Redis CPU time does). It is skipped unless
 // KYU_CALLGRIND_ADDR (the server) and KYU_CALLGRIND_PID (valgrind's pid)
 // are set. Around each phase it asks callgrind for a dump, so dumps 2, 3,
-// 5 and 6 hold the instructions of the phases: claim 3,000 jobs (50 per
-// call), complete them (50 per call), claim 50 and complete the 50
-// claimed before, as a worker drains, for 3,000 more, and enqueue 3,000
-// jobs one per call (see the Redis section of docs/benchmarks.md for the
-// commands).
+// 5, 6 and 7 hold the instructions of the phases: claim 3,000 jobs (50
+// per call), complete them (50 per call), claim 50 and complete the 50
+// claimed before, as a worker drains, for 3,000 more, enqueue 3,000 jobs
+// one per call, and 3,000 more gatherCap per call, as single enqueues
+// gathered into one run go (see the Redis section of docs/benchmarks.md
+// for the commands).
 func TestCallgrindPhases(t *testing.T) {
 	addr, pid := os.Getenv("KYU_CALLGRIND_ADDR"), os.Getenv("KYU_CALLGRIND_PID")
 	if addr == "" || pid == "" {
@@ -93,6 +95,13 @@ func TestCallgrindPhases(t *testing.T) {
 	one := []backend.NewJob{{Type: "bench", Queue: "bench", Payload: benchPayload}}
 	for range n {
 		if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: time.Now(), Jobs: one}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dump()
+	five := slices.Repeat(one, gatherCap)
+	for range n / len(five) {
+		if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: time.Now(), Jobs: five}); err != nil {
 			t.Fatal(err)
 		}
 	}

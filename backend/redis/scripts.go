@@ -445,6 +445,13 @@ local function checkQueue(name, needMark)
   return nil
 end
 
+-- sameJob reports whether two records are of one job: the header changes
+-- as the job moves, what follows it (unique key and body) is written once.
+local function sameJob(a, b)
+  local i, j = string.find(a, '\n', 1, true), string.find(b, '\n', 1, true)
+  return i ~= nil and j ~= nil and string.sub(a, i) == string.sub(b, j)
+end
+
 -- readyScore orders pending jobs: priority (higher first), then run-at.
 local function readyScore(r)
   return num((100 - tonumber(r.h[5])) * 17592186044416 + tonumber(r.h[6]))
@@ -721,9 +728,10 @@ end
 //
 // Returns 0 when every job was written as asked (an id already holding
 // this very job, whatever state it has reached since, was written by an
-// earlier try of the same call, and counts as written). Otherwise it returns a list with per job 0 (written
-// as asked), 2 when the id is another job's (two ids collided; nothing
-// was written for this job), or {1, id, state letter} for a duplicate:
+// earlier try of the same call, and counts as written; see sameJob).
+// Otherwise it returns a list with per job 0 (written as asked), 2 when
+// the id is another job's (two ids collided; nothing was written for this
+// job), or {1, id, state letter} for a duplicate:
 // the id and state are the unique key's holder's. Bare numbers, not
 // tables, wherever they suffice: Redis converts every table of a reply to
 // an array, at a cost above a job's own writes (about 4,000 instructions
@@ -735,12 +743,6 @@ end
 // KEYS: only the 8 of enqueueSlots (a single enqueue is a call of its
 // own, and the other 11 keys would cost it about a tenth of its time).
 var enqueueScript = newSlotScript("enqueue", `
--- sameJob: whether two records are of one job. The header changes as the
--- job moves; what follows it (unique key and body) is written once.
-local function sameJob(a, b)
-  local i, j = string.find(a, '\n', 1, true), string.find(b, '\n', 1, true)
-  return i ~= nil and j ~= nil and string.sub(a, i) == string.sub(b, j)
-end
 local stale = checkQueue(ARGV[4], true)
 if stale then return stale end
 local now = tonumber(ARGV[1])

@@ -25,8 +25,10 @@ const (
 // TestFaults runs a Worker on a private redis-server (durable: AOF with an
 // fsync per write) while a producer enqueues, and meanwhile kills and
 // restarts the server, kills every client connection and makes the server
-// sleep. Every acknowledged job must complete, and no job may ever run in
-// two handlers at once (two live leases).
+// sleep. Every acknowledged job must complete, the store must hold no job
+// but those (an enqueue tried again after its reply was lost writes none
+// twice), and no job may ever run in two handlers at once (two live
+// leases).
 func TestFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and restarts a redis-server")

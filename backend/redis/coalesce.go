@@ -23,10 +23,12 @@ import (
 const lineCalls = 10
 
 // gatherCap bounds the jobs a run gathers over its yield: ten producers
-// then go in two runs or more, so that the client builds one while Redis
-// runs another (through kyu bench, faster than unbounded runs in three
-// rounds of three, docs/benchmarks.md).
-const gatherCap = 5
+// then go in several runs, so that the client builds one while Redis runs
+// another. With runs on connections of their own (runconn.go), three
+// was ahead of five in every round through kyu bench
+// (docs/benchmarks.md, "Runs of single enqueues on connections of their
+// own").
+const gatherCap = 3
 
 // batchCap is the room a new batch makes for jobs: as many as usually
 // join one while lineCalls calls are on their way, so it seldom grows.
@@ -132,8 +134,10 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 // sendBatch is the first caller's part of batch b of queue q's line l: it
 // detaches b (nothing joins it afterwards), writes its jobs, sets b.res
 // and b.err and closes b.done, then ends the line's call. p is the first
-// caller's own call: a batch of that one job goes as p with its ctx, a
-// batch of several callers' whatever ctx does.
+// caller's own call: a batch of that one job goes as p with its ctx (on
+// a connection of its own, a call already sent ends at ctx's deadline,
+// not at its cancellation; see ownCtx), a batch of several callers'
+// whatever ctx does.
 func (s *Store) sendBatch(ctx context.Context, q string, l *line, b *enqueueBatch, p backend.EnqueueParams) {
 	ls := &s.lines
 	ls.mu.Lock()
@@ -143,9 +147,9 @@ func (s *Store) sendBatch(ctx context.Context, q string, l *line, b *enqueueBatc
 	jobs, nows := b.jobs, b.nows
 	ls.mu.Unlock()
 	if len(jobs) == 1 {
-		b.res, b.err = s.enqueue(ctx, p, nil)
+		b.res, b.err = s.enqueue(ctx, p, nil, true)
 	} else {
-		b.res, b.err = s.enqueue(context.WithoutCancel(ctx), batchParams(jobs, nows), nows)
+		b.res, b.err = s.enqueue(context.WithoutCancel(ctx), batchParams(jobs, nows), nows, true)
 	}
 	close(b.done)
 	s.lineDone(q, l)

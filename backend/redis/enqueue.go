@@ -35,13 +35,15 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 	if len(p.Jobs) == 1 {
 		return s.enqueueOne(ctx, p)
 	}
-	return s.enqueue(ctx, p, nil)
+	return s.enqueue(ctx, p, nil, false)
 }
 
 // enqueue writes prepared jobs; nows, when not nil, holds each job's own
 // clock (jobs of several callers coalesced into one call), and p.Now is
-// then the latest of them.
-func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []time.Time) (backend.EnqueueResult, error) {
+// then the latest of them. own marks a run of single enqueues
+// (coalesce.go), which goes on a connection of its own when one is free
+// (runconn.go).
+func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []time.Time, own bool) (backend.EnqueueResult, error) {
 	var groups []*enqueueGroup
 	byName := map[string]*enqueueGroup{}
 	for i := range p.Jobs {
@@ -82,7 +84,11 @@ func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 			calls[i] = call{s: enqueueScript, keys: s.enqueueKeysOf(g.num), args: g.args}
 		}
 		err := s.retry(ctx, func(int) error {
-			replies = s.runEnqueue(ctx, calls)
+			if own && len(calls) == 1 && !s.opts.Cluster {
+				replies = []rueidis.RedisResult{s.evalOwn(ctx, calls[0])}
+			} else {
+				replies = s.runEnqueue(ctx, calls)
+			}
 			for _, r := range replies {
 				if err := r.Error(); err != nil && !staleQueue(err) {
 					return err

@@ -39,23 +39,33 @@ func (s *Store) fcallCmd(c call) (rueidis.Completed, bool) {
 // eval runs one script: FCALL (loading the library if the server lacks
 // it), else EVALSHA, then EVAL if the server lacks the script.
 func (s *Store) eval(ctx context.Context, sc *script, keys, args []string) rueidis.RedisResult {
-	c := call{s: sc, keys: keys, args: args}
+	return s.evalOn(ctx, s.client, call{s: sc, keys: keys, args: args})
+}
+
+// doer sends a command: the shared client, or a connection of its own
+// (runconn.go).
+type doer interface {
+	Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult
+}
+
+// evalOn is eval of c through d.
+func (s *Store) evalOn(ctx context.Context, d doer, c call) rueidis.RedisResult {
 	if cmd, ok := s.fcallCmd(c); ok {
-		res := s.client.Do(ctx, cmd)
+		res := d.Do(ctx, cmd)
 		if !noFunction(res.Error()) {
 			return res
 		}
 		if s.loadFunctions(ctx) == nil {
 			if cmd, ok := s.fcallCmd(c); ok {
-				if res := s.client.Do(ctx, cmd); !noFunction(res.Error()) {
+				if res := d.Do(ctx, cmd); !noFunction(res.Error()) {
 					return res
 				}
 			}
 		}
 	}
-	res := s.client.Do(ctx, s.evalCmd(c, false))
+	res := d.Do(ctx, s.evalCmd(c, false))
 	if noScript(res.Error()) {
-		res = s.client.Do(ctx, s.evalCmd(c, true))
+		res = d.Do(ctx, s.evalCmd(c, true))
 	}
 	return res
 }

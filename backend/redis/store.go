@@ -10,7 +10,8 @@
 // of one Redis Functions library (FCALL), which the store loads on every
 // node that lacks it (FUNCTION LOAD), or by EVALSHA on servers that
 // refuse functions. Single-job enqueues of one queue that come while
-// others are on their way share one script run (coalesce.go). Views
+// others are on their way share one script run (coalesce.go), sent on a
+// connection of its own (runconn.go). Views
 // across queues (List, Stats) run one read per queue and merge here; the
 // worker registry has store-wide keys of its own. Idle workers wake, and
 // watchers of a job hear its end, through Pub/Sub (notify.go). Calls
@@ -56,8 +57,10 @@ type Store struct {
 	// scripts then run by EVALSHA. loadMu serialises loading it.
 	noFunctions atomic.Bool
 	loadMu      sync.Mutex
-	// lines coalesces concurrent single-job enqueues (coalesce.go).
-	lines lines
+	// lines coalesces concurrent single-job enqueues (coalesce.go), whose
+	// runs go on connections of their own (runConns, runconn.go).
+	lines    lines
+	runConns runConns
 
 	// ops counts calls in flight, so Close waits for them.
 	ops    sync.WaitGroup
@@ -229,6 +232,7 @@ func (s *Store) Close() error {
 	s.notify.stop()
 	s.finish.stop()
 	s.ops.Wait()
+	s.runConns.close()
 	s.client.Close()
 	return nil
 }

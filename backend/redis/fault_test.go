@@ -16,7 +16,8 @@ import (
 
 // The shape of the fault run.
 const (
-	faultJobs        = 3000 // at least; the producer goes on until the faults are over
+	faultJobs        = 3000 // at least, in batches; the producers go on until the faults are over
+	faultSingles     = 3    // goroutines enqueueing one job per call
 	faultBatch       = 20
 	faultConcurrency = 20
 	faultLease       = 6 * time.Second
@@ -97,34 +98,33 @@ func TestFaults(t *testing.T) {
 	}
 	defer w.Shutdown(context.Background())
 
-	// The producer paces its batches so that the faults land mid-stream,
-	// and goes on until they are over (stopProducer), so that each fault
+	// The producers pace their calls so that the faults land mid-stream,
+	// and go on until they are over (stopProducer), so that each fault
 	// finds jobs to work on however long the steps take.
 	client := kyu.NewClient(s, kyu.ClientConfig{})
 	var (
 		ids         []string
-		producerErr atomic.Pointer[error] // set when the producer stops on an error
+		producerErr atomic.Pointer[error] // the first error a producer stopped on
 	)
-	producerDone := make(chan error, 1)
 	stopProducer := make(chan struct{})
-	go func() {
-		for first := 0; ; first += faultBatch {
-			if first >= faultJobs {
-				select {
-				case <-stopProducer:
-					producerDone <- nil
-					return
-				default:
-				}
-			}
+	stopped := func() bool {
+		select {
+		case <-stopProducer:
+			return true
+		default:
+			return false
+		}
+	}
+	var producers sync.WaitGroup
+	producers.Go(func() {
+		for first := 0; first < faultJobs || !stopped(); first += faultBatch {
 			specs := make([]kyu.JobSpec, faultBatch)
 			for i := range specs {
 				specs[i] = kyu.JobSpec{Type: "fault", Payload: []byte(strconv.Itoa(first + i)), EnqueueOptions: kyu.EnqueueOptions{Queue: "faults"}}
 			}
 			res, err := client.EnqueueMany(ctx, specs)
 			if err != nil {
-				producerErr.Store(&err)
-				producerDone <- err
+				producerErr.CompareAndSwap(nil, &err)
 				return
 			}
 			mu.Lock()
@@ -134,7 +134,24 @@ func TestFaults(t *testing.T) {
 			mu.Unlock()
 			time.Sleep(5 * time.Millisecond) // pacing, not synchronisation
 		}
-	}()
+	})
+	// Single enqueues too, from a few goroutines: their runs go on
+	// connections of their own (runconn.go), which the faults break.
+	for range faultSingles {
+		producers.Go(func() {
+			for n := 0; !stopped(); n++ {
+				r, err := client.Enqueue(ctx, "fault", []byte(strconv.Itoa(n)), kyu.EnqueueOptions{Queue: "faults"})
+				if err != nil {
+					producerErr.CompareAndSwap(nil, &err)
+					return
+				}
+				mu.Lock()
+				ids = append(ids, r.ID)
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond) // pacing, not synchronisation
+			}
+		})
+	}
 
 	// A failed run says where the jobs stand (deferred, so it runs before
 	// the worker and the store are closed).
@@ -154,7 +171,7 @@ func TestFaults(t *testing.T) {
 		from := completions.Load()
 		waitFor(t, time.Minute, "jobs to complete after "+what, func() bool {
 			if err := producerErr.Load(); err != nil {
-				t.Fatalf("EnqueueMany after %s: %v", what, *err)
+				t.Fatalf("enqueue after %s: %v", what, *err)
 			}
 			return completions.Load() >= from+100
 		})
@@ -183,8 +200,9 @@ func TestFaults(t *testing.T) {
 	progress("DEBUG SLEEP")
 
 	close(stopProducer)
-	if err := <-producerDone; err != nil {
-		t.Fatalf("EnqueueMany: %v", err)
+	producers.Wait()
+	if err := producerErr.Load(); err != nil {
+		t.Fatalf("enqueue: %v", *err)
 	}
 	mu.Lock()
 	all := append([]string(nil), ids...)

@@ -19,13 +19,7 @@ func TestSentinel(t *testing.T) {
 		t.Skip("starts a redis-server and a Sentinel")
 	}
 	primary := startServer(t, "--appendonly", "no")
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf")
-	// Sentinel rewrites its configuration file, so it must be writable.
-	if err := os.WriteFile(conf, []byte("sentinel monitor kyutest 127.0.0.1 "+strconv.Itoa(primary.port)+" 1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sentinel := startServer(t, conf, "--sentinel")
+	sentinel := startSentinel(t, "kyutest", primary)
 	waitFor(t, 20*time.Second, "the Sentinel to know the primary", func() bool {
 		out, err := sentinel.cli("SENTINEL", "get-master-addr-by-name", "kyutest")
 		return err == nil && strings.Contains(out, strconv.Itoa(primary.port))
@@ -46,12 +40,7 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	primary := startServer(t, "--appendonly", "no")
 	replica := startServer(t, "--appendonly", "no", "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf")
-	if err := os.WriteFile(conf, []byte("sentinel monitor kyufail 127.0.0.1 "+strconv.Itoa(primary.port)+" 1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sentinel := startServer(t, conf, "--sentinel")
+	sentinel := startSentinel(t, "kyufail", primary)
 	waitFor(t, 30*time.Second, "the Sentinel to know the replica", func() bool {
 		out, err := sentinel.cli("SENTINEL", "replicas", "kyufail")
 		return err == nil && strings.Contains(out, strconv.Itoa(replica.port))
@@ -76,24 +65,25 @@ func TestSentinelFailover(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	// The Sentinel refuses (NOGOODSLAVE) until it has heard from the
-	// replica that its link to the primary is up.
-	waitFor(t, 30*time.Second, "the Sentinel to start a failover", func() bool {
-		out, err := sentinel.cli("SENTINEL", "FAILOVER", "kyufail")
-		return err == nil && strings.TrimSpace(out) == "OK"
-	})
 	defer func() {
 		if t.Failed() {
 			log, _ := os.ReadFile(filepath.Join(sentinel.dir, "redis.log"))
 			t.Logf("sentinel log:\n%s", log)
 		}
 	}()
+	// The Sentinel refuses (NOGOODSLAVE) until it has heard from the
+	// replica that its link to the primary is up.
+	waitFor(t, 30*time.Second, "the Sentinel to start a failover", func() bool {
+		out, err := sentinel.cli("SENTINEL", "FAILOVER", "kyufail")
+		return err == nil && strings.TrimSpace(out) == "OK"
+	})
 	waitFor(t, 30*time.Second, "the replica to be the primary", func() bool {
 		out, err := sentinel.cli("SENTINEL", "get-master-addr-by-name", "kyufail")
 		return err == nil && strings.Contains(out, strconv.Itoa(replica.port))
 	})
-	// The old primary becomes a replica of the new one; single enqueues
-	// on connections to it fail with READONLY until they are replaced.
+	// The Sentinel makes the old primary a replica of the new one and
+	// cuts its clients' connections: runs on connections of their own to
+	// it fail, and their connections are replaced.
 	for range 3 * lineCalls {
 		id, err := enqueue()
 		if err != nil {
@@ -109,4 +99,16 @@ func TestSentinelFailover(t *testing.T) {
 	if out, _ := replica.cli("ROLE"); !strings.HasPrefix(strings.TrimSpace(out), "master") {
 		t.Fatalf("the replica's role after the failover: %q; want master", out)
 	}
+}
+
+// startSentinel starts a Sentinel that watches primary as master, with a
+// quorum of one.
+func startSentinel(t *testing.T, master string, primary *privateServer) *privateServer {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "sentinel.conf")
+	// Sentinel rewrites its configuration file, so it must be writable.
+	if err := os.WriteFile(conf, []byte("sentinel monitor "+master+" 127.0.0.1 "+strconv.Itoa(primary.port)+" 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startServer(t, conf, "--sentinel")
 }

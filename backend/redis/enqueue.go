@@ -84,7 +84,7 @@ func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 			calls[i] = call{s: enqueueScript, keys: s.enqueueKeysOf(g.num), args: g.args}
 		}
 		err := s.retry(ctx, func(int) error {
-			if own && len(calls) == 1 && !s.opts.Cluster {
+			if own && len(calls) == 1 {
 				replies = []rueidis.RedisResult{s.evalOwn(ctx, calls[0])}
 			} else {
 				replies = s.runEnqueue(ctx, calls)

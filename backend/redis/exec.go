@@ -42,14 +42,9 @@ func (s *Store) eval(ctx context.Context, sc *script, keys, args []string) rueid
 	return s.evalOn(ctx, s.client, call{s: sc, keys: keys, args: args})
 }
 
-// doer sends a command: the shared client, or a connection of its own
-// (runconn.go).
-type doer interface {
-	Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult
-}
-
-// evalOn is eval of c through d.
-func (s *Store) evalOn(ctx context.Context, d doer, c call) rueidis.RedisResult {
+// evalOn is eval of c through d: the shared client, or a connection of its
+// own (runconn.go).
+func (s *Store) evalOn(ctx context.Context, d rueidis.CoreClient, c call) rueidis.RedisResult {
 	if cmd, ok := s.fcallCmd(c); ok {
 		res := d.Do(ctx, cmd)
 		if !noFunction(res.Error()) {

@@ -94,6 +94,9 @@ func (r *runConns) close() {
 // has one, which then bounds the call. A call without a deadline is
 // bounded by the connection's read and write timeout.
 func ownCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Done() == nil {
+		return ctx, func() {} // a run of several callers' jobs: already so
+	}
 	own := context.WithoutCancel(ctx)
 	if dl, ok := ctx.Deadline(); ok {
 		return context.WithDeadline(own, dl)
@@ -102,9 +105,12 @@ func ownCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // evalOwn runs one script call on a connection of its own when one is
-// free, else on the shared connection (see runConns).
+// free, else (or on a Cluster) on the shared connection (see runConns).
 func (s *Store) evalOwn(ctx context.Context, c call) rueidis.RedisResult {
-	rc := s.runConns.take(s.client)
+	var rc *runConn
+	if !s.opts.Cluster {
+		rc = s.runConns.take(s.client)
+	}
 	if rc == nil {
 		return s.evalOn(ctx, s.client, c)
 	}

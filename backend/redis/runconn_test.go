@@ -56,14 +56,15 @@ func TestRunConns(t *testing.T) {
 }
 
 // TestOwnConnDeadline: a single enqueue on a connection of its own ends
-// at its ctx's deadline while the server stalls, and the next one, once
-// the server is back, goes through (the timed-out connection is replaced).
+// at its ctx's deadline while the server holds writes back, and the next
+// ones, once it lets them through, go through (the timed-out connection
+// is replaced).
 func TestOwnConnDeadline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a redis-server")
 	}
 	t.Parallel()
-	ps := startServer(t, "--enable-debug-command", "local")
+	ps := startServer(t)
 	s, err := Open(t.Context(), Options{Addrs: []string{ps.addr()}, Prefix: "kyuown", RetryFor: 10 * time.Second})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -74,33 +75,24 @@ func TestOwnConnDeadline(t *testing.T) {
 		t.Fatalf("Enqueue before the stall: %v", err)
 	}
 
-	slept := make(chan error, 1)
-	go func() {
-		_, err := ps.cli("DEBUG", "SLEEP", "2")
-		slept <- err
-	}()
-	// The stall has begun once a PING of its own goes unanswered.
-	waitFor(t, 5*time.Second, "the server to stall", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		defer cancel()
-		return s.client.Do(ctx, s.client.B().Ping().Build()).Error() != nil
-	})
+	// Once CLIENT PAUSE has answered, the server holds every write
+	// command (the enqueue script's FCALL among them) for 2 s.
+	if out, err := ps.cli("CLIENT", "PAUSE", "2000", "WRITE"); err != nil {
+		t.Fatalf("CLIENT PAUSE: %v %s", err, out)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	_, err = s.Enqueue(ctx, backend.EnqueueParams{Now: time.Now(), Jobs: job})
 	took := time.Since(start)
 	if err == nil {
-		t.Fatal("Enqueue during a 2 s stall with a 300 ms deadline succeeded")
+		t.Fatal("Enqueue during a 2 s pause of writes with a 300 ms deadline succeeded")
 	}
 	if took > 1500*time.Millisecond {
 		t.Fatalf("Enqueue with a 300 ms deadline returned after %v: %v", took, err)
 	}
 	if !strings.Contains(err.Error(), "deadline") {
 		t.Fatalf("Enqueue with a 300 ms deadline: %v; want a deadline error", err)
-	}
-	if err := <-slept; err != nil {
-		t.Fatalf("DEBUG SLEEP: %v", err)
 	}
 	for i := range 2 * lineCalls {
 		if _, err := s.Enqueue(t.Context(), backend.EnqueueParams{Now: time.Now(), Jobs: job}); err != nil {

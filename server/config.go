@@ -42,6 +42,14 @@ type Config struct {
 	// Insecure allows a non-loopback Addr without a Token. Without it such
 	// a server refuses to start.
 	Insecure bool
+	// AllowedHosts are the host names, besides localhost, 127.0.0.1 and
+	// ::1, that a request's Host header may name (any port) when no Token
+	// is set: the name of a proxy in front of the server, say. A server
+	// without a token that listens on loopback, or that has AllowedHosts,
+	// refuses other Host names with 403, so that a web page cannot reach
+	// it under a name of its own (DNS rebinding). With a Token the Host
+	// is not checked.
+	AllowedHosts []string
 	// TLSCertFile and TLSKeyFile, when both set, make the server speak
 	// HTTPS.
 	TLSCertFile string
@@ -156,6 +164,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("server: refusing to listen on %q without a token: anyone who can reach it could run and delete jobs; set a token (--token or KYU_TOKEN), listen on 127.0.0.1, or pass --insecure", c.Addr)
 	}
 	return nil
+}
+
+// addrHost is the host part of a listen address ("" when it has none).
+func addrHost(addr string) string {
+	host, _, _ := net.SplitHostPort(addr)
+	return host
 }
 
 // isLoopback reports whether host names only this machine.

@@ -88,6 +88,8 @@ func statusOf(code string) int {
 		return http.StatusBadRequest
 	case api.CodeUnauthorized:
 		return http.StatusUnauthorized
+	case api.CodeForbidden:
+		return http.StatusForbidden
 	case api.CodeNotFound:
 		return http.StatusNotFound
 	case api.CodeMethodNotAllowed:

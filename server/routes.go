@@ -90,6 +90,9 @@ func (s *Server) buildHandler() http.Handler {
 	for _, rt := range s.routes {
 		h := http.Handler(rt.handle)
 		h = s.instrument(rt.method+" "+rt.path, h)
+		if changesState(rt.method) {
+			h = s.requireJSON(h)
+		}
 		if rt.auth {
 			h = s.requireToken(h)
 		}
@@ -97,7 +100,7 @@ func (s *Server) buildHandler() http.Handler {
 	}
 	// Everything else: JSON 404 and 405 answers instead of the mux's text.
 	mux.Handle("/", s.requireTokenFor(http.HandlerFunc(s.handleUnmatched)))
-	return s.limitBody(mux)
+	return s.checkHost(s.checkOrigin(s.limitBody(mux)))
 }
 
 // handleUnmatched answers a path that no route serves: 405 when another

@@ -31,6 +31,9 @@ type serverFlags struct {
 	tlsCert    string
 	tlsKey     string
 	verbose    bool
+
+	// allowedHosts are Host names taken besides the loopback ones.
+	allowedHosts []string
 }
 
 // newServerCommand builds `kyu server`.
@@ -52,6 +55,12 @@ With --token (or KYU_TOKEN) every /api/ and /metrics request needs
 "Authorization: Bearer <token>". Listening beyond loopback without a token
 is refused unless --insecure is given.
 
+Without a token, a server on loopback answers only requests whose Host is
+localhost, 127.0.0.1 or [::1] (any port), so that no web page can reach it
+under a name of its own; --allowed-hosts adds names, such as a proxy's.
+Every request that changes state must say Content-Type: application/json,
+and one that a browser marks as coming from another site is refused.
+
 The address it listens on is printed to stdout; logs go to stderr.
 SIGINT or SIGTERM drains requests in flight and stops.`,
 		Example: `  kyu server
@@ -67,6 +76,7 @@ SIGINT or SIGTERM drains requests in flight and stops.`,
 	fl.StringVar(&f.backendURL, "backend", backendurl.DefaultURL, "store to serve, as a URL")
 	fl.StringVar(&f.token, "token", "", "bearer token required on /api/ and /metrics (default $"+tokenEnv+")")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening beyond loopback without a token")
+	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "without a token, Host names to answer besides localhost, 127.0.0.1 and [::1] (a proxy's name; comma-separated or repeated)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
@@ -93,7 +103,7 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 		}
 	}()
 	srv, err := server.New(server.Config{
-		Backend: b, Addr: f.addr, Token: f.token, Insecure: f.insecure,
+		Backend: b, Addr: f.addr, Token: f.token, Insecure: f.insecure, AllowedHosts: f.allowedHosts,
 		TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey, Logger: log,
 	})
 	if err != nil {

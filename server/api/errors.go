@@ -26,6 +26,10 @@ const (
 	CodeNotImplemented      = "not_implemented"        // 501
 	CodeUnavailable         = "unavailable"            // 503
 	CodeClosed              = "backend_closed"         // 503
+
+	// CodeForbidden: a Host the server does not answer to, or a
+	// cross-origin state change.
+	CodeForbidden = "forbidden" // 403
 )
 
 // Error is the body of every error answer, under the key "error", and the

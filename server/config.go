@@ -22,6 +22,8 @@ const (
 	DefaultIdempotencyEntries  = 10000
 	DefaultEventInterval       = 5 * time.Second
 	DefaultMaxMetricLabels     = 200
+	DefaultBodyTimeout         = 60 * time.Second
+	DefaultMaxConns            = 4096
 )
 
 // Clock tells the time. Only tests set one (Config.Clock).
@@ -75,6 +77,14 @@ type Config struct {
 	// defaults 10s and 2m.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	// BodyTimeout bounds the reading of one request body, from the end of
+	// its headers; default 60s. A body not in by then fails with 408 and
+	// its connection is closed. It does not bound the handling that
+	// follows (long-polls and streams run on).
+	BodyTimeout time.Duration
+	// MaxConns bounds the connections open at once; default 4096. Past it
+	// new connections wait in the listen backlog until one closes.
+	MaxConns int
 	// MaintenanceInterval is how often the server promotes due jobs,
 	// recovers expired leases and applies retention; default 1s, negative
 	// to run no maintenance.
@@ -129,6 +139,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
 	}
 	if c.MaintenanceInterval == 0 {
 		c.MaintenanceInterval = DefaultMaintenanceInterval

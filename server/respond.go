@@ -94,6 +94,8 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case api.CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case api.CodeRequestTimeout:
+		return http.StatusRequestTimeout
 	case api.CodeDuplicate, api.CodeLeaseLost, api.CodeJobActive, api.CodeWrongState, api.CodeUniqueKeyHeld, api.CodeIdempotencyConflict:
 		return http.StatusConflict
 	case api.CodeTooLarge:
@@ -110,6 +112,13 @@ func statusOf(code string) int {
 
 // fail answers err from the store or from reading the request.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var unread *bodyError
+	if errors.As(err, &unread) {
+		status, e := unread.answer()
+		s.log.Debug("kyu server: unreadable request body", "method", r.Method, "path", r.URL.Path, "error", err)
+		writeError(w, status, e)
+		return
+	}
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		writeError(w, http.StatusRequestEntityTooLarge, &api.Error{Code: api.CodeTooLarge, Message: "the request body is over the limit of " + itoa(tooBig.Limit) + " bytes"})

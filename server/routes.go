@@ -100,7 +100,10 @@ func (s *Server) buildHandler() http.Handler {
 	}
 	// Everything else: JSON 404 and 405 answers instead of the mux's text.
 	mux.Handle("/", s.requireTokenFor(http.HandlerFunc(s.handleUnmatched)))
-	return s.checkHost(s.checkOrigin(s.limitBody(mux)))
+	h := s.guardBody(mux)
+	h = s.limitBody(h)
+	h = s.checkOrigin(h)
+	return s.checkHost(h)
 }
 
 // handleUnmatched answers a path that no route serves: 405 when another

@@ -89,6 +89,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("server: listen: %w", err)
 	}
+	ln = newLimitListener(ln, s.cfg.MaxConns)
 	s.ln = ln
 	s.httpSrv = &http.Server{
 		Handler:           s.handler,

@@ -34,6 +34,8 @@ type serverFlags struct {
 
 	// allowedHosts are Host names taken besides the loopback ones.
 	allowedHosts []string
+	bodyTimeout  time.Duration
+	maxConns     int
 }
 
 // newServerCommand builds `kyu server`.
@@ -77,6 +79,8 @@ SIGINT or SIGTERM drains requests in flight and stops.`,
 	fl.StringVar(&f.token, "token", "", "bearer token required on /api/ and /metrics (default $"+tokenEnv+")")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening beyond loopback without a token")
 	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "without a token, Host names to answer besides localhost, 127.0.0.1 and [::1] (a proxy's name; comma-separated or repeated)")
+	fl.DurationVar(&f.bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "time allowed to receive a request body, from the end of its headers")
+	fl.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "connections open at once; more wait in the listen backlog")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
@@ -104,6 +108,7 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 	}()
 	srv, err := server.New(server.Config{
 		Backend: b, Addr: f.addr, Token: f.token, Insecure: f.insecure, AllowedHosts: f.allowedHosts,
+		BodyTimeout: f.bodyTimeout, MaxConns: f.maxConns,
 		TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey, Logger: log,
 	})
 	if err != nil {

@@ -30,6 +30,8 @@ const (
 	// CodeForbidden: a Host the server does not answer to, or a
 	// cross-origin state change.
 	CodeForbidden = "forbidden" // 403
+	// CodeRequestTimeout: the request body did not arrive in time.
+	CodeRequestTimeout = "request_timeout" // 408
 )
 
 // Error is the body of every error answer, under the key "error", and the

@@ -42,7 +42,7 @@ type Config struct {
 	// every /api/ and /metrics request.
 	Token string
 	// Insecure allows a non-loopback Addr without a Token. Without it such
-	// a server refuses to start.
+	// a server refuses to start; with it the server logs a warning.
 	Insecure bool
 	// AllowedHosts are the host names, besides localhost, 127.0.0.1 and
 	// ::1, that a request's Host header may name (any port) when no Token

@@ -102,6 +102,8 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case api.CodeUnsupportedMedia:
 		return http.StatusUnsupportedMediaType
+	case api.CodeHeadersTooLarge:
+		return http.StatusRequestHeaderFieldsTooLarge
 	case api.CodeNotImplemented:
 		return http.StatusNotImplemented
 	case api.CodeUnavailable, api.CodeClosed:

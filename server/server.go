@@ -95,7 +95,7 @@ func (s *Server) Start(ctx context.Context) error {
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    netMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	s.served = make(chan error, 1)
@@ -115,6 +115,9 @@ func (s *Server) Start(ctx context.Context) error {
 	s.startBackground()
 	close(s.ready)
 	s.log.Info("kyu server listening", "addr", ln.Addr().String(), "tls", tls, "auth", s.cfg.Token != "")
+	if s.cfg.Token == "" && !isLoopback(addrHost(s.cfg.Addr)) {
+		s.log.Warn("kyu server: listening beyond loopback without a token (--insecure): anyone who can reach this address can run, change and delete jobs", "addr", ln.Addr().String())
+	}
 	return nil
 }
 

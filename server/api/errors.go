@@ -32,6 +32,8 @@ const (
 	CodeForbidden = "forbidden" // 403
 	// CodeRequestTimeout: the request body did not arrive in time.
 	CodeRequestTimeout = "request_timeout" // 408
+	// CodeHeadersTooLarge: the request headers are over the limit.
+	CodeHeadersTooLarge = "headers_too_large" // 431
 )
 
 // Error is the body of every error answer, under the key "error", and the

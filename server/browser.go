@@ -116,6 +116,9 @@ func (s *Server) requireJSON(next http.Handler) http.Handler {
 
 // isJSONType reports whether a Content-Type value is a JSON media type.
 func isJSONType(ct string) bool {
+	if ct == "application/json" { // the usual value, without parsing
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && (mt == "application/json" || mt == "application/problem+json")
 }

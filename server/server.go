@@ -70,9 +70,12 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's routes as one http.Handler (auth, limits
-// and error answers included), for mounting under another mux or
-// serving with httptest. Start serves the same handler.
+// Handler returns the server's routes as one http.Handler (auth, limits,
+// the Host and cross-origin checks and error answers included), for
+// mounting under another mux or serving with httptest. Start serves the
+// same handler. Without a Token it answers only loopback Host names
+// unless Config.AllowedHosts names more. The body deadline applies where
+// the ResponseWriter lets it be set.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Start listens on Config.Addr and serves in the background, and starts

@@ -239,6 +239,11 @@ func testValidation(t *testing.T, factory Factory) {
 		{"UniqueKeyNUL", "unique_key", backend.NewJob{Type: testType, Queue: "q", UniqueKey: "k\x00"}},
 		{"TagNUL", "tags", backend.NewJob{Type: testType, Queue: "q", Tags: []string{"ok", "\x00"}}},
 		{"MetadataNUL", "metadata", backend.NewJob{Type: testType, Queue: "q", Metadata: map[string]string{"k": "v\x00"}}},
+		{"TypeNotUTF8", "type", backend.NewJob{Type: "a\xff", Queue: "q"}},
+		{"QueueNotUTF8", "queue", backend.NewJob{Type: testType, Queue: "q\xff"}},
+		{"UniqueKeyNotUTF8", "unique_key", backend.NewJob{Type: testType, Queue: "q", UniqueKey: "k\xc3\x28"}},
+		{"TagNotUTF8", "tags", backend.NewJob{Type: testType, Queue: "q", Tags: []string{"ok", "\xed\xa0\x80"}}},
+		{"MetadataKeyNotUTF8", "metadata", backend.NewJob{Type: testType, Queue: "q", Metadata: map[string]string{"k\xff": "v"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

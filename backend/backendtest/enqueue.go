@@ -326,4 +326,22 @@ func testParamChecks(t *testing.T, factory Factory) {
 		wantInvalid(t, err, 0, "retry_at")
 		f.unchanged(before, "a refused Fail changes nothing")
 	})
+	t.Run("FailText", func(t *testing.T) {
+		f := start(t, factory)
+		f.enqueueOne(backend.NewJob{})
+		j := f.claimOne()
+		before := f.get(j.ID)
+		for _, c := range []struct {
+			field string
+			item  backend.FailItem
+		}{
+			{"message", backend.FailItem{Lease: lease(j), Message: "bad \xff"}},
+			{"message", backend.FailItem{Lease: lease(j), Message: "nul \x00"}},
+			{"stack", backend.FailItem{Lease: lease(j), Message: "x", Stack: "main.go:1 \xc3\x28"}},
+		} {
+			_, err := f.b.Fail(f.ctx, backend.FailParams{Items: []backend.FailItem{c.item}, Now: f.now})
+			wantInvalid(t, err, 0, c.field)
+		}
+		f.unchanged(before, "a refused Fail changes nothing")
+	})
 }

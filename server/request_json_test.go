@@ -117,6 +117,8 @@ func TestDecodeRefusesInvalidUTF8(t *testing.T) {
 		{"log line", one + "/log", fmt.Sprintf("{\"lease_token\":%d,\"lines\":[\"\xff\"]}", lease), "lines.0", -1},
 		{"progress message", one + "/progress", fmt.Sprintf("{\"lease_token\":%d,\"percent\":5,\"message\":\"\xff\"}", lease), "message", -1},
 		{"fail message", one + "/fail", fmt.Sprintf("{\"lease_token\":%d,\"message\":\"\xff\"}", lease), "message", -1},
+		{"fail message with NUL", one + "/fail", fmt.Sprintf(`{"lease_token":%d,"message":"\u0000"}`, lease), "message", -1},
+		{"batch fail stack with NUL", "/api/v1/leases/fail", fmt.Sprintf(`{"items":[{"id":%q,"lease_token":%d,"stack":"\u0000"}]}`, id, lease), "stack", 0},
 		{"report", "/api/v1/leases/report", fmt.Sprintf("{\"items\":[{\"id\":%q,\"lease_token\":%d,\"logs\":[\"\xff\"]}]}", id, lease), "items.0.logs.0", -1},
 	})
 	j, err := e.store.Get(t.Context(), backend.GetParams{ID: id})

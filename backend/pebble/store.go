@@ -23,7 +23,6 @@ package pebble
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -43,6 +42,9 @@ type Store struct {
 	log  *slog.Logger
 	db   *cpebble.DB
 	lock io.Closer
+	// fault holds a failure Pebble reported from inside itself; the
+	// first operation to see it breaks the store (lockState).
+	fault *engineFault
 
 	// closeMu is held shared by every operation for its whole run and
 	// exclusively by Close, so Close waits for operations in flight.
@@ -159,16 +161,19 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err er
 		return nil, err
 	}
 
-	db, err := openPebble(fs, fs.PathJoin(dir, dataDir), opts)
+	log := opts.Logger.With("store", dir)
+	fault := newEngineFault(log)
+	db, err := openPebble(fs, fs.PathJoin(dir, dataDir), opts, fault)
 	if err != nil {
 		return nil, err
 	}
 	s = &Store{
 		dir:           dir,
 		opts:          opts,
-		log:           opts.Logger.With("store", dir),
+		log:           log,
 		db:            db,
 		lock:          lock,
+		fault:         fault,
 		idx:           newIndexes(),
 		dirty:         make(map[jobID]dirtyEntry),
 		committerDone: make(chan struct{}),
@@ -179,7 +184,11 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err er
 	}
 	s.commitCond = sync.NewCond(&s.mu)
 	s.records = pointReader{db: db, prefix: prefixJob}
-	if err := s.rebuild(); err != nil {
+	err = s.rebuild()
+	if ferr := fault.failed(); ferr != nil {
+		err = ferr
+	}
+	if err != nil {
 		_ = closePebble(db)
 		return nil, err
 	}
@@ -188,8 +197,10 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err er
 }
 
 // openPebble opens the engine, turning a panic on damaged files into an
-// error.
-func openPebble(fs vfs.FS, dir string, opts Options) (db *cpebble.DB, err error) {
+// error. It returns once Pebble has opened every table (to load its
+// statistics), so a damaged table, whichever keys it holds, fails the
+// open with ErrCorrupt instead of breaking the store soon after.
+func openPebble(fs vfs.FS, dir string, opts Options, fault *engineFault) (db *cpebble.DB, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			db, err = nil, fmt.Errorf("%w: %s: opening the data files failed: %v", ErrCorrupt, dir, r)
@@ -197,16 +208,34 @@ func openPebble(fs vfs.FS, dir string, opts Options) (db *cpebble.DB, err error)
 	}()
 	cache := cpebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
+	statsLoaded := make(chan struct{})
 	po := &cpebble.Options{
 		FS:                 fs,
 		Cache:              cache,
 		MemTableSize:       opts.MemTableSize,
 		FormatMajorVersion: cpebble.FormatNewest,
-		Logger:             pebbleLogger{opts.Logger},
+		Logger:             pebbleLogger{l: opts.Logger, fault: fault},
+		EventListener: &cpebble.EventListener{
+			DataCorruption:   fault.dataCorruption,
+			BackgroundError:  fault.backgroundError,
+			TableStatsLoaded: func(cpebble.TableStatsInfo) { close(statsLoaded) },
+		},
 	}
 	db, err = cpebble.Open(dir, po)
+	if ferr := fault.failed(); ferr != nil {
+		if err == nil {
+			_ = closePebble(db)
+		}
+		return nil, ferr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: opening the data files failed: %w", ErrCorrupt, dir, err)
+	}
+	select {
+	case <-statsLoaded:
+	case <-fault.fired:
+		_ = closePebble(db)
+		return nil, fault.failed()
 	}
 	return db, nil
 }
@@ -269,6 +298,11 @@ func (s *Store) end() { s.closeMu.RUnlock() }
 func (s *Store) lockState() error {
 	s.entered.Add(1)
 	s.mu.Lock()
+	if s.broken == nil {
+		if err := s.fault.failed(); err != nil {
+			_ = s.breakStore(err)
+		}
+	}
 	if s.broken != nil {
 		err := s.broken
 		s.unlock()
@@ -304,21 +338,4 @@ func (s *Store) breakStore(err error) error {
 		s.log.Error("store failed", "err", err)
 	}
 	return s.broken
-}
-
-// pebbleLogger sends Pebble's log lines to slog.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error(msg, "component", "pebble", "fatal", true)
-	panic(errors.New("pebble: " + msg))
 }

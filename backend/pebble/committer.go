@@ -64,6 +64,19 @@ func (s *Store) groupSince(mark uint64) *commitGroup {
 	return s.pending
 }
 
+// lastGroup returns the newest group whose writes are not yet durable
+// (the pending one, else the one being committed), or nil when every write
+// queued so far is durable; mu must be held. Groups become durable in
+// order, so once it is, so is everything a reader saw under mu: a reader
+// waits for it before it answers, and never reports a state that a crash
+// could take back. It costs nothing when no write is in flight.
+func (s *Store) lastGroup() *commitGroup {
+	if s.pending != nil {
+		return s.pending
+	}
+	return s.committing
+}
+
 // wait blocks until g is durable (g may be nil: nothing was written).
 func wait(g *commitGroup) error {
 	if g == nil {
@@ -103,13 +116,14 @@ func (s *Store) commitLoop() {
 			s.mu.Unlock()
 			return
 		}
-		s.pending = nil
+		s.pending, s.committing = nil, g
 		s.writeCounters(g)
 		s.mu.Unlock()
 
 		err := s.commit(g.batch)
 
 		s.mu.Lock()
+		s.committing = nil
 		if err != nil {
 			err = s.breakStore(err)
 		}

@@ -65,7 +65,10 @@ type Store struct {
 	writes uint64
 	// pending collects the writes of operations since the committer last
 	// took a group; nil when there are none.
-	pending    *commitGroup
+	pending *commitGroup
+	// committing is the group the committer is writing, until it is
+	// durable; nil between groups.
+	committing *commitGroup
 	commitCond *sync.Cond
 	// left counts the sections under mu that have ended (see entered).
 	left uint64

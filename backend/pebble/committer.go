@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"encoding/binary"
 	"fmt"
 	"runtime"
 
@@ -21,8 +22,10 @@ type commitGroup struct {
 	// values (and the totals) are written when the committer takes the
 	// group, so a batch of completions writes each counter once.
 	minutes []int64
-	done    chan struct{}
-	err     error
+	// seq is the group's number (Store.commits), set when it is taken.
+	seq  uint64
+	done chan struct{}
+	err  error
 }
 
 type dirtyRef struct {
@@ -118,6 +121,9 @@ func (s *Store) commitLoop() {
 		}
 		s.pending, s.committing = nil, g
 		s.writeCounters(g)
+		s.commits++
+		g.seq = s.commits
+		_ = g.batch.Set([]byte{prefixCommits}, binary.AppendUvarint(nil, g.seq), nil)
 		s.mu.Unlock()
 
 		err := s.commit(g.batch)
@@ -135,6 +141,11 @@ func (s *Store) commitLoop() {
 		g.err = err
 		close(g.done)
 		if err == nil {
+			s.synced.Store(g.seq)
+			select {
+			case s.markWake <- struct{}{}:
+			default:
+			}
 			for q := range g.wake {
 				s.signal(q)
 			}

@@ -38,6 +38,7 @@ import (
 // backend.Backend; build it with Open.
 type Store struct {
 	dir  string
+	fs   vfs.FS
 	opts Options
 	log  *slog.Logger
 	db   *cpebble.DB
@@ -85,6 +86,18 @@ type Store struct {
 
 	committerDone chan struct{}
 
+	// commits counts the groups taken for commit, under mu; each writes
+	// its number under the prefixCommits key. synced is the number of the
+	// last durable one. markLoop records synced in the marker file
+	// (marked is the value it recorded last) when markWake says it grew,
+	// until markStop; markDone closes when it has stopped.
+	commits  uint64
+	synced   atomic.Uint64
+	marked   uint64
+	markWake chan struct{}
+	markStop chan struct{}
+	markDone chan struct{}
+
 	// entered counts the sections under mu that have begun or are waiting
 	// for mu (lockState). The committer, before it takes a group, waits
 	// until as many have ended: operations already at the door then add
@@ -112,7 +125,9 @@ var _ backend.Backend = (*Store)(nil)
 // It refuses, changing nothing, a directory that is not empty and not a kyu
 // store (ErrNotStore), a store written by a newer kyu (ErrNewerFormat) and a
 // store another Store holds (ErrLocked, naming the holder's pid and host).
-// Damaged data files give ErrCorrupt.
+// Damaged data files give ErrCorrupt; data files that lack writes the
+// store had acknowledged (an emptied data directory, an older copy) give
+// ErrDataMissing, unless Options.AcceptDataLoss.
 func Open(dir string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	fs := opts.FS
@@ -150,21 +165,26 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err er
 	if err != nil {
 		return nil, err
 	}
+	log := opts.Logger.With("store", dir)
+	var marked uint64
 	if kind == dirStore {
-		v, err := readMarker(fs, dir)
+		v, synced, err := readMarkerSynced(fs, dir)
 		if err != nil {
 			return nil, err
 		}
+		marked = synced
+		if err := checkDataPresent(fs, dir, marked, opts.AcceptDataLoss, log); err != nil {
+			return nil, err
+		}
 		if v < formatVersion {
-			if err := writeMarker(fs, dir); err != nil {
+			if err := writeMarker(fs, dir, marked); err != nil {
 				return nil, err
 			}
 		}
-	} else if err := writeMarker(fs, dir); err != nil {
+	} else if err := writeMarker(fs, dir, 0); err != nil {
 		return nil, err
 	}
 
-	log := opts.Logger.With("store", dir)
 	fault := newEngineFault(log)
 	db, err := openPebble(fs, fs.PathJoin(dir, dataDir), opts, fault)
 	if err != nil {
@@ -172,6 +192,7 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err er
 	}
 	s = &Store{
 		dir:           dir,
+		fs:            fs,
 		opts:          opts,
 		log:           log,
 		db:            db,
@@ -184,10 +205,17 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err er
 		watchers:      make(map[jobID]map[*subscriber]struct{}),
 		counters:      newCounters(),
 		workers:       make(map[string]*backend.WorkerInfo),
+		marked:        marked,
+		markWake:      make(chan struct{}, 1),
+		markStop:      make(chan struct{}),
+		markDone:      make(chan struct{}),
 	}
 	s.commitCond = sync.NewCond(&s.mu)
 	s.records = pointReader{db: db, prefix: prefixJob}
 	err = s.rebuild()
+	if err == nil {
+		err = s.checkCommits()
+	}
 	if ferr := fault.failed(); ferr != nil {
 		err = ferr
 	}
@@ -196,6 +224,7 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err er
 		return nil, err
 	}
 	go s.commitLoop()
+	go s.markLoop()
 	return s, nil
 }
 
@@ -272,7 +301,12 @@ func (s *Store) Close() error {
 	s.commitCond.Signal()
 	s.mu.Unlock()
 	<-s.committerDone
-	err := closePebble(s.db)
+	close(s.markStop)
+	<-s.markDone
+	err := s.recordSynced()
+	if cerr := closePebble(s.db); err == nil {
+		err = cerr
+	}
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
 	}

@@ -156,7 +156,8 @@ func (s *Store) commitLoop() {
 	}
 }
 
-// commit writes one batch durably.
+// commit writes one batch durably. It fails, too, once Pebble has
+// recorded a failure (engineFault).
 func (s *Store) commit(b *cpebble.Batch) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -165,6 +166,11 @@ func (s *Store) commit(b *cpebble.Batch) (err error) {
 		_ = b.Close()
 	}()
 	if err := s.db.Apply(b, cpebble.Sync); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	// Pebble reports a failed log write or sync through Fatalf and then
+	// returns no error: the write is not durable.
+	if err := s.fault.failed(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil

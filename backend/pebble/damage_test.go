@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/kyuhq/kyu/backend"
 )
 
@@ -145,5 +147,76 @@ func TestDamagedTableWhileOpen(t *testing.T) {
 	}
 	if _, err := s.Enqueue(ctx, backend.EnqueueParams{Jobs: []backend.NewJob{{Type: "t"}}, Now: t0}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Enqueue on a broken store = %v; want ErrCorrupt", err)
+	}
+}
+
+// failingSyncFS fails the syncs of Pebble's write-ahead log once armed.
+type failingSyncFS struct {
+	vfs.FS
+	armed atomic.Bool
+}
+
+func (f *failingSyncFS) wrap(name string, file vfs.File, err error) (vfs.File, error) {
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return file, err
+	}
+	return failingSyncFile{File: file, fs: f}, nil
+}
+
+func (f *failingSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	file, err := f.FS.Create(name, c)
+	return f.wrap(name, file, err)
+}
+
+func (f *failingSyncFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	file, err := f.FS.ReuseForWrite(oldname, newname, c)
+	return f.wrap(newname, file, err)
+}
+
+type failingSyncFile struct {
+	vfs.File
+	fs *failingSyncFS
+}
+
+var errSyncFailed = errors.New("injected sync failure")
+
+func (f failingSyncFile) Sync() error {
+	if f.fs.armed.Load() {
+		return errSyncFailed
+	}
+	return f.File.Sync()
+}
+
+func (f failingSyncFile) SyncData() error {
+	if f.fs.armed.Load() {
+		return errSyncFailed
+	}
+	return f.File.SyncData()
+}
+
+func (f failingSyncFile) SyncTo(length int64) (bool, error) {
+	if f.fs.armed.Load() {
+		return false, errSyncFailed
+	}
+	return f.File.SyncTo(length)
+}
+
+// TestFailedSyncIsNotAcknowledged fails the log's sync under a write:
+// Pebble reports it through Fatalf and then returns no error, so the
+// store must take the recorded failure as the commit's, and neither
+// acknowledge the write nor crash.
+func TestFailedSyncIsNotAcknowledged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fs := &failingSyncFS{FS: vfs.NewMem()}
+	s := openStore(t, "/kyu", Options{FS: fs})
+	enqueue(t, s, t0, backend.NewJob{})
+	fs.armed.Store(true)
+	_, err := s.Enqueue(ctx, backend.EnqueueParams{Jobs: []backend.NewJob{{Type: "t"}}, Now: t0})
+	if err == nil {
+		t.Fatal("Enqueue whose sync failed was acknowledged")
+	}
+	if _, err := s.Get(ctx, backend.GetParams{ID: "00000000-0000-0000-0000-000000000000"}); err == nil || errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("Get after a failed sync = %v; want the store's failure", err)
 	}
 }

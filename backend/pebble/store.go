@@ -241,6 +241,9 @@ func openPebble(fs vfs.FS, dir string, opts Options, fault *engineFault) (db *cp
 	cache := cpebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
 	statsLoaded := make(chan struct{})
+	// A background error while Open waits for the statistics (a table it
+	// cannot read) fails the open, which would otherwise wait for ever.
+	bgErr := make(chan error, 1)
 	po := &cpebble.Options{
 		FS:                 fs,
 		Cache:              cache,
@@ -248,8 +251,14 @@ func openPebble(fs vfs.FS, dir string, opts Options, fault *engineFault) (db *cp
 		FormatMajorVersion: cpebble.FormatNewest,
 		Logger:             pebbleLogger{l: opts.Logger, fault: fault},
 		EventListener: &cpebble.EventListener{
-			DataCorruption:   fault.dataCorruption,
-			BackgroundError:  fault.backgroundError,
+			DataCorruption: fault.dataCorruption,
+			BackgroundError: func(err error) {
+				fault.backgroundError(err)
+				select {
+				case bgErr <- err:
+				default:
+				}
+			},
 			TableStatsLoaded: func(cpebble.TableStatsInfo) { close(statsLoaded) },
 		},
 	}
@@ -268,6 +277,12 @@ func openPebble(fs vfs.FS, dir string, opts Options, fault *engineFault) (db *cp
 	case <-fault.fired:
 		_ = closePebble(db)
 		return nil, fault.failed()
+	case err := <-bgErr:
+		_ = closePebble(db)
+		if ferr := fault.failed(); ferr != nil {
+			return nil, ferr
+		}
+		return nil, fmt.Errorf("kyu/pebble: %s: reading the data files failed: %w", dir, err)
 	}
 	return db, nil
 }

@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,6 +144,19 @@ func TestReadersSeeOnlyDurableState(t *testing.T) {
 				return "", err
 			}
 			return string(j.State), nil
+		},
+	}, {
+		what: "Complete's lost lease",
+		write: func(s *Store, id string) error {
+			_, err := s.RecoverLeases(ctx, backend.MaintenanceParams{Now: t0.Add(2 * time.Minute)})
+			return err
+		},
+		read: func(s *Store, id string) (string, error) {
+			res, err := s.Complete(ctx, backend.CompleteParams{Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: id, Token: 1}}}, Now: t0})
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprint(res.Errors[0]), nil
 		},
 	}, {
 		what:    "List",

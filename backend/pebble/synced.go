@@ -15,8 +15,11 @@ import (
 // store runs; each costs two syncs.
 const markInterval = time.Second
 
-// acceptHint tells, in the errors of a refused Open, how to open anyway.
-const acceptHint = "to start anyway with the data that is there, set Options.AcceptDataLoss (pebble:///path?accept_data_loss=1)"
+// acceptHint tells, in the errors of a refused Open, how to open dir
+// anyway.
+func acceptHint(dir string) string {
+	return fmt.Sprintf("to start anyway with the data that is there, set Options.AcceptDataLoss (in a URL, pebble://%s?accept_data_loss=1)", dir)
+}
 
 // checkDataPresent refuses, before Pebble creates anything, a store whose
 // marker records durable commits but whose data directory is absent or
@@ -31,7 +34,7 @@ func checkDataPresent(fs vfs.FS, dir string, marked uint64, accept bool, log *sl
 	}
 	what := fmt.Sprintf("the data directory %s is empty or absent, but the store had made %d commits durable", fs.PathJoin(dir, dataDir), marked)
 	if !accept {
-		return fmt.Errorf("%w: %s: %s; %s", ErrDataMissing, dir, what, acceptHint)
+		return fmt.Errorf("%w: %s: %s; %s", ErrDataMissing, dir, what, acceptHint(dir))
 	}
 	log.Warn("opening a store that lost its data (AcceptDataLoss): " + what)
 	return nil
@@ -62,7 +65,7 @@ func (s *Store) checkCommits() error {
 	what := fmt.Sprintf("the data files hold %d commits, but the store had made %d durable: "+
 		"acknowledged writes are missing (was the data directory replaced or restored from an older copy?)", s.commits, s.marked)
 	if !s.opts.AcceptDataLoss {
-		return fmt.Errorf("%w: %s: %s; %s", ErrDataMissing, s.dir, what, acceptHint)
+		return fmt.Errorf("%w: %s: %s; %s", ErrDataMissing, s.dir, what, acceptHint(s.dir))
 	}
 	s.log.Warn("opening a store that lost acknowledged writes (AcceptDataLoss): " + what)
 	if err := writeMarker(s.fs, s.dir, s.commits); err != nil {

@@ -3,6 +3,9 @@
 //
 //	pebble:///var/lib/kyu    embedded store in an absolute directory
 //	pebble://kyu-data        embedded store in a relative directory
+//	pebble:///var/lib/kyu?accept_data_loss=1
+//	                         open it even though acknowledged data is
+//	                         missing (pebble.Options.AcceptDataLoss)
 //	/var/lib/kyu, ./data     a bare path: the embedded store there
 //	""                       the default, pebble://kyu-data
 //
@@ -63,7 +66,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (backend.Backend, er
 	switch t.scheme {
 	case schemePebble:
 		opts.Logger.Debug("opening embedded store", "dir", t.dir)
-		b, err := pebble.Open(t.dir, pebble.Options{Logger: opts.Logger})
+		b, err := pebble.Open(t.dir, pebble.Options{Logger: opts.Logger, AcceptDataLoss: t.acceptDataLoss})
 		if err != nil {
 			return nil, fmt.Errorf("backendurl: open embedded store %q: %w", t.dir, err)
 		}

@@ -22,6 +22,7 @@ func TestParse(t *testing.T) {
 		raw     string
 		scheme  string
 		dir     string
+		accept  bool   // acceptDataLoss
 		wantErr string // substring; empty means success
 	}{
 		{raw: "", scheme: "pebble", dir: "kyu-data"},
@@ -31,6 +32,8 @@ func TestParse(t *testing.T) {
 		{raw: "pebble://./data", scheme: "pebble", dir: "./data"},
 		{raw: "PEBBLE:///abs", scheme: "pebble", dir: "/abs"},
 		{raw: "pebble:///with%20space", scheme: "pebble", dir: "/with space"},
+		{raw: "pebble:///abs?accept_data_loss=1", scheme: "pebble", dir: "/abs", accept: true},
+		{raw: "pebble://rel?accept_data_loss=0", scheme: "pebble", dir: "rel"},
 		{raw: "/var/lib/kyu", scheme: "pebble", dir: "/var/lib/kyu"},
 		{raw: "./data", scheme: "pebble", dir: "./data"},
 		{raw: "data dir", scheme: "pebble", dir: "data dir"},
@@ -49,6 +52,8 @@ func TestParse(t *testing.T) {
 		{raw: "pebble://u:secret@dir", wantErr: "user information"},
 		{raw: "pebble://host:99/dir", wantErr: "port is not allowed"},
 		{raw: "pebble:///dir?sync=0", wantErr: "unknown parameters"},
+		{raw: "pebble:///dir?accept_data_loss=1&sync=0", wantErr: "unknown parameters"},
+		{raw: "pebble:///dir?accept_data_loss=yes", wantErr: "want 1 or 0"},
 		{raw: "pebble:///dir#frag", wantErr: "fragment"},
 		{raw: "ftp://host/x", wantErr: `unknown backend scheme "ftp"`},
 		{raw: "://nothing", wantErr: "malformed backend URL"},
@@ -74,8 +79,8 @@ func TestParse(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parse(%q): %v", tt.raw, err)
 			}
-			if got.scheme != tt.scheme || got.dir != tt.dir {
-				t.Fatalf("parse(%q) = scheme %q dir %q, want %q %q", tt.raw, got.scheme, got.dir, tt.scheme, tt.dir)
+			if got.scheme != tt.scheme || got.dir != tt.dir || got.acceptDataLoss != tt.accept {
+				t.Fatalf("parse(%q) = scheme %q dir %q accept %v, want %q %q %v", tt.raw, got.scheme, got.dir, got.acceptDataLoss, tt.scheme, tt.dir, tt.accept)
 			}
 		})
 	}

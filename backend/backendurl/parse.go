@@ -44,6 +44,8 @@ type target struct {
 	scheme string
 	// dir is the embedded store's directory (scheme pebble only).
 	dir string
+	// acceptDataLoss is the pebble URL's accept_data_loss=1.
+	acceptDataLoss bool
 	// url is the parsed URL for the other schemes.
 	url *url.URL
 }
@@ -80,7 +82,11 @@ func parse(raw string) (target, error) {
 		if err != nil {
 			return target{}, err
 		}
-		return target{scheme: schemePebble, dir: dir}, nil
+		accept, err := pebbleAcceptDataLoss(u)
+		if err != nil {
+			return target{}, err
+		}
+		return target{scheme: schemePebble, dir: dir, acceptDataLoss: accept}, nil
 	}
 	if !isKnownScheme(u.Scheme) {
 		return target{}, fmt.Errorf("backendurl: unknown backend scheme %q (want one of %s)", u.Scheme, strings.Join(knownSchemes, ", "))
@@ -98,8 +104,6 @@ func pebbleDir(u *url.URL) (string, error) {
 		return "", errors.New("backendurl: pebble URL: user information is not allowed")
 	case u.Port() != "":
 		return "", fmt.Errorf("backendurl: pebble URL %q: a port is not allowed (pebble:///abs/path or pebble://rel/path)", u.String())
-	case u.RawQuery != "":
-		return "", fmt.Errorf("backendurl: pebble URL %q: unknown parameters %q", u.String(), u.RawQuery)
 	case u.Fragment != "":
 		return "", fmt.Errorf("backendurl: pebble URL %q: a fragment is not allowed", u.String())
 	}
@@ -109,6 +113,30 @@ func pebbleDir(u *url.URL) (string, error) {
 		return "", errors.New("backendurl: pebble URL: missing directory (pebble:///abs/path or pebble://rel/path)")
 	}
 	return dir, nil
+}
+
+// pebbleAcceptDataLoss reads the one parameter a pebble URL takes,
+// accept_data_loss=1 (pebble.Options.AcceptDataLoss).
+func pebbleAcceptDataLoss(u *url.URL) (bool, error) {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err == nil {
+		for k := range q {
+			if k != "accept_data_loss" {
+				err = errors.New("unknown parameters")
+			}
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("backendurl: pebble URL %q: unknown parameters %q (the one parameter is accept_data_loss=1)", u.String(), u.RawQuery)
+	}
+	switch v := q.Get("accept_data_loss"); v {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	default:
+		return false, fmt.Errorf("backendurl: pebble URL: accept_data_loss=%q: want 1 or 0", v)
+	}
 }
 
 // redactOpaque hides a password in a string that did not parse as a URL

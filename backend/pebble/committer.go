@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"encoding/binary"
 	"fmt"
 	"runtime"
 
@@ -21,8 +22,10 @@ type commitGroup struct {
 	// values (and the totals) are written when the committer takes the
 	// group, so a batch of completions writes each counter once.
 	minutes []int64
-	done    chan struct{}
-	err     error
+	// seq is the group's number (Store.commits), set when it is taken.
+	seq  uint64
+	done chan struct{}
+	err  error
 }
 
 type dirtyRef struct {
@@ -64,6 +67,19 @@ func (s *Store) groupSince(mark uint64) *commitGroup {
 	return s.pending
 }
 
+// lastGroup returns the newest group whose writes are not yet durable
+// (the pending one, else the one being committed), or nil when every write
+// queued so far is durable; mu must be held. Groups become durable in
+// order, so once it is, so is everything a reader saw under mu: a reader
+// waits for it before it answers, and never reports a state that a crash
+// could take back. It costs nothing when no write is in flight.
+func (s *Store) lastGroup() *commitGroup {
+	if s.pending != nil {
+		return s.pending
+	}
+	return s.committing
+}
+
 // wait blocks until g is durable (g may be nil: nothing was written).
 func wait(g *commitGroup) error {
 	if g == nil {
@@ -103,13 +119,17 @@ func (s *Store) commitLoop() {
 			s.mu.Unlock()
 			return
 		}
-		s.pending = nil
+		s.pending, s.committing = nil, g
 		s.writeCounters(g)
+		s.commits++
+		g.seq = s.commits
+		_ = g.batch.Set([]byte{prefixCommits}, binary.AppendUvarint(nil, g.seq), nil)
 		s.mu.Unlock()
 
 		err := s.commit(g.batch)
 
 		s.mu.Lock()
+		s.committing = nil
 		if err != nil {
 			err = s.breakStore(err)
 		}
@@ -121,6 +141,11 @@ func (s *Store) commitLoop() {
 		g.err = err
 		close(g.done)
 		if err == nil {
+			s.synced.Store(g.seq)
+			select {
+			case s.markWake <- struct{}{}:
+			default:
+			}
 			for q := range g.wake {
 				s.signal(q)
 			}
@@ -131,7 +156,8 @@ func (s *Store) commitLoop() {
 	}
 }
 
-// commit writes one batch durably.
+// commit writes one batch durably. It fails, too, once Pebble has
+// recorded a failure (engineFault).
 func (s *Store) commit(b *cpebble.Batch) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -140,6 +166,11 @@ func (s *Store) commit(b *cpebble.Batch) (err error) {
 		_ = b.Close()
 	}()
 	if err := s.db.Apply(b, cpebble.Sync); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	// Pebble reports a failed log write or sync through Fatalf and then
+	// returns no error: the write is not durable.
+	if err := s.fault.failed(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil

@@ -17,3 +17,8 @@ var (
 
 // ErrCorrupt: the store's data files are damaged; the error says where.
 var ErrCorrupt = errors.New("kyu/pebble: store is damaged")
+
+// ErrDataMissing: the data files lack writes that the store made durable
+// and acknowledged (the data directory was emptied, replaced or restored
+// from an older copy). Options.AcceptDataLoss opens the store anyway.
+var ErrDataMissing = errors.New("kyu/pebble: acknowledged data is missing")

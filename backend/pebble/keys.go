@@ -17,6 +17,8 @@ import (
 //	'm' + minute[8]           the counters of one minute (Unix seconds, big-endian)
 //	't'                       the counters' totals
 //	'w' + worker id           a worker's registry entry (encodeWorker)
+//	'c'                       the number of groups committed (uvarint;
+//	                          see Options.AcceptDataLoss)
 //
 // The keys from 'l' on are new in format 2.
 const (
@@ -28,6 +30,7 @@ const (
 	prefixMinute   = 'm'
 	prefixTotals   = 't'
 	prefixWorker   = 'w'
+	prefixCommits  = 'c'
 )
 
 // jobID is a job id in its compact binary form (a UUID).

@@ -26,6 +26,13 @@ const formatVersion = 2
 
 const markerHeader = "kyu store"
 
+// The marker's optional third line, "synced N", records that N commits
+// were durable (the prefixCommits key holds the count). It is written a
+// moment after syncs (markLoop) and at Close, so data files that hold
+// fewer commits lost acknowledged writes. A marker without it (older
+// stores) records 0.
+const markerSynced = "synced "
+
 // dirKind is what Open finds in a directory.
 type dirKind int
 
@@ -71,39 +78,54 @@ func inspectDir(fs vfs.FS, dir string) (dirKind, error) {
 // readMarker checks the marker file of an existing store and returns its
 // format version, refusing a newer format than this code knows.
 func readMarker(fs vfs.FS, dir string) (int, error) {
+	v, _, err := readMarkerSynced(fs, dir)
+	return v, err
+}
+
+// readMarkerSynced is readMarker that also returns the count of durable
+// commits the marker records.
+func readMarkerSynced(fs vfs.FS, dir string) (int, uint64, error) {
 	f, err := fs.Open(fs.PathJoin(dir, markerFile))
 	if err != nil {
-		return 0, fmt.Errorf("kyu/pebble: open marker: %w", err)
+		return 0, 0, fmt.Errorf("kyu/pebble: open marker: %w", err)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 4096))
 	_ = f.Close()
 	if err != nil {
-		return 0, fmt.Errorf("kyu/pebble: read marker: %w", err)
+		return 0, 0, fmt.Errorf("kyu/pebble: read marker: %w", err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	bad := fmt.Errorf("%w: %s: the %s marker file is damaged or foreign (%.40q)", ErrNotStore, dir, markerFile, b)
 	if len(lines) < 2 || strings.TrimSpace(lines[0]) != markerHeader {
-		return 0, bad
+		return 0, 0, bad
 	}
 	v, ok := strings.CutPrefix(strings.TrimSpace(lines[1]), "format ")
 	if !ok {
-		return 0, bad
+		return 0, 0, bad
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return 0, bad
+		return 0, 0, bad
 	}
 	if n > formatVersion {
-		return 0, fmt.Errorf("%w: %s has store format %d, but this kyu reads format %d at most; upgrade kyu",
+		return 0, 0, fmt.Errorf("%w: %s has store format %d, but this kyu reads format %d at most; upgrade kyu",
 			ErrNewerFormat, dir, n, formatVersion)
 	}
-	return n, nil
+	var synced uint64
+	if len(lines) > 2 {
+		v, ok := strings.CutPrefix(strings.TrimSpace(lines[2]), markerSynced)
+		if synced, err = strconv.ParseUint(v, 10, 64); !ok || err != nil {
+			return 0, 0, bad
+		}
+	}
+	return n, synced, nil
 }
 
-// writeMarker records dir as a kyu store of the current format, durably
-// (write a temporary file, sync, rename, sync the directory). A temporary
-// file left by a crashed Open is removed first.
-func writeMarker(fs vfs.FS, dir string) error {
+// writeMarker records dir as a kyu store of the current format with
+// synced durable commits, durably (write a temporary file, sync, rename,
+// sync the directory). A temporary file left by a crashed Open is removed
+// first.
+func writeMarker(fs vfs.FS, dir string, synced uint64) error {
 	tmp := fs.PathJoin(dir, markerTemp)
 	if err := fs.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("kyu/pebble: remove stale %s: %w", markerTemp, err)
@@ -112,7 +134,7 @@ func writeMarker(fs vfs.FS, dir string) error {
 	if err != nil {
 		return fmt.Errorf("kyu/pebble: create marker: %w", err)
 	}
-	_, err = fmt.Fprintf(f, "%s\nformat %d\n", markerHeader, formatVersion)
+	_, err = fmt.Fprintf(f, "%s\nformat %d\n%s%d\n", markerHeader, formatVersion, markerSynced, synced)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -129,6 +151,24 @@ func writeMarker(fs vfs.FS, dir string) error {
 		return fmt.Errorf("kyu/pebble: write marker: %w", err)
 	}
 	return nil
+}
+
+// dataMissing reports whether dir's data directory is absent or holds no
+// Pebble files (a LOCK file alone does not count).
+func dataMissing(fs vfs.FS, dir string) (bool, error) {
+	names, err := fs.List(fs.PathJoin(dir, dataDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("kyu/pebble: read directory %s: %w", fs.PathJoin(dir, dataDir), err)
+	}
+	for _, n := range names {
+		if n != "LOCK" && n != "." && n != ".." {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func syncDir(fs vfs.FS, dir string) error {

@@ -61,6 +61,11 @@ func (s *Store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Ti
 		errs[i] = err
 	}
 	g := s.groupSince(mark)
+	if g == nil && slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		// A lease lost to a change not yet durable (a recovery, a
+		// delete) is reported once that change is.
+		g = s.lastGroup()
+	}
 	s.unlock()
 	if err := wait(g); err != nil {
 		return nil, err

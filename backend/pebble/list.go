@@ -20,8 +20,9 @@ const listScanLimit = 5000
 // Only the jobs examined are read, so the first page costs the same
 // however many jobs the store holds. Type and search filters are checked
 // on the records read, at most listScanLimit of them per call. Listed jobs
-// carry no Payload, Result or Logs; jobs whose writes are in flight are
-// returned once those writes are durable.
+// carry no Payload, Result or Logs. List answers once every write in
+// flight when it read is durable, so the page it returns, the jobs it
+// leaves out included, survives a crash.
 func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
 	afterText, err := p.Check()
 	if err != nil {
@@ -59,7 +60,6 @@ func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListRes
 	m := newMergeIter(sets, after, p.Order == backend.NewestFirst)
 	var res backend.ListResult
 	var lastScanned jobID
-	var committing, pending *commitGroup
 	scanned := 0
 	for {
 		id, ok := m.next()
@@ -87,22 +87,13 @@ func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListRes
 			res.NextCursor = p.NextCursor(res.Jobs[len(res.Jobs)-1].ID)
 			break
 		}
-		if e, ok := s.dirty[id]; ok {
-			if e.group == s.pending {
-				pending = e.group
-			} else {
-				committing = e.group
-			}
-		}
 		c := j.Clone()
 		c.Payload, c.Result, c.Logs = nil, nil, nil
 		res.Jobs = append(res.Jobs, c)
 	}
+	g := s.lastGroup()
 	s.unlock()
-	if err := wait(committing); err != nil {
-		return backend.ListResult{}, err
-	}
-	if err := wait(pending); err != nil {
+	if err := wait(g); err != nil {
 		return backend.ListResult{}, err
 	}
 	return res, nil

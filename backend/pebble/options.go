@@ -25,6 +25,17 @@ type Options struct {
 	// 64 MiB. Pebble keeps up to two (one being written, one flushing).
 	MemTableSize uint64
 
+	// AcceptDataLoss opens a store whose data files lack writes it had
+	// acknowledged, which Open otherwise refuses with ErrDataMissing: the
+	// marker file records, shortly after each sync and at Close, how many
+	// commits were durable, and a store that recovers fewer, or whose
+	// data directory is empty, lost data that was not merely in flight.
+	// (Writes lost in a crash before their sync was acknowledged never
+	// count.) With it, Open logs what is missing, takes the data files as
+	// they are and records their state as the new baseline. In a backend
+	// URL: pebble:///path?accept_data_loss=1.
+	AcceptDataLoss bool
+
 	// MaintenanceLimit bounds one Promote, RecoverLeases or ApplyRetention
 	// step called with Limit 0. Zero means 1000.
 	MaintenanceLimit int

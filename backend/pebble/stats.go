@@ -118,7 +118,8 @@ func decodeCounts(b []byte) (processed, failed int64, err error) {
 
 // Stats counts jobs per queue and state from the in-memory per-state
 // sets (exact, O(queues) to read), finds each queue's oldest pending job,
-// and returns the counters of the last p.Minutes minutes.
+// and returns the counters of the last p.Minutes minutes. It answers once
+// every write it counted is durable.
 func (s *Store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
 	if err := p.Check(); err != nil {
 		return backend.Stats{}, err
@@ -130,7 +131,20 @@ func (s *Store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 	if err := s.lockState(); err != nil {
 		return backend.Stats{}, err
 	}
-	defer s.unlock()
+	st, err := s.statsLocked(p)
+	g := s.lastGroup()
+	s.unlock()
+	if err != nil {
+		return backend.Stats{}, err
+	}
+	if err := wait(g); err != nil {
+		return backend.Stats{}, err
+	}
+	return st, nil
+}
+
+// statsLocked reads Stats' answer; mu must be held.
+func (s *Store) statsLocked(p backend.StatsParams) (backend.Stats, error) {
 	var st backend.Stats
 	names := make([]string, 0, len(s.idx.queues))
 	for name := range s.idx.queues {

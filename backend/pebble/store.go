@@ -23,7 +23,6 @@ package pebble
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,10 +38,14 @@ import (
 // backend.Backend; build it with Open.
 type Store struct {
 	dir  string
+	fs   vfs.FS
 	opts Options
 	log  *slog.Logger
 	db   *cpebble.DB
 	lock io.Closer
+	// fault holds a failure Pebble reported from inside itself; the
+	// first operation to see it breaks the store (lockState).
+	fault *engineFault
 
 	// closeMu is held shared by every operation for its whole run and
 	// exclusively by Close, so Close waits for operations in flight.
@@ -63,7 +66,10 @@ type Store struct {
 	writes uint64
 	// pending collects the writes of operations since the committer last
 	// took a group; nil when there are none.
-	pending    *commitGroup
+	pending *commitGroup
+	// committing is the group the committer is writing, until it is
+	// durable; nil between groups.
+	committing *commitGroup
 	commitCond *sync.Cond
 	// left counts the sections under mu that have ended (see entered).
 	left uint64
@@ -79,6 +85,18 @@ type Store struct {
 	records pointReader
 
 	committerDone chan struct{}
+
+	// commits counts the groups taken for commit, under mu; each writes
+	// its number under the prefixCommits key. synced is the number of the
+	// last durable one. markLoop records synced in the marker file
+	// (marked is the value it recorded last) when markWake says it grew,
+	// until markStop; markDone closes when it has stopped.
+	commits  uint64
+	synced   atomic.Uint64
+	marked   uint64
+	markWake chan struct{}
+	markStop chan struct{}
+	markDone chan struct{}
 
 	// entered counts the sections under mu that have begun or are waiting
 	// for mu (lockState). The committer, before it takes a group, waits
@@ -107,7 +125,9 @@ var _ backend.Backend = (*Store)(nil)
 // It refuses, changing nothing, a directory that is not empty and not a kyu
 // store (ErrNotStore), a store written by a newer kyu (ErrNewerFormat) and a
 // store another Store holds (ErrLocked, naming the holder's pid and host).
-// Damaged data files give ErrCorrupt.
+// Damaged data files give ErrCorrupt; data files that lack writes the
+// store had acknowledged (an emptied data directory, an older copy) give
+// ErrDataMissing, unless Options.AcceptDataLoss.
 func Open(dir string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	fs := opts.FS
@@ -145,30 +165,39 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err er
 	if err != nil {
 		return nil, err
 	}
+	log := opts.Logger.With("store", dir)
+	var marked uint64
 	if kind == dirStore {
-		v, err := readMarker(fs, dir)
+		v, synced, err := readMarkerSynced(fs, dir)
 		if err != nil {
 			return nil, err
 		}
+		marked = synced
+		if err := checkDataPresent(fs, dir, marked, opts.AcceptDataLoss, log); err != nil {
+			return nil, err
+		}
 		if v < formatVersion {
-			if err := writeMarker(fs, dir); err != nil {
+			if err := writeMarker(fs, dir, marked); err != nil {
 				return nil, err
 			}
 		}
-	} else if err := writeMarker(fs, dir); err != nil {
+	} else if err := writeMarker(fs, dir, 0); err != nil {
 		return nil, err
 	}
 
-	db, err := openPebble(fs, fs.PathJoin(dir, dataDir), opts)
+	fault := newEngineFault(log)
+	db, err := openPebble(fs, fs.PathJoin(dir, dataDir), opts, fault)
 	if err != nil {
 		return nil, err
 	}
 	s = &Store{
 		dir:           dir,
+		fs:            fs,
 		opts:          opts,
-		log:           opts.Logger.With("store", dir),
+		log:           log,
 		db:            db,
 		lock:          lock,
+		fault:         fault,
 		idx:           newIndexes(),
 		dirty:         make(map[jobID]dirtyEntry),
 		committerDone: make(chan struct{}),
@@ -176,20 +205,34 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err er
 		watchers:      make(map[jobID]map[*subscriber]struct{}),
 		counters:      newCounters(),
 		workers:       make(map[string]*backend.WorkerInfo),
+		marked:        marked,
+		markWake:      make(chan struct{}, 1),
+		markStop:      make(chan struct{}),
+		markDone:      make(chan struct{}),
 	}
 	s.commitCond = sync.NewCond(&s.mu)
 	s.records = pointReader{db: db, prefix: prefixJob}
-	if err := s.rebuild(); err != nil {
+	err = s.rebuild()
+	if err == nil {
+		err = s.checkCommits()
+	}
+	if ferr := fault.failed(); ferr != nil {
+		err = ferr
+	}
+	if err != nil {
 		_ = closePebble(db)
 		return nil, err
 	}
 	go s.commitLoop()
+	go s.markLoop()
 	return s, nil
 }
 
 // openPebble opens the engine, turning a panic on damaged files into an
-// error.
-func openPebble(fs vfs.FS, dir string, opts Options) (db *cpebble.DB, err error) {
+// error. It returns once Pebble has opened every table (to load its
+// statistics), so a damaged table, whichever keys it holds, fails the
+// open with ErrCorrupt instead of breaking the store soon after.
+func openPebble(fs vfs.FS, dir string, opts Options, fault *engineFault) (db *cpebble.DB, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			db, err = nil, fmt.Errorf("%w: %s: opening the data files failed: %v", ErrCorrupt, dir, r)
@@ -197,16 +240,49 @@ func openPebble(fs vfs.FS, dir string, opts Options) (db *cpebble.DB, err error)
 	}()
 	cache := cpebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
+	statsLoaded := make(chan struct{})
+	// A background error while Open waits for the statistics (a table it
+	// cannot read) fails the open, which would otherwise wait for ever.
+	bgErr := make(chan error, 1)
 	po := &cpebble.Options{
 		FS:                 fs,
 		Cache:              cache,
 		MemTableSize:       opts.MemTableSize,
 		FormatMajorVersion: cpebble.FormatNewest,
-		Logger:             pebbleLogger{opts.Logger},
+		Logger:             pebbleLogger{l: opts.Logger, fault: fault},
+		EventListener: &cpebble.EventListener{
+			DataCorruption: fault.dataCorruption,
+			BackgroundError: func(err error) {
+				fault.backgroundError(err)
+				select {
+				case bgErr <- err:
+				default:
+				}
+			},
+			TableStatsLoaded: func(cpebble.TableStatsInfo) { close(statsLoaded) },
+		},
 	}
 	db, err = cpebble.Open(dir, po)
+	if ferr := fault.failed(); ferr != nil {
+		if err == nil {
+			_ = closePebble(db)
+		}
+		return nil, ferr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: opening the data files failed: %w", ErrCorrupt, dir, err)
+	}
+	select {
+	case <-statsLoaded:
+	case <-fault.fired:
+		_ = closePebble(db)
+		return nil, fault.failed()
+	case err := <-bgErr:
+		_ = closePebble(db)
+		if ferr := fault.failed(); ferr != nil {
+			return nil, ferr
+		}
+		return nil, fmt.Errorf("kyu/pebble: %s: reading the data files failed: %w", dir, err)
 	}
 	return db, nil
 }
@@ -240,7 +316,12 @@ func (s *Store) Close() error {
 	s.commitCond.Signal()
 	s.mu.Unlock()
 	<-s.committerDone
-	err := closePebble(s.db)
+	close(s.markStop)
+	<-s.markDone
+	err := s.recordSynced()
+	if cerr := closePebble(s.db); err == nil {
+		err = cerr
+	}
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
 	}
@@ -269,6 +350,11 @@ func (s *Store) end() { s.closeMu.RUnlock() }
 func (s *Store) lockState() error {
 	s.entered.Add(1)
 	s.mu.Lock()
+	if s.broken == nil {
+		if err := s.fault.failed(); err != nil {
+			_ = s.breakStore(err)
+		}
+	}
 	if s.broken != nil {
 		err := s.broken
 		s.unlock()
@@ -304,21 +390,4 @@ func (s *Store) breakStore(err error) error {
 		s.log.Error("store failed", "err", err)
 	}
 	return s.broken
-}
-
-// pebbleLogger sends Pebble's log lines to slog.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error(msg, "component", "pebble", "fatal", true)
-	panic(errors.New("pebble: " + msg))
 }

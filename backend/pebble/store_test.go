@@ -168,7 +168,7 @@ func TestOpenCorruptRecord(t *testing.T) {
 	enqueue(t, s, t0, backend.NewJob{})
 	_ = s.Close()
 	// Write a garbage record with the engine directly.
-	db, err := cpebble.Open(filepath.Join(dir, dataDir), &cpebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	db, err := cpebble.Open(filepath.Join(dir, dataDir), &cpebble.Options{Logger: pebbleLogger{l: slog.New(slog.DiscardHandler), fault: newEngineFault(slog.New(slog.DiscardHandler))}})
 	if err != nil {
 		t.Fatal(err)
 	}

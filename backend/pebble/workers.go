@@ -61,7 +61,8 @@ func (s *Store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorker
 }
 
 // Workers lists the entries not expired at p.Now, by id, marking Dead
-// those silent since their DeadAt.
+// those silent since their DeadAt. It answers once the entries it read
+// are durable.
 func (s *Store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
 	if err := backend.CheckNow(p.Now); err != nil {
 		return nil, err
@@ -82,7 +83,11 @@ func (s *Store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend
 		c.Dead = !p.Now.Before(w.DeadAt)
 		out = append(out, *c)
 	}
+	g := s.lastGroup()
 	s.unlock()
+	if err := wait(g); err != nil {
+		return nil, err
+	}
 	slices.SortFunc(out, func(a, b backend.WorkerInfo) int {
 		switch {
 		case a.ID < b.ID:

@@ -20,3 +20,40 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// batchOver reports whether the JSON array that body holds has more than
+// max items. It counts the commas between the array's items without
+// decoding them, so a batch over the limit costs no more than its bytes;
+// a body that is not a well-formed array is left to the decoder.
+func batchOver(body []byte, max int) bool {
+	depth, commas := 0, 0
+	inString, escaped := false, false
+	for _, c := range body {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+		case ']', '}':
+			depth--
+		case ',':
+			if depth == 1 {
+				if commas++; commas >= max {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

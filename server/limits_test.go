@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -223,5 +225,88 @@ func TestClaimBoundedInBytes(t *testing.T) {
 	tiny.req("POST", "/api/v1/claim", map[string]any{"queues": []string{"big"}, "max": 2}).decode(t, &one)
 	if len(one.Jobs) != 1 || !one.Truncated {
 		t.Fatalf("claim under a bound smaller than one job: %d jobs, truncated %v; want the first job alone", len(one.Jobs), one.Truncated)
+	}
+}
+
+// TestOpenAPILimitsAgree reads every limit out of the served OpenAPI
+// document and sends a request at each (accepted) and one over it
+// (refused).
+func TestOpenAPILimitsAgree(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *server.Config) { c.MaxPayload = 64 << 10; c.MaxBatch = 20 })
+	var doc struct {
+		Components struct {
+			Schemas map[string]json.RawMessage
+		}
+	}
+	e.req("GET", "/api/v1/openapi.json", nil).decode(t, &doc)
+	type schema struct {
+		MaxLength  int                `json:"maxLength"`
+		MaxItems   int                `json:"maxItems"`
+		Maximum    int                `json:"maximum"`
+		MaxBytes   int                `json:"x-kyu-max-bytes"`
+		Items      *schema            `json:"items"`
+		Properties map[string]*schema `json:"properties"`
+		OneOf      []*schema          `json:"oneOf"`
+	}
+	read := func(name string) *schema {
+		var s schema
+		if err := json.Unmarshal(doc.Components.Schemas[name], &s); err != nil {
+			t.Fatalf("schema %s: %v", name, err)
+		}
+		return &s
+	}
+	nj := read("NewJob").Properties
+	limits := map[string]int{
+		"type": nj["type"].MaxLength, "queue": nj["queue"].MaxLength, "title": nj["title"].MaxLength,
+		"unique_key": nj["unique_key"].MaxLength, "tags": nj["tags"].MaxItems, "tag": nj["tags"].Items.MaxLength,
+		"metadata": nj["metadata"].MaxBytes, "payload": nj["payload_b64"].MaxBytes,
+		"batch": read("EnqueueBody").OneOf[1].MaxItems, "claim": read("ClaimRequest").Properties["max"].Maximum,
+	}
+	for what, n := range limits {
+		if n <= 0 {
+			t.Fatalf("the document gives no limit for %s", what)
+		}
+	}
+	if limits["payload"] != 64<<10 || limits["batch"] != 20 {
+		t.Fatalf("the document's payload and batch limits %d and %d are not the server's configured 65536 and 20", limits["payload"], limits["batch"])
+	}
+	word := func(n int) string { return strings.Repeat("a", n) }
+	tags := func(n, size int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%0*d", size, i)
+		}
+		return out
+	}
+	job := func(field string, v any) map[string]any {
+		j := map[string]any{"type": "t", "queue": "limits"}
+		j[field] = v
+		return j
+	}
+	cases := []struct {
+		name       string
+		at, over   any
+		path       string
+		overStatus int
+	}{
+		{"type", job("type", word(limits["type"])), job("type", word(limits["type"]+1)), "/api/v1/jobs", 400},
+		{"queue", job("queue", word(limits["queue"])), job("queue", word(limits["queue"]+1)), "/api/v1/jobs", 400},
+		{"title", job("title", word(limits["title"])), job("title", word(limits["title"]+1)), "/api/v1/jobs", 400},
+		{"unique_key", job("unique_key", word(limits["unique_key"])), job("unique_key", word(limits["unique_key"]+1)), "/api/v1/jobs", 400},
+		{"tags", job("tags", tags(limits["tags"], limits["tag"])), job("tags", tags(limits["tags"]+1, 1)), "/api/v1/jobs", 400},
+		{"tag", job("tags", []string{word(limits["tag"])}), job("tags", []string{word(limits["tag"] + 1)}), "/api/v1/jobs", 400},
+		{"metadata", job("metadata", map[string]string{"k": word(limits["metadata"] - 1)}), job("metadata", map[string]string{"k": word(limits["metadata"])}), "/api/v1/jobs", 400},
+		{"payload", job("payload_b64", make([]byte, limits["payload"])), job("payload_b64", make([]byte, limits["payload"]+1)), "/api/v1/jobs", 400},
+		{"batch", slices.Repeat([]any{job("title", "b")}, limits["batch"]), slices.Repeat([]any{job("title", "b")}, limits["batch"]+1), "/api/v1/jobs", 413},
+		{"claim", map[string]any{"queues": []string{"limits"}, "max": limits["claim"]}, map[string]any{"queues": []string{"limits"}, "max": limits["claim"] + 1}, "/api/v1/claim", 400},
+	}
+	for _, c := range cases {
+		if r := e.req("POST", c.path, c.at); r.status >= 300 {
+			t.Errorf("%s at the document's limit %d: %d %.300s; want it accepted", c.name, limits[c.name], r.status, r.body)
+		}
+		if r := e.req("POST", c.path, c.over); r.status != c.overStatus {
+			t.Errorf("%s one over the document's limit %d: %d %.300s; want %d", c.name, limits[c.name], r.status, r.body, c.overStatus)
+		}
 	}
 }

@@ -1,12 +1,12 @@
 package server
 
 import (
-	"bytes"
+	"bufio"
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/kyuhq/kyu/backend"
-	"github.com/kyuhq/kyu/server/api"
 )
 
 // jobsAnswer builds an answer that lists jobs (a list page, a claim)
@@ -15,23 +15,23 @@ import (
 type jobsAnswer struct {
 	budget int
 	used   int
-	parts  [][]byte
+	jobs   []jobWire
 }
 
-// add encodes jobs in order until the next would take the answer over its
+// add takes jobs in order until the next would take the answer over its
 // budget, and returns how many it took.
 func (a *jobsAnswer) add(jobs []*backend.Job) (int, error) {
 	for i, j := range jobs {
-		b, err := encodeJSON(api.FromJob(j))
+		jw, err := newJobWire(j)
 		if err != nil {
 			return i, err
 		}
-		b = bytes.TrimSuffix(b, []byte("\n"))
-		if len(a.parts) > 0 && a.used+len(b)+1 > a.budget {
+		n := jw.size() + 1
+		if len(a.jobs) > 0 && a.used+n > a.budget {
 			return i, nil
 		}
-		a.used += len(b) + 1
-		a.parts = append(a.parts, b)
+		a.used += n
+		a.jobs = append(a.jobs, jw)
 	}
 	return len(jobs), nil
 }
@@ -39,25 +39,31 @@ func (a *jobsAnswer) add(jobs []*backend.Job) (int, error) {
 // write sends {"jobs":[…]}, with next_cursor when not empty and
 // "truncated":true when set.
 func (a *jobsAnswer) write(w http.ResponseWriter, nextCursor string, truncated bool) {
-	out := make([]byte, 0, a.used+len(nextCursor)+48)
-	out = append(out, `{"jobs":[`...)
-	for i, p := range a.parts {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, p...)
-	}
-	out = append(out, ']')
+	var tail []byte
 	if nextCursor != "" {
 		c, _ := json.Marshal(nextCursor)
-		out = append(out, `,"next_cursor":`...)
-		out = append(out, c...)
+		tail = append(append(tail, `,"next_cursor":`...), c...)
 	}
 	if truncated {
-		out = append(out, `,"truncated":true`...)
+		tail = append(tail, `,"truncated":true`...)
 	}
-	out = append(out, "}\n"...)
+	tail = append(tail, "}\n"...)
+	size := len(`{"jobs":[]`) + len(tail) + a.used
+	if len(a.jobs) > 0 {
+		size-- // a comma between jobs, none after the last
+	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(size))
 	w.WriteHeader(http.StatusOK)
-	w.Write(out)
+	out := bufio.NewWriterSize(w, 32<<10)
+	out.WriteString(`{"jobs":[`)
+	for i := range a.jobs {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		a.jobs[i].writeTo(out)
+	}
+	out.WriteByte(']')
+	out.Write(tail)
+	out.Flush()
 }

@@ -62,10 +62,11 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 	batch := len(trimmed) > 0 && trimmed[0] == '['
 	p := backend.EnqueueParams{Now: now, MaxPayload: s.cfg.MaxPayload}
 	if batch {
-		if batchOver(trimmed, s.cfg.MaxBatch) {
+		n := batchItems(trimmed, s.cfg.MaxBatch)
+		if n > s.cfg.MaxBatch {
 			return errorAnswer(&api.Error{Code: api.CodeTooLarge, Message: "a batch holds at most " + itoa(int64(s.cfg.MaxBatch)) + " jobs", Field: "body"})
 		}
-		var items []api.NewJob
+		items := make([]api.NewJob, 0, n) // decoding appends to it
 		if err := decodeJSON(body, &items); err != nil {
 			// Decode again item by item, to name the item and field.
 			return errorAnswer(locateBatchError(body, err))
@@ -171,7 +172,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.FromJob(j))
+	writeJob(w, j)
 }
 
 // handleList serves GET /api/v1/jobs.
@@ -258,7 +259,7 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if j.State.Final() || timeout == 0 || !s.acquirePoll() {
-		writeJSON(w, http.StatusOK, api.FromJob(j))
+		writeJob(w, j)
 		return
 	}
 	defer s.releasePoll()
@@ -303,7 +304,7 @@ wait:
 			break wait
 		}
 	}
-	writeJSON(w, http.StatusOK, api.FromJob(j))
+	writeJob(w, j)
 }
 
 // handleRetry serves POST /api/v1/jobs/{id}/retry.
@@ -340,7 +341,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request, change string, op
 		return
 	}
 	s.publishJob(j, change)
-	writeJSON(w, http.StatusOK, api.FromJob(j))
+	writeJob(w, j)
 }
 
 // handleDelete serves DELETE /api/v1/jobs/{id}.

@@ -21,12 +21,13 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 	})
 }
 
-// batchOver reports whether the JSON array that body holds has more than
-// max items. It counts the commas between the array's items without
-// decoding them, so a batch over the limit costs no more than its bytes;
-// a body that is not a well-formed array is left to the decoder.
-func batchOver(body []byte, max int) bool {
-	depth, commas := 0, 0
+// batchItems counts the items of the JSON array that body holds, up to
+// max+1 (more than max is all a caller needs to know). It counts the
+// commas between the array's items without decoding them, so a batch
+// over the limit costs no more than its bytes; a body that is not a
+// well-formed array is left to the decoder.
+func batchItems(body []byte, max int) int {
+	depth, items := 0, 0
 	inString, escaped := false, false
 	for _, c := range body {
 		if inString {
@@ -42,18 +43,28 @@ func batchOver(body []byte, max int) bool {
 		}
 		switch c {
 		case '"':
+			if depth == 1 && items == 0 {
+				items = 1
+			}
 			inString = true
 		case '[', '{':
+			if depth == 1 && items == 0 {
+				items = 1
+			}
 			depth++
 		case ']', '}':
 			depth--
 		case ',':
 			if depth == 1 {
-				if commas++; commas >= max {
-					return true
+				if items++; items > max {
+					return items
 				}
+			}
+		default:
+			if depth == 1 && items == 0 && c > ' ' {
+				items = 1
 			}
 		}
 	}
-	return false
+	return items
 }

@@ -257,12 +257,13 @@ func (w *Worker) setFailure(run *jobRun, err error, stack string) {
 	run.failure = w.failItem(run, err, stack)
 }
 
-// failItem builds the backend's record of a failed attempt.
+// failItem builds the backend's record of a failed attempt; its message
+// and stack are made valid text, which every store can keep.
 func (w *Worker) failItem(run *jobRun, err error, stack string) backend.FailItem {
 	item := backend.FailItem{
 		Lease:   run.lease,
-		Message: err.Error(),
-		Stack:   stack,
+		Message: backend.TextOf(err.Error()),
+		Stack:   backend.TextOf(stack),
 		Final:   IsPermanent(err),
 		Cancel:  isCancel(err),
 	}

@@ -102,6 +102,38 @@ func TestWorkerPermanentError(t *testing.T) {
 	}
 }
 
+// TestWorkerFailMessageMadeText: an error message and a panic stack that
+// are not valid text (invalid UTF-8, NUL) are recorded with U+FFFD in
+// their place, so that every store accepts the failure instead of
+// refusing it and leaving the job to run again at lease expiry.
+func TestWorkerFailMessageMadeText(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			if job.Attempt == 1 {
+				panic("bad \xff\x00")
+			}
+			return kyu.Permanent(errors.New("bad \xc3\x28 and \x00"))
+		}),
+		Backoff: kyu.FixedBackoff(0),
+	})
+	id := enqueue(t, c, "garbled", nil, kyu.EnqueueOptions{MaxAttempts: 5})
+	job := waitState(t, c, id, kyu.StateFailed)
+	if len(job.Errors) != 2 {
+		t.Fatalf("errors %+v; want 2", job.Errors)
+	}
+	if got, want := job.Errors[1].Message, "bad \uFFFD( and \uFFFD"; got != want {
+		t.Errorf("message = %q; want %q", got, want)
+	}
+	for _, e := range job.Errors {
+		if !backend.ValidText(e.Message) || !backend.ValidText(e.Stack) {
+			t.Errorf("attempt %d recorded message %q, stack %.80q: not valid text", e.Attempt, e.Message, e.Stack)
+		}
+	}
+}
+
 func TestWorkerRetryAfter(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)

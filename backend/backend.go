@@ -308,7 +308,8 @@ type CompleteParams struct {
 	Now   time.Time
 }
 
-// FailItem ends one attempt with an error.
+// FailItem ends one attempt with an error. Message and Stack are text
+// (ValidText); the Worker makes a handler's error text with TextOf.
 type FailItem struct {
 	Lease   Lease
 	Message string

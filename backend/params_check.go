@@ -40,14 +40,20 @@ func (p *HeartbeatParams) Check() error {
 	return nil
 }
 
-// Check validates failures: Now given and in range, every RetryAt in range.
+// Check validates failures: Now given and in range, every RetryAt in
+// range, every Message and Stack ValidText.
 func (p *FailParams) Check() error {
 	if err := CheckNow(p.Now); err != nil {
 		return err
 	}
 	for i, it := range p.Items {
-		if !InTimeRange(it.RetryAt) {
+		switch {
+		case !InTimeRange(it.RetryAt):
 			return &ValidationError{Index: i, Field: "retry_at", Reason: timeRangeReason}
+		case !ValidText(it.Message):
+			return &ValidationError{Index: i, Field: "message", Reason: textReason}
+		case !ValidText(it.Stack):
+			return &ValidationError{Index: i, Field: "stack", Reason: textReason}
 		}
 	}
 	return nil

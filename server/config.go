@@ -25,6 +25,8 @@ const (
 	DefaultMaxResponseBytes    = 16 << 20
 	DefaultEventInterval       = 5 * time.Second
 	DefaultMaxMetricLabels     = 200
+	DefaultBodyTimeout         = 60 * time.Second
+	DefaultMaxConns            = 4096
 )
 
 // Clock tells the time. Only tests set one (Config.Clock).
@@ -43,8 +45,16 @@ type Config struct {
 	// every /api/ and /metrics request.
 	Token string
 	// Insecure allows a non-loopback Addr without a Token. Without it such
-	// a server refuses to start.
+	// a server refuses to start; with it the server logs a warning.
 	Insecure bool
+	// AllowedHosts are the host names, besides localhost, 127.0.0.1 and
+	// ::1, that a request's Host header may name (any port) when no Token
+	// is set: the name of a proxy in front of the server, say. A server
+	// without a token that listens on loopback, or that has AllowedHosts,
+	// refuses other Host names with 403, so that a web page cannot reach
+	// it under a name of its own (DNS rebinding). With a Token the Host
+	// is not checked.
+	AllowedHosts []string
 	// TLSCertFile and TLSKeyFile, when both set, make the server speak
 	// HTTPS.
 	TLSCertFile string
@@ -79,6 +89,14 @@ type Config struct {
 	// defaults 10s and 2m.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	// BodyTimeout bounds the reading of one request body, from the end of
+	// its headers; default 60s. A body not in by then fails with 408 and
+	// its connection is closed. It does not bound the handling that
+	// follows (long-polls and streams run on).
+	BodyTimeout time.Duration
+	// MaxConns bounds the connections open at once; default 4096. Past it
+	// new connections wait in the listen backlog until one closes.
+	MaxConns int
 	// MaintenanceInterval is how often the server promotes due jobs,
 	// recovers expired leases and applies retention; default 1s, negative
 	// to run no maintenance.
@@ -137,6 +155,12 @@ func (c Config) withDefaults() Config {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
+	}
 	if c.MaintenanceInterval == 0 {
 		c.MaintenanceInterval = DefaultMaintenanceInterval
 	}
@@ -180,6 +204,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("server: refusing to listen on %q without a token: anyone who can reach it could run and delete jobs; set a token (--token or KYU_TOKEN), listen on 127.0.0.1, or pass --insecure", c.Addr)
 	}
 	return nil
+}
+
+// addrHost is the host part of a listen address ("" when it has none).
+func addrHost(addr string) string {
+	host, _, _ := net.SplitHostPort(addr)
+	return host
 }
 
 // isLoopback reports whether host names only this machine.

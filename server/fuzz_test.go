@@ -24,6 +24,7 @@ func fuzzHandler(f *testing.F) http.Handler {
 // fuzzPost sends body to path and fails on a server error.
 func fuzzPost(t *testing.T, h http.Handler, path, body string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest("POST", path, strings.NewReader(body))
+	req.Host = "127.0.0.1" // a server without a token answers loopback names only
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -116,6 +117,8 @@ func FuzzLeaseBodies(f *testing.F) {
 	// Jobs to claim, large enough that a claim of several reaches the
 	// answer's bound.
 	enq := httptest.NewRequest("POST", "/api/v1/jobs", strings.NewReader(`[{"type":"t","payload_b64":"`+strings.Repeat("A", 1400)+`"},{"type":"t","payload_b64":"`+strings.Repeat("A", 1400)+`"},{"type":"t"}]`))
+	enq.Host = "127.0.0.1"
+	enq.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, enq)
 	if rec.Code != http.StatusCreated {

@@ -151,7 +151,7 @@ func (e *env) req(method, path string, body any, headers ...string) reply {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if rd != nil {
+	if rd != nil || (method != "GET" && method != "HEAD") {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if e.token != "" {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -67,9 +66,8 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 			return errorAnswer(&api.Error{Code: api.CodeTooLarge, Message: "a batch holds at most " + itoa(int64(s.cfg.MaxBatch)) + " jobs", Field: "body"})
 		}
 		items := make([]api.NewJob, 0, n) // decoding appends to it
-		if err := decodeJSON(body, &items); err != nil {
-			// Decode again item by item, to name the item and field.
-			return errorAnswer(locateBatchError(body, err))
+		if err := decodeJSON(body, &items, true); err != nil {
+			return errorAnswer(err)
 		}
 		if len(items) == 0 {
 			return errorAnswer(badRequest("body", "an empty array enqueues nothing"))
@@ -85,7 +83,7 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 			return errorAnswer(badRequest("body", "a JSON body is required"))
 		}
 		var one api.NewJob
-		if err := decodeJSON(body, &one); err != nil {
+		if err := decodeJSON(body, &one, false); err != nil {
 			return errorAnswer(err)
 		}
 		nj, err := one.Backend(-1, now)
@@ -120,22 +118,6 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 		out[i] = api.Enqueued{ID: e.ID, State: e.State, Duplicate: e.Duplicate}
 	}
 	return http.StatusCreated, out
-}
-
-// locateBatchError finds which item of a batch body failed to decode,
-// and answers with its index and field; err stands when none does.
-func locateBatchError(body []byte, err error) error {
-	var raws []json.RawMessage
-	if json.Unmarshal(body, &raws) != nil {
-		return err
-	}
-	for i, raw := range raws {
-		var it api.NewJob
-		if ierr := decodeItem(raw, &it, i); ierr != nil {
-			return ierr
-		}
-	}
-	return err
 }
 
 // unbatch drops the item index of a single job's validation error.

@@ -26,7 +26,8 @@ func (s *Server) readOne(w http.ResponseWriter, r *http.Request) (api.OneLease, 
 }
 
 // one runs a batch call for one item and answers its result: 200, or the
-// item's error with its status.
+// item's error with its status (a validation error without the item
+// index, as there is one item).
 func (s *Server) one(w http.ResponseWriter, r *http.Request, op func(now time.Time) (backend.BatchResult, error)) {
 	now, err := s.now(r)
 	if err != nil {
@@ -38,7 +39,7 @@ func (s *Server) one(w http.ResponseWriter, r *http.Request, op func(now time.Ti
 		err = res.Errors[0]
 	}
 	if err != nil {
-		s.fail(w, r, err)
+		s.fail(w, r, unbatch(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, api.ItemResult{OK: true})

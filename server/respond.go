@@ -2,14 +2,20 @@ package server
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"io"
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/server/api"
 )
@@ -88,16 +94,22 @@ func statusOf(code string) int {
 		return http.StatusBadRequest
 	case api.CodeUnauthorized:
 		return http.StatusUnauthorized
+	case api.CodeForbidden:
+		return http.StatusForbidden
 	case api.CodeNotFound:
 		return http.StatusNotFound
 	case api.CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case api.CodeRequestTimeout:
+		return http.StatusRequestTimeout
 	case api.CodeDuplicate, api.CodeLeaseLost, api.CodeJobActive, api.CodeWrongState, api.CodeUniqueKeyHeld, api.CodeIdempotencyConflict:
 		return http.StatusConflict
 	case api.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case api.CodeUnsupportedMedia:
 		return http.StatusUnsupportedMediaType
+	case api.CodeHeadersTooLarge:
+		return http.StatusRequestHeaderFieldsTooLarge
 	case api.CodeNotImplemented:
 		return http.StatusNotImplemented
 	case api.CodeUnavailable, api.CodeClosed:
@@ -108,6 +120,13 @@ func statusOf(code string) int {
 
 // fail answers err from the store or from reading the request.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var unread *bodyError
+	if errors.As(err, &unread) {
+		status, e := unread.answer()
+		s.log.Debug("kyu server: unreadable request body", "method", r.Method, "path", r.URL.Path, "error", err)
+		writeError(w, status, e)
+		return
+	}
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		writeError(w, http.StatusRequestEntityTooLarge, &api.Error{Code: api.CodeTooLarge, Message: "the request body is over the limit of " + itoa(tooBig.Limit) + " bytes"})
@@ -183,65 +202,127 @@ func decodeBody(r *http.Request, v any, allowEmpty bool) error {
 		}
 		return badRequest("body", "a JSON body is required")
 	}
-	return decodeJSON(b, v)
+	return decodeJSON(b, v, false)
 }
 
-// decodeJSON decodes one JSON value strictly.
-func decodeJSON(b []byte, v any) error {
-	return decodeItem(b, v, -1)
+// decodeJSON decodes one JSON value strictly into v: field names match
+// exactly (no case folding), an object names a field once, unknown fields,
+// trailing data and invalid UTF-8 anywhere (payload and result included)
+// are refused. A failure is a validation error naming the field at fault
+// by its path ("type", "items.0.result"); in a batch body (an array of
+// jobs) the leading index is the error's index instead.
+func decodeJSON(b []byte, v any, batch bool) error {
+	// Base64 with line breaks (as MIME encoders write it) stays accepted.
+	err := jsonv2.Unmarshal(b, v, jsonv2.RejectUnknownMembers(true), jsonv1.ParseBytesWithLooseRFC4648(true))
+	if err == nil {
+		return nil
+	}
+	return decodeError(err, batch)
 }
 
-// decodeItem decodes one JSON value strictly into v; a failure is a
-// validation error naming the field at fault and, in a batch, the index.
-func decodeItem(b []byte, v any, index int) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		field, reason := faultyField(b, v, err)
-		e := badRequest(field, reason)
-		if index >= 0 {
-			e.Index = &index
+// decodeError turns a decoding error into a validation error.
+func decodeError(err error, batch bool) *api.Error {
+	var (
+		ptr    jsontext.Pointer
+		reason string
+		se     *jsonv2.SemanticError
+		syn    *jsontext.SyntacticError
+		ve     *backend.ValidationError
+	)
+	switch {
+	case errors.As(err, &syn):
+		ptr = syn.JSONPointer
+		switch {
+		case errors.Is(syn.Err, jsontext.ErrDuplicateName):
+			reason = "duplicate field"
+		case syn.Err != nil && strings.Contains(syn.Err.Error(), "UTF-8"):
+			reason = "invalid UTF-8 in a string (binary payloads and results travel as payload_b64 and result_b64)"
+		default:
+			reason = "malformed JSON: " + strings.TrimPrefix(syn.Error(), "jsontext: ")
 		}
-		return e
+	case errors.As(err, &se):
+		ptr = se.JSONPointer
+		switch {
+		case errors.Is(se.Err, jsonv2.ErrUnknownName):
+			reason = "unknown field (names are case-sensitive)"
+		case errors.As(se.Err, &ve):
+			reason = ve.Reason
+		case se.JSONKind == '0' && se.GoType != nil && goKind(se.GoType) == "an integer":
+			reason = "want an integer within range, not " + string(se.JSONValue)
+		case se.JSONKind != 0 && se.JSONKind != '"' && se.GoType != nil && goKind(se.GoType) == "a string":
+			reason = "want a string, not " + jsonKind(se.JSONKind)
+		case se.Err != nil:
+			reason = se.Err.Error()
+		case se.JSONKind != 0 && se.GoType != nil:
+			reason = "want " + goKind(se.GoType) + ", not " + jsonKind(se.JSONKind)
+		default:
+			reason = strings.TrimPrefix(se.Error(), "json: ")
+		}
+	default:
+		reason = "malformed JSON: " + err.Error()
 	}
-	if dec.More() {
-		return badRequest("body", "trailing data after the JSON value")
-	}
-	return nil
-}
-
-// faultyField finds which field of a JSON object made decoding into v
-// fail, by decoding the fields one at a time into fresh values of v's
-// type; it gives "body" when the value is not an object or no single
-// field fails.
-func faultyField(b []byte, v any, err error) (field, reason string) {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(b, &fields) == nil {
-		for name, raw := range fields {
-			one, _ := json.Marshal(map[string]json.RawMessage{name: raw})
-			fresh := reflect.New(reflect.TypeOf(v).Elem()).Interface()
-			dec := json.NewDecoder(bytes.NewReader(one))
-			dec.DisallowUnknownFields()
-			if ferr := dec.Decode(fresh); ferr != nil {
-				var ve *backend.ValidationError
-				if errors.As(ferr, &ve) {
-					return name, ve.Reason
-				}
-				return name, ferr.Error()
-			}
+	tokens := slices.Collect(ptr.Tokens())
+	index := -1
+	if batch && len(tokens) > 0 {
+		if n, err := strconv.Atoi(tokens[0]); err == nil {
+			index, tokens = n, tokens[1:]
 		}
 	}
-	return jsonField(err), "malformed JSON: " + err.Error()
+	field := strings.Join(tokens, ".")
+	if field == "" {
+		field = "body"
+	}
+	e := badRequest(field, reason)
+	if index >= 0 {
+		e.Index = &index
+	}
+	return e
+}
+
+// jsonKind names a kind of JSON value, for a decoding error.
+func jsonKind(k jsontext.Kind) string {
+	switch k {
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "a boolean"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return k.String()
+}
+
+// goKind names what a Go type holds, for a decoding error.
+func goKind(t reflect.Type) string {
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
+		return "a string"
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "base64 bytes"
+		}
+		return "an array"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.String:
+		return "a string"
+	}
+	return t.String()
 }
 
 // itoa formats an int64.
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// jsonField names the field a decoding error is about, or "body".
-func jsonField(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		return te.Field
-	}
-	return "body"
-}

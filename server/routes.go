@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 
@@ -90,6 +91,9 @@ func (s *Server) buildHandler() http.Handler {
 	for _, rt := range s.routes {
 		h := http.Handler(rt.handle)
 		h = s.instrument(rt.method+" "+rt.path, h)
+		if changesState(rt.method) {
+			h = s.requireJSON(h)
+		}
 		if rt.auth {
 			h = s.requireToken(h)
 		}
@@ -97,7 +101,43 @@ func (s *Server) buildHandler() http.Handler {
 	}
 	// Everything else: JSON 404 and 405 answers instead of the mux's text.
 	mux.Handle("/", s.requireTokenFor(http.HandlerFunc(s.handleUnmatched)))
-	return s.limitBody(mux)
+	h := s.guardBody(mux)
+	h = s.limitBody(h)
+	h = s.checkOrigin(h)
+	h = s.refuseUnclean(h)
+	h = s.limitHeader(h)
+	return s.checkHost(h)
+}
+
+// refuseUnclean answers a path that is not in clean form (with "//", "."
+// or ".." segments) with a JSON 404 naming its clean form, where the mux
+// would redirect with an HTML body. Under /api/ and /metrics it needs the
+// token, as every other answer there does.
+func (s *Server) refuseUnclean(next http.Handler) http.Handler {
+	refuse := s.requireTokenFor(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeNotFound,
+			Message: "no such endpoint: " + r.URL.EscapedPath() + " is not a clean path; its clean form is " + cleanPath(r.URL.EscapedPath())})
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.EscapedPath(); r.Method != http.MethodConnect && p != cleanPath(p) {
+			refuse.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath is p as http.ServeMux matches it: rooted, without "//", "."
+// and ".." segments, keeping a trailing slash.
+func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean
 }
 
 // handleUnmatched answers a path that no route serves: 405 when another

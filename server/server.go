@@ -70,9 +70,12 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's routes as one http.Handler (auth, limits
-// and error answers included), for mounting under another mux or
-// serving with httptest. Start serves the same handler.
+// Handler returns the server's routes as one http.Handler (auth, limits,
+// the Host and cross-origin checks and error answers included), for
+// mounting under another mux or serving with httptest. Start serves the
+// same handler. Without a Token it answers only loopback Host names
+// unless Config.AllowedHosts names more. The body deadline applies where
+// the ResponseWriter lets it be set.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Start listens on Config.Addr and serves in the background, and starts
@@ -89,12 +92,13 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("server: listen: %w", err)
 	}
+	ln = newLimitListener(ln, s.cfg.MaxConns)
 	s.ln = ln
 	s.httpSrv = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    netMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	s.served = make(chan error, 1)
@@ -114,6 +118,9 @@ func (s *Server) Start(ctx context.Context) error {
 	s.startBackground()
 	close(s.ready)
 	s.log.Info("kyu server listening", "addr", ln.Addr().String(), "tls", tls, "auth", s.cfg.Token != "")
+	if s.cfg.Token == "" && !isLoopback(addrHost(s.cfg.Addr)) {
+		s.log.Warn("kyu server: listening beyond loopback without a token (--insecure): anyone who can reach this address can run, change and delete jobs", "addr", ln.Addr().String())
+	}
 	return nil
 }
 

@@ -23,6 +23,12 @@ func (s *Server) handleWakeups(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest("job", "name queues or jobs, not both"))
 		return
 	}
+	for _, name := range queues {
+		if !backend.ValidQueueName(name) {
+			s.fail(w, r, badRequest("queue", fmt.Sprintf("%q is not 1-128 characters of [A-Za-z0-9._:-]", name)))
+			return
+		}
+	}
 	flusher, ok := w.(http.Flusher)
 	if !ok || !s.acquirePoll() {
 		writeError(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeUnavailable, Message: "too many open streams; try again later"})

@@ -252,6 +252,11 @@ func testValidation(t *testing.T, factory Factory) {
 		{"ManyTags", "tags", backend.NewJob{Type: testType, Queue: "q", Tags: tags(backend.MaxTags+1, 1)}},
 		{"LongTag", "tags", backend.NewJob{Type: testType, Queue: "q", Tags: []string{"ok", long(backend.MaxTag + 1)}}},
 		{"LargeMetadata", "metadata", backend.NewJob{Type: testType, Queue: "q", Metadata: map[string]string{"k": long(backend.MaxMetadata - 1), "j": "v"}}},
+		{"TypeNotUTF8", "type", backend.NewJob{Type: "a\xff", Queue: "q"}},
+		{"QueueNotUTF8", "queue", backend.NewJob{Type: testType, Queue: "q\xff"}},
+		{"UniqueKeyNotUTF8", "unique_key", backend.NewJob{Type: testType, Queue: "q", UniqueKey: "k\xc3\x28"}},
+		{"TagNotUTF8", "tags", backend.NewJob{Type: testType, Queue: "q", Tags: []string{"ok", "\xed\xa0\x80"}}},
+		{"MetadataKeyNotUTF8", "metadata", backend.NewJob{Type: testType, Queue: "q", Metadata: map[string]string{"k\xff": "v"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -335,6 +340,24 @@ func testParamChecks(t *testing.T, factory Factory) {
 		before := f.get(j.ID)
 		_, err := f.b.Fail(f.ctx, backend.FailParams{Items: []backend.FailItem{{Lease: lease(j), Message: "x", RetryAt: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)}}, Now: f.now})
 		wantInvalid(t, err, 0, "retry_at")
+		f.unchanged(before, "a refused Fail changes nothing")
+	})
+	t.Run("FailText", func(t *testing.T) {
+		f := start(t, factory)
+		f.enqueueOne(backend.NewJob{})
+		j := f.claimOne()
+		before := f.get(j.ID)
+		for _, c := range []struct {
+			field string
+			item  backend.FailItem
+		}{
+			{"message", backend.FailItem{Lease: lease(j), Message: "bad \xff"}},
+			{"message", backend.FailItem{Lease: lease(j), Message: "nul \x00"}},
+			{"stack", backend.FailItem{Lease: lease(j), Message: "x", Stack: "main.go:1 \xc3\x28"}},
+		} {
+			_, err := f.b.Fail(f.ctx, backend.FailParams{Items: []backend.FailItem{c.item}, Now: f.now})
+			wantInvalid(t, err, 0, c.field)
+		}
 		f.unchanged(before, "a refused Fail changes nothing")
 	})
 }

@@ -148,7 +148,8 @@ func (b *Backend) call(ctx context.Context, method, path string, withNow bool, n
 	if err != nil {
 		return fmt.Errorf("remote: %s %s: %w", method, path, err)
 	}
-	if in != nil {
+	if in != nil || (method != http.MethodGet && method != http.MethodHead) {
+		// The server asks it of every state change, body or not.
 		req.Header.Set("Content-Type", "application/json")
 	}
 	b.authorize(req)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,6 +32,12 @@ type serverFlags struct {
 	tlsCert    string
 	tlsKey     string
 	verbose    bool
+
+	// allowedHosts are Host names taken besides the loopback ones.
+	allowedHosts []string
+	bodyTimeout  time.Duration
+	maxConns     int
+	tokenFile    string
 }
 
 // newServerCommand builds `kyu server`.
@@ -48,14 +55,23 @@ Workers and producers in other processes reach it with the backend URL
 http://ADDR. The embedded store belongs to one process at a time, so
 while the server runs it, everything else goes through the server.
 
-With --token (or KYU_TOKEN) every /api/ and /metrics request needs
-"Authorization: Bearer <token>". Listening beyond loopback without a token
-is refused unless --insecure is given.
+With a token every /api/ and /metrics request needs "Authorization:
+Bearer <token>". Give it in KYU_TOKEN or in a file (--token-file); --token
+puts it on the command line, where other users of the machine see it (ps).
+Listening beyond loopback without a token is refused unless --insecure is
+given, and then logged as a warning.
+
+Without a token, a server on loopback answers only requests whose Host is
+localhost, 127.0.0.1 or [::1] (any port), so that no web page can reach it
+under a name of its own; --allowed-hosts adds names, such as a proxy's.
+Every request that changes state must say Content-Type: application/json,
+and one that a browser marks as coming from another site is refused.
 
 The address it listens on is printed to stdout; logs go to stderr.
 SIGINT or SIGTERM drains requests in flight and stops.`,
 		Example: `  kyu server
-  kyu server --addr 0.0.0.0:7420 --token "$(cat /etc/kyu/token)"
+  kyu server --addr 0.0.0.0:7420 --token-file /etc/kyu/token
+  KYU_TOKEN=... kyu server --addr 0.0.0.0:7420
   kyu server --backend pebble:///var/lib/kyu --tls-cert cert.pem --tls-key key.pem`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -65,8 +81,12 @@ SIGINT or SIGTERM drains requests in flight and stops.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.addr, "addr", server.DefaultAddr, "address to listen on")
 	fl.StringVar(&f.backendURL, "backend", backendurl.DefaultURL, "store to serve, as a URL")
-	fl.StringVar(&f.token, "token", "", "bearer token required on /api/ and /metrics (default $"+tokenEnv+")")
+	fl.StringVar(&f.token, "token", "", "bearer token required on /api/ and /metrics (default $"+tokenEnv+"; shows in ps: prefer $"+tokenEnv+" or --token-file)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token (surrounding white space ignored)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening beyond loopback without a token")
+	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "without a token, Host names to answer besides localhost, 127.0.0.1 and [::1] (a proxy's name; comma-separated or repeated)")
+	fl.DurationVar(&f.bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "time allowed to receive a request body, from the end of its headers")
+	fl.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "connections open at once; more wait in the listen backlog")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
@@ -80,8 +100,8 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if f.token == "" {
-		f.token = os.Getenv(tokenEnv)
+	if err := f.resolveToken(); err != nil {
+		return err
 	}
 	b, err := backendurl.Open(ctx, f.backendURL, backendurl.Options{Logger: log, Token: os.Getenv(tokenEnv)})
 	if err != nil {
@@ -93,7 +113,8 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 		}
 	}()
 	srv, err := server.New(server.Config{
-		Backend: b, Addr: f.addr, Token: f.token, Insecure: f.insecure,
+		Backend: b, Addr: f.addr, Token: f.token, Insecure: f.insecure, AllowedHosts: f.allowedHosts,
+		BodyTimeout: f.bodyTimeout, MaxConns: f.maxConns,
 		TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey, Logger: log,
 	})
 	if err != nil {
@@ -112,4 +133,26 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serverShutdownGrace)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// resolveToken sets f.token from --token, else --token-file, else
+// KYU_TOKEN.
+func (f *serverFlags) resolveToken() error {
+	if f.tokenFile != "" {
+		if f.token != "" {
+			return &UsageError{Err: errors.New("server: give the token once: --token or --token-file")}
+		}
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return &UsageError{Err: fmt.Errorf("server: token file: %w", err)}
+		}
+		f.token = strings.TrimSpace(string(b))
+		if f.token == "" {
+			return &UsageError{Err: fmt.Errorf("server: token file %s is empty", f.tokenFile)}
+		}
+	}
+	if f.token == "" {
+		f.token = os.Getenv(tokenEnv)
+	}
+	return nil
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kyuhq/kyu/backend"
 )
 
 // TestBytesTravelExactly round-trips stored bytes through the wire form of
-// a job, JSON-encoded and decoded, for every kind of payload.
+// a job, JSON-encoded and decoded, for every kind of payload; the wire
+// form is valid UTF-8 whatever the bytes.
 func TestBytesTravelExactly(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"compact JSON":     []byte(`{"a":[1,2],"b":"x"}`),
@@ -21,11 +23,15 @@ func TestBytesTravelExactly(t *testing.T) {
 		"binary":           {0, 1, 2, 0xff},
 		"text":             []byte("plain text"),
 		"number":           []byte(`42`),
+		"JSON, not UTF-8":  []byte("{\"a\":\"\xff\"}"),
 	} {
 		j := &backend.Job{ID: "x", Payload: b, Result: b, Timeout: time.Minute}
 		raw, err := json.Marshal(FromJob(j))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
+		}
+		if !utf8.Valid(raw) {
+			t.Errorf("%s: the wire form is not valid UTF-8: %q", name, raw)
 		}
 		var back Job
 		if err := json.Unmarshal(raw, &back); err != nil {

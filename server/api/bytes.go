@@ -3,12 +3,16 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // splitBytes chooses how stored bytes travel: as JSON when they are a
-// compact JSON value other than null, free of the characters an encoder
-// may escape (<, >, &, U+2028, U+2029), so that any re-encoding keeps them
-// byte for byte and null keeps meaning "none"; as base64 otherwise. Empty bytes travel as neither.
+// compact JSON value other than null, valid UTF-8 (which json.Valid does
+// not check: a raw invalid byte would make the whole answer invalid JSON
+// to other languages' decoders), free of the characters an encoder may
+// escape (<, >, &, U+2028, U+2029), so that any re-encoding keeps them
+// byte for byte and null keeps meaning "none"; as base64 otherwise. Empty
+// bytes travel as neither.
 func splitBytes(b []byte) (raw json.RawMessage, b64 []byte) {
 	if len(b) == 0 {
 		return nil, nil
@@ -21,9 +25,10 @@ func splitBytes(b []byte) (raw json.RawMessage, b64 []byte) {
 
 // TravelsAsJSON reports whether non-empty stored bytes travel as JSON
 // (payload, result) rather than as base64 (payload_b64, result_b64): a
-// compact JSON value other than null, free of <, >, &, U+2028 and U+2029.
+// compact JSON value other than null, valid UTF-8, free of <, >, &, U+2028
+// and U+2029.
 func TravelsAsJSON(b []byte) bool {
-	return json.Valid(b) && !bytes.Equal(b, []byte("null")) && !bytes.ContainsAny(b, "<>&\u2028\u2029") && compact(b)
+	return utf8.Valid(b) && json.Valid(b) && !bytes.Equal(b, []byte("null")) && !bytes.ContainsAny(b, "<>&\u2028\u2029") && compact(b)
 }
 
 // compact reports whether valid JSON holds no whitespace outside its

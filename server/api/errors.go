@@ -26,6 +26,14 @@ const (
 	CodeNotImplemented      = "not_implemented"        // 501
 	CodeUnavailable         = "unavailable"            // 503
 	CodeClosed              = "backend_closed"         // 503
+
+	// CodeForbidden: a Host the server does not answer to, or a
+	// cross-origin state change.
+	CodeForbidden = "forbidden" // 403
+	// CodeRequestTimeout: the request body did not arrive in time.
+	CodeRequestTimeout = "request_timeout" // 408
+	// CodeHeadersTooLarge: the request headers are over the limit.
+	CodeHeadersTooLarge = "headers_too_large" // 431
 )
 
 // Error is the body of every error answer, under the key "error", and the

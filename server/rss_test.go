@@ -26,7 +26,7 @@ import (
 // the worst requests its default limits allow, four at a time, with Go's
 // default GC settings (docs/benchmarks.md). The server inherits the
 // test's environment, so GOMEMLIMIT set for the test applies to it too.
-const rssLimit = 640 << 20
+const rssLimit = 768 << 20
 
 // TestPeakRSS builds the kyu binary, starts `kyu server` over a fresh
 // embedded store for each group of requests, sends it the worst requests

@@ -76,7 +76,8 @@ type Config struct {
 	// counted as their JSON; default 16 MiB. A page stops early, with a
 	// next_cursor right after its last job; a claim stops early, hands the
 	// jobs that do not fit back to their queue and says "truncated". An
-	// answer always holds at least one job, whatever its size.
+	// answer always holds at least one job, whatever its size; the answer
+	// of a single job (get, wait) is not bounded by it.
 	MaxResponseBytes int
 	// MaxLongPolls bounds the requests waiting at once (claims with a wait,
 	// job waits, event streams); default 1024. Past it a claim or a wait

@@ -15,6 +15,16 @@ const (
 	MaxPriority        = 100
 )
 
+// Size limits of a new job's text, in bytes, the same for every store and
+// every caller. Metadata counts the bytes of its keys and values.
+const (
+	MaxType     = 256
+	MaxTitle    = 1 << 10 // 1 KiB
+	MaxTags     = 32
+	MaxTag      = 128
+	MaxMetadata = 64 << 10 // 64 KiB
+)
+
 // ValidQueueName reports whether name is a legal queue name:
 // 1 to 128 characters of [A-Za-z0-9._:-].
 func ValidQueueName(name string) bool {
@@ -140,8 +150,14 @@ func (j *NewJob) prepare(now time.Time, maxPayload int) *ValidationError {
 	switch {
 	case j.Type == "":
 		return invalid("type", "must not be empty")
-	case len(j.Type) > 256:
-		return invalid("type", "longer than 256 bytes")
+	case len(j.Type) > MaxType:
+		return invalid("type", "longer than %d bytes", MaxType)
+	case len(j.Title) > MaxTitle:
+		return invalid("title", "%d bytes is over the maximum of %d", len(j.Title), MaxTitle)
+	case len(j.Tags) > MaxTags:
+		return invalid("tags", "%d tags is over the maximum of %d", len(j.Tags), MaxTags)
+	case MetadataSize(j.Metadata) > MaxMetadata:
+		return invalid("metadata", "%d bytes of keys and values is over the maximum of %d", MetadataSize(j.Metadata), MaxMetadata)
 	case !ValidQueueName(j.Queue):
 		return invalid("queue", "%q is not 1-128 characters of [A-Za-z0-9._:-]", j.Queue)
 	case j.Priority < MinPriority || j.Priority > MaxPriority:
@@ -176,6 +192,9 @@ func (j *NewJob) prepare(now time.Time, maxPayload int) *ValidationError {
 		return invalid("unique_for", "ends "+timeRangeReason)
 	}
 	for _, t := range j.Tags {
+		if len(t) > MaxTag {
+			return invalid("tags", "a tag of %d bytes is over the maximum of %d", len(t), MaxTag)
+		}
 		if !ValidText(t) {
 			return invalid("tags", textReason)
 		}
@@ -186,6 +205,16 @@ func (j *NewJob) prepare(now time.Time, maxPayload int) *ValidationError {
 		}
 	}
 	return nil
+}
+
+// MetadataSize is the size MaxMetadata bounds: the bytes of every key and
+// value.
+func MetadataSize(m map[string]string) int {
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // Record builds the stored Job for a prepared NewJob with the given id.

@@ -20,6 +20,9 @@ const (
 	DefaultMaintenanceInterval = time.Second
 	DefaultIdempotencyTTL      = 10 * time.Minute
 	DefaultIdempotencyEntries  = 10000
+	DefaultIdempotencyBytes    = 64 << 20
+	DefaultMaxBatch            = 10000
+	DefaultMaxResponseBytes    = 16 << 20
 	DefaultEventInterval       = 5 * time.Second
 	DefaultMaxMetricLabels     = 200
 	DefaultBodyTimeout         = 60 * time.Second
@@ -66,6 +69,16 @@ type Config struct {
 	// Default: the base64 length of MaxPayload plus 1 MiB, so that one
 	// payload of the full size fits in either of its encodings.
 	MaxBodyBytes int64
+	// MaxBatch bounds the jobs of one batch enqueue; beyond it the answer
+	// is 413. Default 10000.
+	MaxBatch int
+	// MaxResponseBytes bounds the jobs of one answer to a list or a claim,
+	// counted as their JSON; default 16 MiB. A page stops early, with a
+	// next_cursor right after its last job; a claim stops early, hands the
+	// jobs that do not fit back to their queue and says "truncated". An
+	// answer always holds at least one job, whatever its size; the answer
+	// of a single job (get, wait) is not bounded by it.
+	MaxResponseBytes int
 	// MaxLongPolls bounds the requests waiting at once (claims with a wait,
 	// job waits, event streams); default 1024. Past it a claim or a wait
 	// answers at once, and a new stream is refused with 503.
@@ -89,10 +102,13 @@ type Config struct {
 	// recovers expired leases and applies retention; default 1s, negative
 	// to run no maintenance.
 	MaintenanceInterval time.Duration
-	// IdempotencyTTL and IdempotencyEntries bound the answers remembered
-	// for Idempotency-Key: default 10 minutes and 10000 answers.
+	// IdempotencyTTL, IdempotencyEntries and IdempotencyBytes bound the
+	// answers remembered for Idempotency-Key: default 10 minutes, 10000
+	// answers and 64 MiB of them (the oldest go first). An answer larger
+	// than IdempotencyBytes is not remembered.
 	IdempotencyTTL     time.Duration
 	IdempotencyEntries int
+	IdempotencyBytes   int
 	// EventInterval is how often the event stream reports queue counts and
 	// worker changes; default 5s.
 	EventInterval time.Duration
@@ -154,6 +170,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdempotencyEntries <= 0 {
 		c.IdempotencyEntries = DefaultIdempotencyEntries
+	}
+	if c.IdempotencyBytes <= 0 {
+		c.IdempotencyBytes = DefaultIdempotencyBytes
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	if c.EventInterval <= 0 {
 		c.EventInterval = DefaultEventInterval

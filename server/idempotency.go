@@ -16,14 +16,17 @@ import (
 // enqueues nothing again. It lives in this server process only: a retry
 // that reaches another server, or this one after a restart, runs again
 // (unique keys are the durable way to refuse duplicates). Entries expire
-// after ttl and the oldest go first beyond max.
+// after ttl, and the oldest go first beyond max entries or maxBytes of
+// remembered answers; an answer larger than maxBytes is not remembered.
 type idempotency struct {
-	ttl time.Duration
-	max int
+	ttl      time.Duration
+	max      int
+	maxBytes int
 
 	mu    sync.Mutex
 	byKey map[string]*list.Element
 	order *list.List // of *idemEntry, oldest first
+	bytes int        // the sizes of the entries in order
 }
 
 // idemEntry is one remembered request; done is closed when its answer is
@@ -35,7 +38,12 @@ type idemEntry struct {
 	done    chan struct{}
 	status  int
 	body    []byte
+	size    int // what the entry counts against maxBytes, once answered
 }
+
+// idemOverhead is what an entry costs beside its key and answer: the
+// entry, its list element and its map slot.
+const idemOverhead = 256
 
 // idemAnswer is what to send: the status and body, and whether they are
 // a replay of an earlier answer.
@@ -45,13 +53,14 @@ type idemAnswer struct {
 	replayed bool
 }
 
-func newIdempotency(ttl time.Duration, max int) *idempotency {
-	return &idempotency{ttl: ttl, max: max, byKey: make(map[string]*list.Element), order: list.New()}
+func newIdempotency(ttl time.Duration, max, maxBytes int) *idempotency {
+	return &idempotency{ttl: ttl, max: max, maxBytes: maxBytes, byKey: make(map[string]*list.Element), order: list.New()}
 }
 
 // do returns the remembered answer for key, or runs fn and remembers its
 // answer. The same key with another body is a 409. Server errors (5xx)
-// are not remembered, so a retry runs again.
+// and answers larger than maxBytes are not remembered, so a retry runs
+// again.
 func (c *idempotency) do(ctx context.Context, key string, body []byte, now time.Time, fn func() (int, []byte)) (idemAnswer, error) {
 	sum := sha256.Sum256(body)
 	c.mu.Lock()
@@ -77,13 +86,20 @@ func (c *idempotency) do(ctx context.Context, key string, body []byte, now time.
 	c.mu.Unlock()
 
 	e.status, e.body = fn()
-	if e.status >= http.StatusInternalServerError {
-		c.mu.Lock()
-		if el, ok := c.byKey[key]; ok && el.Value == e {
+	size := len(key) + len(e.body) + idemOverhead
+	c.mu.Lock()
+	if el, ok := c.byKey[key]; ok && el.Value == e {
+		if e.status >= http.StatusInternalServerError || size > c.maxBytes {
 			c.remove(el)
+		} else {
+			e.size = size
+			c.bytes += size
+			for c.bytes > c.maxBytes {
+				c.remove(c.order.Front())
+			}
 		}
-		c.mu.Unlock()
 	}
+	c.mu.Unlock()
 	close(e.done)
 	return idemAnswer{status: e.status, body: e.body}, nil
 }
@@ -100,7 +116,9 @@ func (c *idempotency) evict(now time.Time) {
 
 // remove drops one entry. c.mu is held.
 func (c *idempotency) remove(el *list.Element) {
-	delete(c.byKey, el.Value.(*idemEntry).key)
+	e := el.Value.(*idemEntry)
+	delete(c.byKey, e.key)
+	c.bytes -= e.size
 	c.order.Remove(el)
 }
 

@@ -61,7 +61,11 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 	batch := len(trimmed) > 0 && trimmed[0] == '['
 	p := backend.EnqueueParams{Now: now, MaxPayload: s.cfg.MaxPayload}
 	if batch {
-		var items []api.NewJob
+		n := batchItems(trimmed, s.cfg.MaxBatch)
+		if n > s.cfg.MaxBatch {
+			return errorAnswer(&api.Error{Code: api.CodeTooLarge, Message: "a batch holds at most " + itoa(int64(s.cfg.MaxBatch)) + " jobs", Field: "body"})
+		}
+		items := make([]api.NewJob, 0, n) // decoding appends to it
 		if err := decodeJSON(body, &items, true); err != nil {
 			return errorAnswer(err)
 		}
@@ -150,7 +154,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.FromJob(j))
+	writeJob(w, j)
 }
 
 // handleList serves GET /api/v1/jobs.
@@ -168,13 +172,52 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Limit = n
 	}
-	res, err := s.b.List(r.Context(), p)
-	if err != nil {
+	// The filters are checked here to learn the defaults (the cursor is
+	// the store's to read): the page is read from the store in steps of at
+	// most listStep jobs, and ends early once its jobs reach
+	// MaxResponseBytes, with a cursor right after its last job.
+	cursor := p.Cursor
+	p.Cursor = ""
+	if _, err := p.Check(); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.JobList{Jobs: api.FromJobs(res.Jobs), NextCursor: res.NextCursor})
+	p.Cursor = cursor
+	ans := jobsAnswer{budget: s.cfg.MaxResponseBytes}
+	var next, last string
+	for want := p.Limit; want > 0; {
+		step := p
+		step.Limit = min(want, listStep)
+		res, err := s.b.List(r.Context(), step)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		n, err := ans.add(res.Jobs)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if n > 0 {
+			last = res.Jobs[n-1].ID
+		}
+		if n < len(res.Jobs) {
+			next = p.NextCursor(last)
+			break
+		}
+		next, want = res.NextCursor, want-n
+		// A short step (a store bounds what one call reads) ends the page
+		// as it would have ended it.
+		if next == "" || n < step.Limit {
+			break
+		}
+		p.Cursor = next
+	}
+	ans.write(w, next, false)
 }
+
+// listStep bounds the jobs read from the store at a time for one page.
+const listStep = 200
 
 // handleWait serves GET /api/v1/jobs/{id}/wait?timeout=30s: it answers the
 // job once it is final, or as it is when the timeout (at most MaxWait)
@@ -198,7 +241,7 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if j.State.Final() || timeout == 0 || !s.acquirePoll() {
-		writeJSON(w, http.StatusOK, api.FromJob(j))
+		writeJob(w, j)
 		return
 	}
 	defer s.releasePoll()
@@ -243,7 +286,7 @@ wait:
 			break wait
 		}
 	}
-	writeJSON(w, http.StatusOK, api.FromJob(j))
+	writeJob(w, j)
 }
 
 // handleRetry serves POST /api/v1/jobs/{id}/retry.
@@ -280,7 +323,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request, change string, op
 		return
 	}
 	s.publishJob(j, change)
-	writeJSON(w, http.StatusOK, api.FromJob(j))
+	writeJob(w, j)
 }
 
 // handleDelete serves DELETE /api/v1/jobs/{id}.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -45,26 +46,37 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 	}
 	wait := min(time.Duration(req.Wait), s.cfg.MaxWait)
 	ctx := r.Context()
-	claim := func() ([]*backend.Job, error) {
+	var ans jobsAnswer
+	truncated := false
+	claim := func() (int, error) {
 		now, err := s.now(r)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		p.Now = now
 		res, err := s.b.Claim(ctx, p)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
-		s.noteClaimed(res.Jobs, now)
-		return res.Jobs, nil
+		ans = jobsAnswer{budget: s.cfg.MaxResponseBytes}
+		n, err := ans.add(res.Jobs)
+		if err != nil {
+			n = 0
+		}
+		if rest := res.Jobs[n:]; len(rest) > 0 {
+			s.handBack(ctx, rest, now)
+			truncated = true
+		}
+		s.noteClaimed(res.Jobs[:n], now)
+		return n, err
 	}
-	jobs, err := claim()
+	n, err := claim()
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if len(jobs) > 0 || wait <= 0 || p.Max <= 0 || len(p.Queues) == 0 || !s.acquirePoll() {
-		writeJSON(w, http.StatusOK, api.ClaimResponse{Jobs: api.FromJobs(jobs)})
+	if n > 0 || wait <= 0 || p.Max <= 0 || len(p.Queues) == 0 || !s.acquirePoll() {
+		ans.write(w, "", truncated)
 		return
 	}
 	defer s.releasePoll()
@@ -81,11 +93,11 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 wait:
 	for {
 		// Claim after subscribing too: a job may have come in between.
-		if jobs, err = claim(); err != nil {
+		if n, err = claim(); err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		if len(jobs) > 0 {
+		if n > 0 {
 			break
 		}
 		select {
@@ -99,7 +111,29 @@ wait:
 			break wait
 		}
 	}
-	writeJSON(w, http.StatusOK, api.ClaimResponse{Jobs: api.FromJobs(jobs)})
+	ans.write(w, "", truncated)
+}
+
+// handBack releases claimed jobs that do not fit in the claim's answer
+// (past MaxResponseBytes), so that they go back to their queue at once
+// instead of waiting out a lease no one holds. Release does not count the
+// attempt; it is recorded as interrupted.
+func (s *Server) handBack(ctx context.Context, jobs []*backend.Job, now time.Time) {
+	leases := make([]backend.Lease, len(jobs))
+	for i, j := range jobs {
+		leases[i] = backend.Lease{JobID: j.ID, Token: j.LeaseToken}
+	}
+	res, err := s.b.Release(context.WithoutCancel(ctx), backend.ReleaseParams{Leases: leases, Now: now})
+	if err == nil {
+		for _, e := range res.Errors {
+			if e != nil {
+				err = e
+			}
+		}
+	}
+	if err != nil {
+		s.log.Error("kyu server: hand back the jobs a claim's answer had no room for; they wait for their leases to expire", "jobs", len(jobs), "error", err)
+	}
 }
 
 // handleHeartbeat serves POST /api/v1/leases/heartbeat.

@@ -54,3 +54,51 @@ func headerSize(r *http.Request) int {
 	}
 	return n
 }
+
+// batchItems counts the items of the JSON array that body holds, up to
+// max+1 (more than max is all a caller needs to know). It counts the
+// commas between the array's items without decoding them, so a batch
+// over the limit costs no more than its bytes; a body that is not a
+// well-formed array is left to the decoder.
+func batchItems(body []byte, max int) int {
+	depth, items := 0, 0
+	inString, escaped := false, false
+	for _, c := range body {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			if depth == 1 && items == 0 {
+				items = 1
+			}
+			inString = true
+		case '[', '{':
+			if depth == 1 && items == 0 {
+				items = 1
+			}
+			depth++
+		case ']', '}':
+			depth--
+		case ',':
+			if depth == 1 {
+				if items++; items > max {
+					return items
+				}
+			}
+		default:
+			if depth == 1 && items == 0 && c > ' ' {
+				items = 1
+			}
+		}
+	}
+	return items
+}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/kyuhq/kyu/backend"
 )
 
 // openAPISchemas are the document's component schemas (JSON Schema
@@ -25,6 +27,7 @@ func (s *Server) openAPI() ([]byte, error) {
 	if err := json.Unmarshal(openAPISchemas, &schemas); err != nil {
 		return nil, fmt.Errorf("server: openapi schemas: %w", err)
 	}
+	s.addLimits(schemas)
 	errResp := map[string]any{"description": "An error", "content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}}
 	paths := map[string]map[string]any{}
 	for _, rt := range s.routes {
@@ -90,6 +93,31 @@ func (s *Server) openAPI() ([]byte, error) {
 		},
 	}
 	return encodeJSON(doc)
+}
+
+// addLimits writes the size limits into the schemas: the per-job limits
+// of package backend and this server's configured ones. Sizes are bytes;
+// x-kyu-max-bytes gives a bound that JSON Schema cannot say (the bytes of
+// a payload, the keys and values of metadata together).
+func (s *Server) addLimits(schemas map[string]any) {
+	props := schemas["NewJob"].(map[string]any)["properties"].(map[string]any)
+	set := func(field string, kv ...any) {
+		p := props[field].(map[string]any)
+		for i := 0; i+1 < len(kv); i += 2 {
+			p[kv[i].(string)] = kv[i+1]
+		}
+	}
+	set("type", "maxLength", backend.MaxType)
+	set("queue", "maxLength", 128)
+	set("title", "maxLength", backend.MaxTitle)
+	set("unique_key", "maxLength", 1024)
+	set("tags", "maxItems", backend.MaxTags)
+	props["tags"].(map[string]any)["items"].(map[string]any)["maxLength"] = backend.MaxTag
+	set("metadata", "x-kyu-max-bytes", backend.MaxMetadata, "description", "Keys and values together at most x-kyu-max-bytes bytes")
+	set("payload", "x-kyu-max-bytes", s.cfg.MaxPayload)
+	set("payload_b64", "x-kyu-max-bytes", s.cfg.MaxPayload)
+	batch := schemas["EnqueueBody"].(map[string]any)["oneOf"].([]any)[1].(map[string]any)
+	batch["maxItems"] = s.cfg.MaxBatch
 }
 
 // ref points at a component schema.

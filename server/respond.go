@@ -161,14 +161,15 @@ func readBody(r *http.Request) ([]byte, error) {
 	return readAll(r.Body, r.ContentLength)
 }
 
-// readAll reads r to its end. A declared length (up to 1 MiB; beyond it
-// the buffer grows as the body arrives) sizes the buffer at once, which
-// saves io.ReadAll's regrowths and copies for bodies over 512 bytes.
+// readAll reads r to its end. A declared length sizes the buffer, which
+// saves io.ReadAll's regrowths and copies: up to 1 MiB at once, and the
+// whole declared length once the first MiB has arrived (a declared length
+// alone does not buy a large buffer).
 func readAll(r io.Reader, declared int64) ([]byte, error) {
-	if declared <= 0 || declared > 1<<20 {
+	if declared <= 0 {
 		return io.ReadAll(r)
 	}
-	b := make([]byte, 0, declared+1) // a spare byte to see the end without growing
+	b := make([]byte, 0, min(declared, 1<<20)+1) // a spare byte to see the end without growing
 	for {
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
@@ -178,8 +179,12 @@ func readAll(r io.Reader, declared int64) ([]byte, error) {
 		if err != nil {
 			return b, err
 		}
-		if len(b) == cap(b) { // longer than declared: grow
-			b = append(b, 0)[:len(b)]
+		if len(b) == cap(b) {
+			if int64(len(b)) < declared { // the first MiB came: room for the rest
+				b = append(make([]byte, 0, declared+1), b...)
+			} else { // longer than declared: grow
+				b = append(b, 0)[:len(b)]
+			}
 		}
 	}
 }

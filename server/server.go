@@ -56,7 +56,7 @@ func New(cfg Config) (*Server, error) {
 		polls:    make(chan struct{}, cfg.MaxLongPolls),
 		stopping: make(chan struct{}),
 		ready:    make(chan struct{}),
-		idem:     newIdempotency(cfg.IdempotencyTTL, cfg.IdempotencyEntries),
+		idem:     newIdempotency(cfg.IdempotencyTTL, cfg.IdempotencyEntries, cfg.IdempotencyBytes),
 		events:   newHub(),
 	}
 	s.metrics = newMetrics(s)

@@ -210,6 +210,15 @@ func wantInvalid(t *testing.T, err error, index int, field string) {
 	}
 }
 
+// tags returns n distinct tags of size bytes each (size >= 1).
+func tags(n, size int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = strings.Repeat(string(rune('a'+i%26)), size-1) + string(rune('A'+i/26))
+	}
+	return out
+}
+
 func testValidation(t *testing.T, factory Factory) {
 	long := func(n int) string { return strings.Repeat("k", n) }
 	cases := []struct {
@@ -239,6 +248,10 @@ func testValidation(t *testing.T, factory Factory) {
 		{"UniqueKeyNUL", "unique_key", backend.NewJob{Type: testType, Queue: "q", UniqueKey: "k\x00"}},
 		{"TagNUL", "tags", backend.NewJob{Type: testType, Queue: "q", Tags: []string{"ok", "\x00"}}},
 		{"MetadataNUL", "metadata", backend.NewJob{Type: testType, Queue: "q", Metadata: map[string]string{"k": "v\x00"}}},
+		{"LongTitle", "title", backend.NewJob{Type: testType, Queue: "q", Title: long(backend.MaxTitle + 1)}},
+		{"ManyTags", "tags", backend.NewJob{Type: testType, Queue: "q", Tags: tags(backend.MaxTags+1, 1)}},
+		{"LongTag", "tags", backend.NewJob{Type: testType, Queue: "q", Tags: []string{"ok", long(backend.MaxTag + 1)}}},
+		{"LargeMetadata", "metadata", backend.NewJob{Type: testType, Queue: "q", Metadata: map[string]string{"k": long(backend.MaxMetadata - 1), "j": "v"}}},
 		{"TypeNotUTF8", "type", backend.NewJob{Type: "a\xff", Queue: "q"}},
 		{"QueueNotUTF8", "queue", backend.NewJob{Type: testType, Queue: "q\xff"}},
 		{"UniqueKeyNotUTF8", "unique_key", backend.NewJob{Type: testType, Queue: "q", UniqueKey: "k\xc3\x28"}},
@@ -278,6 +291,9 @@ func testValidation(t *testing.T, factory Factory) {
 			backend.NewJob{UniqueKey: long(1024)},
 			backend.NewJob{Retention: backend.RetainNone},
 			backend.NewJob{Retention: backend.RetainForever},
+			backend.NewJob{Title: long(backend.MaxTitle)},
+			backend.NewJob{Tags: tags(backend.MaxTags, backend.MaxTag)},
+			backend.NewJob{Metadata: map[string]string{"k": long(backend.MaxMetadata - 2), "j": ""}},
 		)
 	})
 

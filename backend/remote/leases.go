@@ -8,15 +8,43 @@ import (
 	"github.com/kyuhq/kyu/server/api"
 )
 
-// Claim leases jobs without waiting: a Worker waits on Subscribe.
+// Claim leases jobs without waiting: a Worker waits on Subscribe. When
+// the server stops an answer early to keep it within its byte bound (it
+// hands the jobs that did not fit back to their queues), Claim claims
+// again for the rest, asking each time for no more jobs than the last
+// answer held, so that few are claimed only to be handed back.
 func (b *Backend) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+	res := backend.ClaimResult{Jobs: []*backend.Job{}}
+	for want := p.Max; ; {
+		step := p
+		step.Max = want
+		got, truncated, err := b.claimOnce(ctx, step)
+		if err != nil {
+			if len(res.Jobs) > 0 {
+				// The jobs claimed already are leased: hand them out.
+				return res, nil
+			}
+			return backend.ClaimResult{}, err
+		}
+		res.Jobs = append(res.Jobs, got...)
+		// Done when all are claimed, or when an answer that was not cut
+		// short was the first or held fewer than asked: nothing is left.
+		if len(got) == 0 || len(res.Jobs) >= p.Max || !truncated && (want == p.Max || len(got) < want) {
+			return res, nil
+		}
+		want = min(len(got), p.Max-len(res.Jobs))
+	}
+}
+
+// claimOnce sends one claim and says whether the server stopped early.
+func (b *Backend) claimOnce(ctx context.Context, p backend.ClaimParams) ([]*backend.Job, bool, error) {
 	if b.closed.Load() {
-		return backend.ClaimResult{}, backend.ErrClosed
+		return nil, false, backend.ErrClosed
 	}
 	// Checked here too: the API gives defaults to absent fields where the
 	// contract refuses them (a zero lease).
 	if err := p.Check(); err != nil {
-		return backend.ClaimResult{}, err
+		return nil, false, err
 	}
 	queues := p.Queues
 	if queues == nil {
@@ -26,13 +54,13 @@ func (b *Backend) Claim(ctx context.Context, p backend.ClaimParams) (backend.Cla
 	in := api.ClaimRequest{Queues: queues, Mode: p.Mode, Weights: p.Weights, Worker: p.WorkerID, Max: &max, Lease: api.Duration(p.Lease)}
 	var out api.ClaimResponse
 	if err := b.call(ctx, "POST", "/api/v1/claim", true, p.Now, in, &out); err != nil {
-		return backend.ClaimResult{}, err
+		return nil, false, err
 	}
-	res := backend.ClaimResult{Jobs: make([]*backend.Job, len(out.Jobs))}
+	jobs := make([]*backend.Job, len(out.Jobs))
 	for i, j := range out.Jobs {
-		res.Jobs[i] = j.Backend()
+		jobs[i] = j.Backend()
 	}
-	return res, nil
+	return jobs, out.Truncated, nil
 }
 
 // Heartbeat extends leases in one request.

@@ -12,6 +12,7 @@ import (
 	"github.com/kyuhq/kyu/backend/pebble"
 	"github.com/kyuhq/kyu/backend/remote"
 	"github.com/kyuhq/kyu/server"
+	"github.com/kyuhq/kyu/server/api"
 )
 
 // testClock is the server's test clock. Every call of the suite that
@@ -109,5 +110,54 @@ func TestErrorsFromTheServer(t *testing.T) {
 	defer noTok.Close()
 	if _, err := noTok.Get(ctx, backend.GetParams{ID: "x"}); err == nil || !strings.Contains(err.Error(), "unauthorized") {
 		t.Errorf("Get with a wrong token: %v; want unauthorized", err)
+	}
+}
+
+// TestLimitsOverHTTP: the limits reach a Go caller over HTTP as clear
+// errors: a too-long title is a *ValidationError naming the field, as
+// with an embedded store; a batch over the server's MaxBatch is the
+// server's payload_too_large. A claim the server stops early at its byte
+// bound is claimed again for the rest, each job once.
+func TestLimitsOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := openRemote(t, startServer(t, func(c *server.Config) { c.MaxBatch = 3; c.MaxResponseBytes = 4000 }))
+	ctx := t.Context()
+	now := time.Now()
+	_, err := b.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{{Type: "t", Title: strings.Repeat("x", backend.MaxTitle+1)}}})
+	var ve *backend.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "title" {
+		t.Fatalf("enqueue of a title over %d bytes: %v; want a *ValidationError on title", backend.MaxTitle, err)
+	}
+	four := make([]backend.NewJob, 4)
+	for i := range four {
+		four[i] = backend.NewJob{Type: "t", Queue: "over"}
+	}
+	_, err = b.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: four})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeTooLarge || !strings.Contains(err.Error(), "at most 3 jobs") {
+		t.Fatalf("enqueue of 4 jobs over a batch limit of 3: %v; want payload_too_large saying the limit", err)
+	}
+	var jobs []backend.NewJob
+	for range 3 {
+		jobs = append(jobs, backend.NewJob{Type: "t", Queue: "big", Payload: []byte(`"` + strings.Repeat("y", 1000) + `"`)})
+	}
+	for range 2 {
+		if _, err := b.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := b.Claim(ctx, backend.ClaimParams{Queues: []string{"big"}, Max: 6, Lease: time.Minute, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, j := range res.Jobs {
+		if seen[j.ID] || j.State != backend.StateActive {
+			t.Fatalf("job %s handed out twice or not active (%s)", j.ID, j.State)
+		}
+		seen[j.ID] = true
+	}
+	if len(seen) != 6 {
+		t.Fatalf("a claim of 6 jobs of 1000 bytes under a bound of 4000 bytes got %d; want all 6 over several answers", len(seen))
 	}
 }

@@ -15,6 +15,10 @@ type ClaimRequest struct {
 }
 
 // ClaimResponse lists the claimed jobs, each with its lease_token.
+// Truncated says the server stopped early to keep the answer within its
+// byte bound: it handed the jobs that did not fit back to their queues,
+// and a claim again may get them.
 type ClaimResponse struct {
-	Jobs []*Job `json:"jobs"`
+	Jobs      []*Job `json:"jobs"`
+	Truncated bool   `json:"truncated,omitempty"`
 }

@@ -114,7 +114,8 @@ type WorkerConfig struct {
 	// MaxLogLines caps the log lines a job keeps (Log, Logf), over all its
 	// attempts: the first ones are kept, the rest counted in
 	// Job.LogsDropped. Default 0: the store's default,
-	// backend.DefaultMaxLogLines (1000).
+	// backend.DefaultMaxLogLines (1000); at most backend.LogLinesLimit
+	// (10,000).
 	MaxLogLines int
 
 	// RegistryInterval is how often the worker refreshes its entry in the
@@ -208,8 +209,8 @@ func (c WorkerConfig) validate() error {
 		return fmt.Errorf("kyu: WorkerConfig.ShutdownGrace %s is over %s", c.ShutdownGrace, MaxShutdownGrace)
 	case c.MaintenanceInterval < 0 || c.MaintenanceInterval > MaxMaintenanceInterval:
 		return fmt.Errorf("kyu: WorkerConfig.MaintenanceInterval %s is outside (0, %s]", c.MaintenanceInterval, MaxMaintenanceInterval)
-	case c.MaxLogLines < 0:
-		return fmt.Errorf("kyu: WorkerConfig.MaxLogLines %d is negative", c.MaxLogLines)
+	case c.MaxLogLines < 0 || c.MaxLogLines > backend.LogLinesLimit:
+		return fmt.Errorf("kyu: WorkerConfig.MaxLogLines %d is outside [0, %d]", c.MaxLogLines, backend.LogLinesLimit)
 	case c.RegistryInterval < 0 || c.RegistryInterval > MaxRegistryInterval:
 		return fmt.Errorf("kyu: WorkerConfig.RegistryInterval %s is outside (0, %s]", c.RegistryInterval, MaxRegistryInterval)
 	case len(c.ID) > 256:

@@ -258,12 +258,13 @@ func (w *Worker) setFailure(run *jobRun, err error, stack string) {
 }
 
 // failItem builds the backend's record of a failed attempt; its message
-// and stack are made valid text, which every store can keep.
+// and stack are made valid text within their size limits, which every
+// store can keep.
 func (w *Worker) failItem(run *jobRun, err error, stack string) backend.FailItem {
 	item := backend.FailItem{
 		Lease:   run.lease,
-		Message: backend.TextOf(err.Error()),
-		Stack:   backend.TextOf(stack),
+		Message: backend.TruncateText(backend.TextOf(err.Error()), backend.MaxFailMessage),
+		Stack:   backend.TruncateText(backend.TextOf(stack), backend.MaxFailStack),
 		Final:   IsPermanent(err),
 		Cancel:  isCancel(err),
 	}

@@ -134,6 +134,31 @@ func TestWorkerFailMessageMadeText(t *testing.T) {
 	}
 }
 
+// TestWorkerFailMessageCut: a handler error over the store's size limit
+// for a failure message is cut to fit, so the failure is recorded (the
+// store would refuse it whole and leave the job active until its lease
+// expired).
+func TestWorkerFailMessageCut(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	long := strings.Repeat("é", backend.MaxFailMessage) // twice the limit in bytes
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			return kyu.Permanent(errors.New(long))
+		}),
+	})
+	id := enqueue(t, c, "verbose", nil, kyu.EnqueueOptions{})
+	job := waitState(t, c, id, kyu.StateFailed)
+	if len(job.Errors) != 1 {
+		t.Fatalf("errors %d; want 1", len(job.Errors))
+	}
+	msg := job.Errors[0].Message
+	if len(msg) > backend.MaxFailMessage || !strings.HasPrefix(long, strings.TrimSuffix(msg, "…")) || !backend.ValidText(msg) {
+		t.Errorf("recorded a message of %d bytes (%.20q…); want the error cut to at most %d bytes", len(msg), msg, backend.MaxFailMessage)
+	}
+}
+
 func TestWorkerRetryAfter(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)

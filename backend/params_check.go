@@ -1,6 +1,9 @@
 package backend
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Check validates a claim before a store acts on it: Now given and in
 // range, a positive Lease whose end is in range, a known Mode, legal queue
@@ -40,8 +43,17 @@ func (p *HeartbeatParams) Check() error {
 	return nil
 }
 
+// Size limits of a failed attempt's record, in bytes: every attempt's is
+// kept, so they bound what a job grows by per attempt. The Worker cuts
+// longer ones to fit (TruncateText).
+const (
+	MaxFailMessage = 8 << 10  // 8 KiB
+	MaxFailStack   = 64 << 10 // 64 KiB
+)
+
 // Check validates failures: Now given and in range, every RetryAt in
-// range, every Message and Stack ValidText.
+// range, every Message and Stack ValidText and within MaxFailMessage and
+// MaxFailStack.
 func (p *FailParams) Check() error {
 	if err := CheckNow(p.Now); err != nil {
 		return err
@@ -52,8 +64,12 @@ func (p *FailParams) Check() error {
 			return &ValidationError{Index: i, Field: "retry_at", Reason: timeRangeReason}
 		case !ValidText(it.Message):
 			return &ValidationError{Index: i, Field: "message", Reason: textReason}
+		case len(it.Message) > MaxFailMessage:
+			return &ValidationError{Index: i, Field: "message", Reason: fmt.Sprintf("%d bytes is over the maximum of %d", len(it.Message), MaxFailMessage)}
 		case !ValidText(it.Stack):
 			return &ValidationError{Index: i, Field: "stack", Reason: textReason}
+		case len(it.Stack) > MaxFailStack:
+			return &ValidationError{Index: i, Field: "stack", Reason: fmt.Sprintf("%d bytes is over the maximum of %d", len(it.Stack), MaxFailStack)}
 		}
 	}
 	return nil

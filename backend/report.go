@@ -7,6 +7,9 @@ const (
 	// DefaultMaxLogLines is the number of log lines kept per job when
 	// ReportParams.MaxLogLines is 0.
 	DefaultMaxLogLines = 1000
+	// LogLinesLimit is the most a caller may set ReportParams.MaxLogLines
+	// to, so one job's log stays under LogLinesLimit*MaxLogLine bytes.
+	LogLinesLimit = 10_000
 	// MaxLogLine and MaxProgressMessage bound one line and one progress
 	// message in bytes; longer ones are refused.
 	MaxLogLine         = 8 << 10
@@ -53,8 +56,8 @@ func (p *ReportParams) Check() error {
 	if err := CheckNow(p.Now); err != nil {
 		return err
 	}
-	if p.MaxLogLines < 0 {
-		return invalid("max_log_lines", "must not be negative")
+	if p.MaxLogLines < 0 || p.MaxLogLines > LogLinesLimit {
+		return invalid("max_log_lines", "%d is outside [0, %d]", p.MaxLogLines, LogLinesLimit)
 	}
 	for i, it := range p.Items {
 		if pr := it.Progress; pr != nil {

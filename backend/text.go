@@ -26,3 +26,21 @@ func TextOf(s string) string {
 
 // textReason is the reason given for text that is not ValidText.
 const textReason = "must be valid UTF-8 without NUL bytes"
+
+// TruncateText cuts s to at most max bytes at a UTF-8 boundary, ending a
+// cut text with "…" (within max), for a record with a size limit, such as
+// a failure's message. It returns s when it fits.
+func TruncateText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	const ellipsis = "…"
+	if max < len(ellipsis) {
+		return ""
+	}
+	cut := max - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}

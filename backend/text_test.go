@@ -19,3 +19,25 @@ func TestTextOf(t *testing.T) {
 		}
 	}
 }
+
+// TestTruncateText: a text over its limit is cut at a rune boundary and
+// ends with an ellipsis, all within the limit; a text that fits is kept.
+func TestTruncateText(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"abcdefghijk", 10, "abcdefg…"},
+		{"ééééé", 8, "éé…"}, // 10 bytes; a cut inside an é moves back
+		{"abc", 2, ""},
+		{"", 0, ""},
+	} {
+		got := TruncateText(c.in, c.max)
+		if got != c.want || len(got) > c.max && c.in != got || !ValidText(got) {
+			t.Errorf("TruncateText(%q, %d) = %q; want %q", c.in, c.max, got, c.want)
+		}
+	}
+}

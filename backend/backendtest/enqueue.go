@@ -354,10 +354,22 @@ func testParamChecks(t *testing.T, factory Factory) {
 			{"message", backend.FailItem{Lease: lease(j), Message: "bad \xff"}},
 			{"message", backend.FailItem{Lease: lease(j), Message: "nul \x00"}},
 			{"stack", backend.FailItem{Lease: lease(j), Message: "x", Stack: "main.go:1 \xc3\x28"}},
+			{"message", backend.FailItem{Lease: lease(j), Message: strings.Repeat("m", backend.MaxFailMessage+1)}},
+			{"stack", backend.FailItem{Lease: lease(j), Message: "x", Stack: strings.Repeat("s", backend.MaxFailStack+1)}},
 		} {
 			_, err := f.b.Fail(f.ctx, backend.FailParams{Items: []backend.FailItem{c.item}, Now: f.now})
 			wantInvalid(t, err, 0, c.field)
 		}
 		f.unchanged(before, "a refused Fail changes nothing")
+		// At the limits, the attempt is recorded as it is.
+		msg, stack := strings.Repeat("m", backend.MaxFailMessage), strings.Repeat("s", backend.MaxFailStack)
+		res, err := f.b.Fail(f.ctx, backend.FailParams{Items: []backend.FailItem{{Lease: lease(j), Message: msg, Stack: stack, Final: true}}, Now: f.now})
+		if err != nil || res.Errors[0] != nil {
+			t.Fatalf("Fail at the size limits: %v %v", err, res.Errors)
+		}
+		got := f.get(j.ID)
+		if n := len(got.Errors); n != 1 || got.Errors[0].Message != msg || got.Errors[0].Stack != stack {
+			t.Fatalf("recorded %d errors; want the one at the limits kept whole", n)
+		}
 	})
 }

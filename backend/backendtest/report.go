@@ -215,6 +215,8 @@ func testReport(t *testing.T, factory Factory) {
 		}
 		_, err := f.b.Report(f.ctx, backend.ReportParams{Items: []backend.ReportItem{good}, MaxLogLines: -1, Now: f.now})
 		wantInvalid(t, err, -1, "max_log_lines")
+		_, err = f.b.Report(f.ctx, backend.ReportParams{Items: []backend.ReportItem{good}, MaxLogLines: backend.LogLinesLimit + 1, Now: f.now})
+		wantInvalid(t, err, -1, "max_log_lines")
 		_, err = f.b.Report(f.ctx, backend.ReportParams{Items: []backend.ReportItem{good}})
 		wantInvalid(t, err, -1, "now")
 		f.unchanged(before, "refused reports change nothing")

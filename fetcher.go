@@ -25,7 +25,8 @@ const fetcherLinger = 100 * time.Microsecond
 // fetcher claims the jobs of one queue: up to min(free slots, batch) per
 // Claim call, whenever slots are free and the queue may hold claimable
 // jobs. It learns that the queue may hold jobs from a full claim, from the
-// backend's wake-up signals and from a poll every PollInterval.
+// backend's wake-up signals (see wakeups) and from a poll every
+// PollInterval.
 type fetcher struct {
 	w     *Worker
 	queue string
@@ -118,14 +119,9 @@ func (f *fetcher) run(ctx context.Context) {
 	// Only this loop hands jobs to handler goroutines.
 	defer close(f.idle)
 	log := f.w.log.With("queue", f.queue)
-	var signals <-chan struct{}
-	sub, err := f.w.b.Subscribe(ctx, backend.SubscribeParams{Queues: []string{f.queue}})
-	if err != nil {
-		log.Warn("kyu: no wake-up signals from the backend; polling only", "error", err)
-	} else {
-		defer sub.Close()
-		signals = sub.C
-	}
+	wakeups := newWakeups(f.w.b, f.queue, log)
+	wakeups.start(ctx)
+	defer wakeups.close()
 	poll := time.NewTicker(f.w.cfg.PollInterval)
 	defer poll.Stop()
 
@@ -199,7 +195,14 @@ func (f *fetcher) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-f.freed:
-		case <-signals:
+		case _, open := <-wakeups.signals():
+			if !open {
+				wakeups.ended(ctx)
+			}
+			more = true
+		case sub := <-wakeups.got:
+			// Signals were missed while there was no subscription.
+			wakeups.adopt(sub)
 			more = true
 		case <-poll.C:
 			more = true

@@ -76,7 +76,9 @@ type WorkerConfig struct {
 	ClaimBatch int
 
 	// PollInterval is how often an idle queue is polled when no wake-up
-	// signal arrives from the backend. Default 1s, at most 1h.
+	// signal arrives from the backend, and so, while the backend gives
+	// none (a subscription that failed is retried every few seconds at
+	// most), how late a new job may start. Default 1s, at most 1h.
 	PollInterval time.Duration
 
 	// ShutdownGrace is how long Shutdown waits for running jobs before it

@@ -30,22 +30,44 @@ type runConns struct {
 type runConn struct {
 	c       rueidis.DedicatedClient
 	release func()
+	// primary is, on a Sentinel store, the address of the primary the
+	// client sent to when the connection was made (see primaryAddr).
+	primary string
 }
 
 // take lends an idle connection, or makes one while fewer than lineCalls
 // exist; it returns nil when all are lent (or the store is closing).
+//
+// On a Sentinel store it never lends a connection made to an earlier
+// primary: after a failover the Sentinel leaves the old primary taking
+// writes for some seconds before it makes it a replica (which drops them),
+// and a connection of ours stays open to it until it fails, while the
+// shared client has moved on. Such connections are released instead.
 func (r *runConns) take(client rueidis.Client) *runConn {
+	// Read before Dedicate: a connection made during a switch may then
+	// be dropped for nothing, never kept for the old primary.
+	primary := primaryAddr(client)
+	var stale []*runConn
+	defer func() {
+		for _, rc := range stale {
+			rc.release()
+		}
+	}()
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
 		return nil
 	}
-	if n := len(r.idle); n > 0 {
+	for n := len(r.idle); n > 0; n = len(r.idle) {
 		rc := r.idle[n-1]
 		r.idle[n-1] = nil
 		r.idle = r.idle[:n-1]
-		r.mu.Unlock()
-		return rc
+		if rc.primary == primary {
+			r.mu.Unlock()
+			return rc
+		}
+		r.made--
+		stale = append(stale, rc)
 	}
 	if r.made >= lineCalls {
 		r.mu.Unlock()
@@ -54,7 +76,19 @@ func (r *runConns) take(client rueidis.Client) *runConn {
 	r.made++
 	r.mu.Unlock()
 	c, release := client.Dedicate()
-	return &runConn{c: c, release: release}
+	return &runConn{c: c, release: release, primary: primary}
+}
+
+// primaryAddr returns the address of the primary a Sentinel store's
+// client sends to now, and "" for any other store.
+func primaryAddr(client rueidis.Client) string {
+	if client.Mode() != rueidis.ClientModeSentinel {
+		return ""
+	}
+	for addr := range client.Nodes() {
+		return addr
+	}
+	return ""
 }
 
 // give takes back a lent connection. One whose call failed (drop) goes

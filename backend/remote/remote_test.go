@@ -26,6 +26,13 @@ func (testClock) Now() time.Time { return time.Date(2030, time.January, 1, 0, 0,
 // loopback port and returns its base URL. change adjusts the Config.
 func startServer(t testing.TB, change func(*server.Config)) string {
 	t.Helper()
+	return "http://" + newServer(t, change).Addr().String()
+}
+
+// newServer starts a kyu server as startServer does, shut down at cleanup
+// unless the test has shut it down before.
+func newServer(t testing.TB, change func(*server.Config)) *server.Server {
+	t.Helper()
 	store, err := pebble.Open(t.TempDir(), pebble.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +56,7 @@ func startServer(t testing.TB, change func(*server.Config)) string {
 			t.Errorf("server Shutdown: %v", err)
 		}
 	})
-	return "http://" + srv.Addr().String()
+	return srv
 }
 
 // openRemote opens the remote backend for url and closes it with the test.

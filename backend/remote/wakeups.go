@@ -124,9 +124,12 @@ func (b *Backend) openStream(ctx, sctx context.Context, q url.Values) (*bufio.Re
 }
 
 // readStream signals on every "wake" event until sctx ends, reopening the
-// stream (with a signal) when it breaks.
+// stream (with a signal) when it breaks: after 100 ms, then doubling up to
+// 5 s. It logs the first failed reopen of a break and the recovery, not
+// every attempt.
 func (b *Backend) readStream(sctx context.Context, r *bufio.Reader, q url.Values, signal func()) {
 	backoff := 100 * time.Millisecond
+	failed := false
 	for sctx.Err() == nil {
 		for r != nil {
 			ev, err := nextEvent(r)
@@ -147,10 +150,15 @@ func (b *Backend) readStream(sctx context.Context, r *bufio.Reader, q url.Values
 		backoff = min(2*backoff, 5*time.Second)
 		nr, err := b.openStream(sctx, sctx, q)
 		if err != nil {
-			if sctx.Err() == nil {
-				b.log.Warn("kyu remote: wake-up stream reopen failed", "error", err)
+			if sctx.Err() == nil && !failed {
+				b.log.Warn("kyu remote: wake-up stream broke and does not reopen yet; retrying", "error", err)
+				failed = true
 			}
 			continue
+		}
+		if failed {
+			b.log.Info("kyu remote: wake-up stream reopened")
+			failed = false
 		}
 		r = nr
 		signal()

@@ -375,7 +375,10 @@ type SubscribeParams struct {
 	Queues []string
 }
 
-// Subscription delivers wake-up signals on C until Close.
+// Subscription delivers wake-up signals on C until Close. A backend may
+// close C when it can no longer deliver signals (its connection is gone
+// for good); a caller then subscribes again, as the Worker does with
+// backoff, and polls meanwhile.
 type Subscription struct {
 	C     <-chan struct{}
 	once  sync.Once

@@ -16,7 +16,7 @@ const memoryLimitEnv = "KYU_MEMORY_LIMIT"
 // garbage collector works harder as the heap nears it, instead of letting
 // it grow to twice what is live. It is soft: a heap that needs more gets
 // more, at the cost of more collection.
-const defaultMemoryLimit = 256 << 20
+const defaultMemoryLimit = 192 << 20
 
 // memoryLimit resolves the soft memory limit of `kyu server`: --memory-limit
 // when given (flagSet), else KYU_MEMORY_LIMIT, else none to set when

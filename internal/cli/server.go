@@ -73,7 +73,7 @@ under a name of its own; --allowed-hosts adds names, such as a proxy's.
 Every request that changes state must say Content-Type: application/json,
 and one that a browser marks as coming from another site is refused.
 
-The Go heap gets a soft limit (--memory-limit, 256MiB by default; GOMEMLIMIT
+The Go heap gets a soft limit (--memory-limit, 192MiB by default; GOMEMLIMIT
 is kept when set): the garbage collector works harder near it rather than
 let the heap grow to twice what is live. The embedded store's memtables
 and block cache are outside it.
@@ -101,7 +101,7 @@ SIGINT or SIGTERM drains requests in flight and stops.`,
 	fl.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "connections open at once; more wait in the listen backlog")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
-	fl.StringVar(&f.memoryLimit, "memory-limit", strconv.Itoa(defaultMemoryLimit>>20)+"MiB", "soft limit on the Go heap, which the garbage collector works to stay under (a size such as 512MiB, or off; default $"+memoryLimitEnv+", else $GOMEMLIMIT, else 256MiB)")
+	fl.StringVar(&f.memoryLimit, "memory-limit", strconv.Itoa(defaultMemoryLimit>>20)+"MiB", "soft limit on the Go heap, which the garbage collector works to stay under: a size such as 512MiB, or off (when not given: $"+memoryLimitEnv+", else $GOMEMLIMIT, else the default)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
 	return cmd
 }

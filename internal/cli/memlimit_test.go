@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -46,5 +49,20 @@ func TestMemoryLimit(t *testing.T) {
 				t.Fatalf("memoryLimit = %d, %q, %v, %v; want %d, %q, %v", got, from, set, err, tc.want, tc.from, tc.set)
 			}
 		})
+	}
+}
+
+// TestServerMemoryLimitFlag checks that `kyu server` refuses a memory
+// limit it cannot read as a usage error, before it opens the store.
+func TestServerMemoryLimitFlag(t *testing.T) {
+	t.Parallel()
+	store := filepath.Join(t.TempDir(), "store")
+	_, _, err := run(t, "server", "--addr", "127.0.0.1:0", "--backend", "pebble://"+store, "--memory-limit", "lots")
+	var usage *UsageError
+	if !errors.As(err, &usage) {
+		t.Fatalf("--memory-limit lots = %v; want a usage error", err)
+	}
+	if _, err := os.Stat(store); !os.IsNotExist(err) {
+		t.Errorf("the store was created (%v); want the flag refused first", err)
 	}
 }

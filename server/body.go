@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -25,7 +26,8 @@ func (s *Server) guardBody(next http.Handler) http.Handler {
 			return
 		}
 		rc := http.NewResponseController(w)
-		br := &bodyReader{body: r.Body}
+		br := &bodyReader{body: r.Body, ctx: r.Context(), gate: s.bodies}
+		defer br.leave()
 		if rc.SetReadDeadline(time.Now().Add(timeout)) == nil {
 			br.rc = rc
 		}
@@ -39,18 +41,34 @@ type bodyReader struct {
 	body io.ReadCloser
 	// rc lifts the read deadline at the body's end; nil when none is set.
 	rc *http.ResponseController
+	// ctx is the request's; a wait at the gate ends with it.
+	ctx context.Context
+	// gate admits the body once read, when it is large; read counts its
+	// bytes and held what it holds of the gate until leave.
+	gate *bodyGate
+	read int64
+	held int64
 }
 
-// Read reads the body, lifts the deadline at its end, and wraps a failed
-// read in a bodyError (except the body limit's, which fail answers 413).
+// Read reads the body, lifts the deadline at its end, waits at the gate
+// there when the body is large, and wraps a failed read in a bodyError
+// (except the body limit's, which fail answers 413).
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
+	b.read += int64(n)
 	switch {
 	case err == nil:
 	case err == io.EOF:
 		if b.rc != nil {
 			b.rc.SetReadDeadline(time.Time{})
 			b.rc = nil
+		}
+		if b.held == 0 && b.read > largeBody {
+			held, gerr := b.gate.enter(b.ctx, b.read)
+			if gerr != nil {
+				return n, &bodyError{err: gerr}
+			}
+			b.held = held
 		}
 	default:
 		var tooBig *http.MaxBytesError
@@ -59,6 +77,12 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// leave gives back what the body holds of the gate.
+func (b *bodyReader) leave() {
+	b.gate.leave(b.held)
+	b.held = 0
 }
 
 // Close closes the body.

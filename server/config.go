@@ -69,6 +69,16 @@ type Config struct {
 	// Default: the base64 length of MaxPayload plus 1 MiB, so that one
 	// payload of the full size fits in either of its encodings.
 	MaxBodyBytes int64
+	// MaxBodyBytesInFlight bounds the bytes of large request bodies (over
+	// 1 MiB each) that handlers work on at once: a request whose large body
+	// has been read waits, before it is decoded, until the bodies in hand
+	// leave room for it (a body over the bound waits for all of it).
+	// Decoding a body and writing what it holds costs a few times its
+	// size, so this bounds the server's memory under large requests.
+	// Bodies are not held back while they arrive, so a slow client delays
+	// no one. Default twice MaxBodyBytes: two of the largest requests at
+	// once.
+	MaxBodyBytesInFlight int64
 	// MaxBatch bounds the jobs of one batch enqueue; beyond it the answer
 	// is 413. Default 10000.
 	MaxBatch int
@@ -143,6 +153,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = int64((c.MaxPayload+2)/3*4) + 1<<20
+	}
+	if c.MaxBodyBytesInFlight <= 0 {
+		c.MaxBodyBytesInFlight = 2 * c.MaxBodyBytes
 	}
 	if c.MaxLongPolls <= 0 {
 		c.MaxLongPolls = DefaultMaxLongPolls

@@ -28,6 +28,9 @@ type Server struct {
 	events     *hub
 	// polls is a semaphore bounding the requests that wait.
 	polls chan struct{}
+	// bodies bounds the large request bodies handled at once; see
+	// Config.MaxBodyBytesInFlight.
+	bodies *bodyGate
 	// stopping is closed when Shutdown begins, ending every wait.
 	stopping     chan struct{}
 	shutdownOnce sync.Once
@@ -54,6 +57,7 @@ func New(cfg Config) (*Server, error) {
 		log:      cfg.Logger,
 		b:        cfg.Backend,
 		polls:    make(chan struct{}, cfg.MaxLongPolls),
+		bodies:   newBodyGate(cfg.MaxBodyBytesInFlight),
 		stopping: make(chan struct{}),
 		ready:    make(chan struct{}),
 		idem:     newIdempotency(cfg.IdempotencyTTL, cfg.IdempotencyEntries, cfg.IdempotencyBytes),

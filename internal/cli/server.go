@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +40,10 @@ type serverFlags struct {
 	bodyTimeout  time.Duration
 	maxConns     int
 	tokenFile    string
+
+	// memoryLimit is --memory-limit; memoryLimitSet says it was given.
+	memoryLimit    string
+	memoryLimitSet bool
 }
 
 // newServerCommand builds `kyu server`.
@@ -67,6 +73,11 @@ under a name of its own; --allowed-hosts adds names, such as a proxy's.
 Every request that changes state must say Content-Type: application/json,
 and one that a browser marks as coming from another site is refused.
 
+The Go heap gets a soft limit (--memory-limit, 192MiB by default; GOMEMLIMIT
+is kept when set): the garbage collector works harder near it rather than
+let the heap grow to twice what is live. The embedded store's memtables
+and block cache are outside it.
+
 The address it listens on is printed to stdout; logs go to stderr.
 SIGINT or SIGTERM drains requests in flight and stops.`,
 		Example: `  kyu server
@@ -75,6 +86,7 @@ SIGINT or SIGTERM drains requests in flight and stops.`,
   kyu server --backend pebble:///var/lib/kyu --tls-cert cert.pem --tls-key key.pem`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.memoryLimitSet = cmd.Flags().Changed("memory-limit")
 			return runServer(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -89,6 +101,7 @@ SIGINT or SIGTERM drains requests in flight and stops.`,
 	fl.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "connections open at once; more wait in the listen backlog")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
+	fl.StringVar(&f.memoryLimit, "memory-limit", strconv.Itoa(defaultMemoryLimit>>20)+"MiB", "soft limit on the Go heap, which the garbage collector works to stay under: a size such as 512MiB, or off (when not given: $"+memoryLimitEnv+", else $GOMEMLIMIT, else the default)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
 	return cmd
 }
@@ -103,6 +116,16 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 	if err := f.resolveToken(); err != nil {
 		return err
 	}
+	limit, from, set, err := memoryLimit(f.memoryLimit, f.memoryLimitSet, os.Getenv)
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	if set {
+		// The limit is the process's; put the previous one back for a
+		// caller that runs the server inside a longer-lived process.
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
+	}
+	log.Debug("kyu server memory limit", "bytes", debug.SetMemoryLimit(-1), "from", from)
 	b, err := backendurl.Open(ctx, f.backendURL, backendurl.Options{Logger: log, Token: os.Getenv(tokenEnv)})
 	if err != nil {
 		return fmt.Errorf("server: %w", err)

@@ -78,3 +78,31 @@ func TestErrorsCrossTheWire(t *testing.T) {
 		t.Error("an unknown error is not internal")
 	}
 }
+
+// TestBackendSharesBytes checks that converting a job or a completion for
+// the store keeps the decoded payload or result rather than copying it: a
+// copy of the largest payload costs its size again in every request.
+func TestBackendSharesBytes(t *testing.T) {
+	t.Parallel()
+	b := []byte{0xff, 0, 1}
+	raw := json.RawMessage(`{"a":1}`)
+	nj, err := NewJob{Type: "t", PayloadB64: b}.Backend(-1, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nr, err := NewJob{Type: "t", Payload: raw}.Backend(-1, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, pair := range map[string][2][]byte{
+		"payload_b64": {nj.Payload, b},
+		"payload":     {nr.Payload, raw},
+		"result_b64":  {CompleteItem{ResultB64: b}.Backend().Result, b},
+		"result":      {CompleteItem{Result: raw}.Backend().Result, raw},
+		"job result":  {(&Job{Result: raw}).Backend().Result, raw},
+	} {
+		if len(pair[0]) == 0 || &pair[0][0] != &pair[1][0] {
+			t.Errorf("%s: the store's form holds a copy of the decoded bytes", name)
+		}
+	}
+}

@@ -55,13 +55,15 @@ func compact(b []byte) bool {
 	return true
 }
 
-// joinBytes is the inverse of splitBytes: b64 wins, then raw.
+// joinBytes is the inverse of splitBytes: b64 wins, then raw. It returns
+// the bytes given, not a copy: they come fresh from decoding, and a copy
+// of a payload or result of the largest size costs its size again.
 func joinBytes(raw json.RawMessage, b64 []byte) []byte {
 	switch {
 	case len(b64) > 0:
-		return bytes.Clone(b64)
+		return b64
 	case len(raw) > 0 && !bytes.Equal(raw, []byte("null")):
-		return bytes.Clone(raw)
+		return raw
 	}
 	return nil
 }

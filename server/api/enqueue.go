@@ -44,7 +44,8 @@ func FromNewJob(j backend.NewJob) NewJob {
 
 // Backend converts the job for the store at now (the base of Delay). It
 // refuses what the store's checks cannot see: both payload forms, both
-// delay and run_at, a negative delay.
+// delay and run_at, a negative delay. The result shares j's payload,
+// tags and metadata: no copy of a payload of the largest size is made.
 func (j NewJob) Backend(index int, now time.Time) (backend.NewJob, error) {
 	switch {
 	case len(j.Payload) > 0 && len(j.PayloadB64) > 0 && string(j.Payload) != "null":

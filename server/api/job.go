@@ -78,7 +78,8 @@ func FromJobs(js []*backend.Job) []*Job {
 	return out
 }
 
-// Backend converts a job from the wire back to the stored form.
+// Backend converts a job from the wire back to the stored form. The
+// result shares j's payload, result, tags and metadata.
 func (j *Job) Backend() *backend.Job {
 	return &backend.Job{
 		ID: j.ID, Type: j.Type, Queue: j.Queue, Payload: joinBytes(j.Payload, j.PayloadB64),

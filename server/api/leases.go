@@ -60,7 +60,7 @@ type CompleteItem struct {
 	ResultB64 []byte          `json:"result_b64,omitempty"`
 }
 
-// Backend converts the item for the store.
+// Backend converts the item for the store. The result shares c's result.
 func (c CompleteItem) Backend() backend.CompleteItem {
 	return backend.CompleteItem{Lease: c.Lease.Backend(), Result: joinBytes(c.Result, c.ResultB64)}
 }

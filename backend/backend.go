@@ -263,10 +263,10 @@ const (
 
 // ClaimParams asks for up to Max jobs.
 type ClaimParams struct {
-	Queues   []string
-	Mode     ClaimMode // default ClaimStrict
-	Weights  map[string]int
-	Max      int
+	Queues  []string
+	Mode    ClaimMode // default ClaimStrict
+	Weights map[string]int
+	Max     int
 	// MaxBytes bounds the payload bytes of the claimed jobs (0 or less:
 	// no bound); the first job is taken whatever its size (see "Claim
 	// budget" in the package doc).

@@ -280,8 +280,8 @@ func TestClaimPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const types = "timestamptz, text, int, text, timestamptz"
-	const args = `'2026-01-01T00:00:00Z', 'q1', 50, 'w', '2026-01-01T01:00:00Z'`
+	const types = "timestamptz, text, int, text, timestamptz, bigint, boolean"
+	const args = `'2026-01-01T00:00:00Z', 'q1', 50, 'w', '2026-01-01T01:00:00Z', 16777216, false`
 	for _, what := range []string{"no statistics", "analysed"} {
 		if what == "analysed" {
 			if _, err := s.pool.Exec(ctx, `ANALYZE `+s.schema+`.jobs`); err != nil {

@@ -195,28 +195,42 @@ const sqlDelete = `WITH d AS (
 ), {{keys d}}
 SELECT count(*) FROM d`
 
-// sqlClaim: $1 now, $2 queue, $3 max, $4 worker id, $5 lease expiry.
-// Leases up to $3 pending jobs of one queue in claim order, skipping rows
-// other claimers hold and jobs past their deadline; nothing when the queue
-// is paused (one lookup per statement, not per row). The update finds
-// the rows it locked by their tuple ids (ctid) in an array: a TID scan
-// reads each row straight from its page, with no lookup in the primary
-// key, and the rows cannot move while the lock is held (a join with c
-// instead would, under a generic plan that guesses LIMIT $3 keeps a tenth
-// of the queue, hash every row of the table once it has statistics).
+// sqlClaim: $1 now, $2 queue, $3 max, $4 worker id, $5 lease expiry, $6
+// payload bytes left in the claim's budget (NULL for no bound), $7 whether
+// earlier queues of the claim took jobs. Leases up to $3 pending jobs of
+// one queue in claim order, skipping rows other claimers hold and jobs
+// past their deadline; nothing when the queue is paused (one lookup per
+// statement, not per row). It stops before the first job whose payload
+// (octet_length, which reads a stored value's size without fetching it)
+// would take the running sum over $6, unless it is the first job of the
+// claim: the rows locked but not updated are left as they were, and freed
+// at commit. The update finds the rows it locked by their tuple ids (ctid)
+// in an array: a TID scan reads each row straight from its page, with no
+// lookup in the primary key, and the rows cannot move while the lock is
+// held (a join with c instead would, under a generic plan that guesses
+// LIMIT $3 keeps a tenth of the queue, hash every row of the table once it
+// has statistics). Returns the claimed jobs, each row ending in whether
+// the claim stopped for the budget; when it claimed none, one row of
+// NULLs with that flag.
 const sqlClaim = `WITH c AS (
-	SELECT ctid FROM {{s}}.jobs
+	SELECT ctid, priority, run_at, id, octet_length(payload) AS size FROM {{s}}.jobs
 	WHERE state = 'pending' AND queue = $2 AND (deadline IS NULL OR deadline > $1)
 		AND NOT EXISTS (SELECT 1 FROM {{s}}.queues q WHERE q.name = $2 AND q.paused)
 	ORDER BY priority DESC, run_at, id
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
+), b AS (
+	SELECT ctid, $6::bigint IS NULL OR sum(size) OVER w <= $6 OR (row_number() OVER w = 1 AND NOT $7::boolean) AS fits
+	FROM c
+	WINDOW w AS (ORDER BY priority DESC, run_at, id ROWS UNBOUNDED PRECEDING)
+), u AS (
+	UPDATE {{s}}.jobs j
+	SET state = 'active', attempt = j.attempt + 1, lease_token = j.lease_token + 1,
+		worker_id = $4, started_at = $1, lease_expires_at = $5
+	WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM b WHERE fits))
+	RETURNING {{cols j}}
 )
-UPDATE {{s}}.jobs j
-SET state = 'active', attempt = j.attempt + 1, lease_token = j.lease_token + 1,
-	worker_id = $4, started_at = $1, lease_expires_at = $5
-WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM c))
-RETURNING {{cols j}}`
+SELECT u.*, x.stopped FROM (SELECT EXISTS (SELECT 1 FROM b WHERE NOT fits) AS stopped) x LEFT JOIN u ON true`
 
 // sqlStep: $1 now, $2 queues (NULL for every queue), $3 limit, $4 channel.
 // Promotes due scheduled and retry jobs to pending and cancels waiting jobs

@@ -37,23 +37,32 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	}
 	expires := p.Now.Add(p.Lease)
 	worker := nullText(p.WorkerID)
-	// left is the payload bytes the claim may still take (nil: no bound).
-	left := func(jobs []*backend.Job) *int64 {
+	// query claims from one queue, the jobs given claimed already; with a
+	// budget it says whether the claim stopped for it.
+	query := func(q string, claimed []*backend.Job) (string, []any) {
 		if p.MaxBytes <= 0 {
-			return nil
+			return s.sqls.claim, []any{p.Now, q, p.Max - len(claimed), worker, expires}
 		}
-		n := int64(p.MaxBytes)
-		for _, j := range jobs {
-			n -= int64(len(j.Payload))
+		left := int64(p.MaxBytes)
+		for _, j := range claimed {
+			left -= int64(len(j.Payload))
 		}
-		return &n
+		return s.sqls.claimBounded, []any{p.Now, q, p.Max - len(claimed), worker, expires, left, len(claimed) > 0}
+	}
+	collect := func(rows pgx.Rows) ([]*backend.Job, bool, error) {
+		if p.MaxBytes <= 0 {
+			jobs, err := collectJobs(rows)
+			return jobs, false, err
+		}
+		return collectClaimed(rows)
 	}
 
 	// One round trip for the common case: the step and the first queue's
 	// claim go together in a pipeline.
 	batch := &pgx.Batch{}
 	batch.Queue(s.sqls.step, p.Now, queues, s.opts.MaintenanceLimit, s.channel)
-	batch.Queue(s.sqls.claim, p.Now, queues[0], p.Max, worker, expires, left(nil), false)
+	sql, args := query(queues[0], nil)
+	batch.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, batch)
 	var promoted, cancelled, notified int64
 	if err := br.QueryRow().Scan(&promoted, &cancelled, &notified); err != nil {
@@ -65,7 +74,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		br.Close()
 		return backend.ClaimResult{}, s.wrap("claim", err)
 	}
-	jobs, stopped, err := collectClaimed(rows)
+	jobs, stopped, err := collect(rows)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -78,10 +87,11 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		if len(jobs) >= p.Max || stopped {
 			break
 		}
-		rows, err := s.pool.Query(ctx, s.sqls.claim, p.Now, q, p.Max-len(jobs), worker, expires, left(jobs), len(jobs) > 0)
+		sql, args := query(q, jobs)
+		rows, err := s.pool.Query(ctx, sql, args...)
 		var more []*backend.Job
 		if err == nil {
-			more, stopped, err = collectClaimed(rows)
+			more, stopped, err = collect(rows)
 		}
 		if err != nil {
 			s.handBack(ctx, append(jobs, more...), p.Now)
@@ -142,7 +152,7 @@ func collectJobs(rows pgx.Rows) ([]*backend.Job, error) {
 	return jobs, bad
 }
 
-// collectClaimed reads the rows of sqlClaim and closes them: the jobs,
+// collectClaimed reads the rows of sqlClaimBounded and closes them: the jobs,
 // and whether the claim stopped for its byte budget. A row that does not
 // decode is skipped and its error returned beside the good jobs.
 func collectClaimed(rows pgx.Rows) ([]*backend.Job, bool, error) {

@@ -69,6 +69,16 @@
 //     already be deleted under RetainNone). RetryQueue and
 //     Purge act on the oldest jobs (by id) first. Delete and Purge never
 //     touch an active job.
+//   - Claim budget. With ClaimParams.MaxBytes > 0, Claim takes jobs in the
+//     order it claims them (queue by queue as Mode gives, each queue in the
+//     order above) and stops before the first job whose payload would take
+//     the payload bytes claimed so far over MaxBytes; only payload bytes
+//     count (len(Payload), the bulk of a job, which every store knows
+//     without reading the payload). The first job of a claim is always
+//     taken, whatever its size, so a job larger than the budget is still
+//     handed out. A job the claim stops before is not touched (no attempt,
+//     no lease), nor is any job after it, also in later queues; the claim
+//     reports Truncated, and the next claim takes it first.
 //   - Pause. Claim hands out nothing from a paused queue, in both modes;
 //     everything else (enqueue, promotion, finishing active jobs) goes on.
 //   - Reports. Report needs a live lease as Complete does. Progress
@@ -253,10 +263,14 @@ const (
 
 // ClaimParams asks for up to Max jobs.
 type ClaimParams struct {
-	Queues   []string
-	Mode     ClaimMode // default ClaimStrict
-	Weights  map[string]int
-	Max      int
+	Queues  []string
+	Mode    ClaimMode // default ClaimStrict
+	Weights map[string]int
+	Max     int
+	// MaxBytes bounds the payload bytes of the claimed jobs (0 or less:
+	// no bound); the first job is taken whatever its size (see "Claim
+	// budget" in the package doc).
+	MaxBytes int
 	Lease    time.Duration
 	WorkerID string
 	Now      time.Time
@@ -266,6 +280,10 @@ type ClaimParams struct {
 // priority; each is active and carries its lease.
 type ClaimResult struct {
 	Jobs []*Job
+	// Truncated says the claim stopped early because of a byte bound
+	// (MaxBytes, or the answer bound of a remote server): claimable jobs
+	// were left behind, and claiming again may get them.
+	Truncated bool
 }
 
 // Lease names one claim on one job.

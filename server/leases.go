@@ -15,6 +15,11 @@ const (
 	maxClaimBatch = 1000
 	// pollEvery bounds how long a waiting claim trusts wake-ups alone.
 	pollEvery = time.Second
+	// claimJobFields is room left in a claim's answer, per job asked for,
+	// for a job's fields beside its payload (its id, times, lease, queue
+	// and type take a few hundred bytes), so that the payload bytes the
+	// store claims fit in MaxResponseBytes with their jobs' fields.
+	claimJobFields = 512
 )
 
 // handleClaim serves POST /api/v1/claim: it claims at once, and when
@@ -44,6 +49,14 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest("wait", "must not be negative"))
 		return
 	}
+	if req.MaxBytes < 0 {
+		s.fail(w, r, badRequest("max_bytes", "must not be negative"))
+		return
+	}
+	p.MaxBytes = s.claimBudget(p.Max)
+	if req.MaxBytes > 0 {
+		p.MaxBytes = min(p.MaxBytes, req.MaxBytes)
+	}
 	wait := min(time.Duration(req.Wait), s.cfg.MaxWait)
 	ctx := r.Context()
 	var ans jobsAnswer
@@ -64,7 +77,12 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 			n = 0
 		}
 		if rest := res.Jobs[n:]; len(rest) > 0 {
+			// The store kept to the payload budget; what the jobs'
+			// other fields (or base64 payloads) took beyond it goes back.
 			s.handBack(ctx, rest, now)
+			truncated = true
+		}
+		if res.Truncated {
 			truncated = true
 		}
 		s.noteClaimed(res.Jobs[:n], now)
@@ -112,6 +130,16 @@ wait:
 		}
 	}
 	ans.write(w, "", truncated)
+}
+
+// claimBudget is the payload bytes a claim of up to jobs jobs asks the
+// store for: MaxResponseBytes less room for the jobs' other fields, but
+// at least half of it. The store then loads about that much at most (one
+// job beyond it when that job comes first), however large the payloads
+// waiting.
+func (s *Server) claimBudget(jobs int) int {
+	b := s.cfg.MaxResponseBytes
+	return max(b-max(jobs, 1)*claimJobFields, b/2, 1)
 }
 
 // handBack releases claimed jobs that do not fit in the claim's answer

@@ -228,6 +228,57 @@ func TestClaimBoundedInBytes(t *testing.T) {
 	}
 }
 
+// TestClaimStopsAtTheStore: a claim asks the store for no more payload
+// bytes than its answer can carry, so the jobs it stops before are never
+// claimed (no lease token, no interrupted attempt), rather than claimed
+// and handed back; max_bytes bounds a claim further, the first job
+// always taken.
+func TestClaimStopsAtTheStore(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *server.Config) { c.MaxResponseBytes = 4000 })
+	for i := 0; i < 6; i++ {
+		e.enqueue(map[string]any{"type": "t", "queue": "big", "payload": strings.Repeat("y", 1000)})
+		e.enqueue(map[string]any{"type": "t", "queue": "asked", "payload": strings.Repeat("y", 1000)})
+	}
+	type answer struct {
+		Jobs []struct {
+			ID         string
+			LeaseToken int64 `json:"lease_token"`
+			Errors     []json.RawMessage
+		}
+		Truncated bool
+	}
+	untouched := func(queue string, want int) {
+		t.Helper()
+		var pending answer
+		e.req("GET", "/api/v1/jobs?queue="+queue+"&state=pending", nil).decode(t, &pending)
+		if len(pending.Jobs) != want {
+			t.Fatalf("%d jobs pending in %s; want %d", len(pending.Jobs), queue, want)
+		}
+		for _, j := range pending.Jobs {
+			if j.LeaseToken != 0 || len(j.Errors) != 0 {
+				t.Fatalf("job %s left behind has lease token %d and %d attempt errors; want never claimed (0, 0)", j.ID, j.LeaseToken, len(j.Errors))
+			}
+		}
+	}
+	var first answer
+	e.req("POST", "/api/v1/claim", map[string]any{"queues": []string{"big"}, "max": 6}).decode(t, &first)
+	if len(first.Jobs) == 0 || len(first.Jobs) >= 6 || !first.Truncated {
+		t.Fatalf("claim of 6 jobs of 1000 bytes under a bound of 4000: %d jobs, truncated %v", len(first.Jobs), first.Truncated)
+	}
+	untouched("big", 6-len(first.Jobs))
+
+	var asked answer
+	e.req("POST", "/api/v1/claim", map[string]any{"queues": []string{"asked"}, "max": 6, "max_bytes": 1}).decode(t, &asked)
+	if len(asked.Jobs) != 1 || !asked.Truncated {
+		t.Fatalf("claim with max_bytes 1: %d jobs, truncated %v; want the first job alone, truncated", len(asked.Jobs), asked.Truncated)
+	}
+	untouched("asked", 5)
+	if r := e.req("POST", "/api/v1/claim", map[string]any{"queues": []string{"asked"}, "max_bytes": -1}); r.status != 400 {
+		t.Fatalf("claim with max_bytes -1: status %d; want 400", r.status)
+	}
+}
+
 // TestOpenAPILimitsAgree reads every limit out of the served OpenAPI
 // document and sends a request at each (accepted) and one over it
 // (refused).

@@ -79,6 +79,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Order", testOrder},
 		{"Queues", testQueues},
 		{"Claim", testClaim},
+		{"ClaimBudget", testClaimBudget},
 		{"Fencing", testFencing},
 		{"Heartbeat", testHeartbeat},
 		{"LeaseExpiry", testLeaseExpiry},

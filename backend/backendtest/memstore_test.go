@@ -229,12 +229,18 @@ func (s *memStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Cl
 		slices.SortFunc(js, before)
 	}
 	var res backend.ClaimResult
+	used := 0
 	for len(res.Jobs) < p.Max {
 		q := pick(p, ready)
 		if q == "" {
 			break
 		}
 		j := ready[q][0]
+		if p.MaxBytes > 0 && len(res.Jobs) > 0 && used+len(j.Payload) > p.MaxBytes {
+			res.Truncated = true
+			break
+		}
+		used += len(j.Payload)
 		ready[q] = ready[q][1:]
 		j.State = backend.StateActive
 		j.Attempt++

@@ -123,7 +123,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	for range workers {
 		wg.Go(func() {
 			for {
-				res, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{backend.DefaultQueue}, Max: batch, Lease: time.Minute, Now: t0})
+				res, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{backend.DefaultQueue}, Max: batch, Lease: time.Minute, Now: t0, MaxBytes: benchClaimMaxBytes()})
 				if err != nil {
 					b.Error(err)
 					return
@@ -365,4 +365,12 @@ func BenchmarkStatsCounts(b *testing.B) {
 			b.Fatalf("Stats counted %d completed, %d processed; want %d", total, st.Processed, n)
 		}
 	}
+}
+
+// benchClaimMaxBytes reads KYU_BENCH_CLAIM_MAX_BYTES, the payload budget
+// of the claim benchmarks' claims (0, no bound, when unset), to measure a
+// claim bounded as the server bounds its claims.
+func benchClaimMaxBytes() int {
+	n, _ := strconv.Atoi(os.Getenv("KYU_BENCH_CLAIM_MAX_BYTES"))
+	return n
 }

@@ -2,10 +2,14 @@ package pebble
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
+
+	cpebble "github.com/cockroachdb/pebble/v2"
 
 	"github.com/kyuhq/kyu/backend"
 )
@@ -42,7 +46,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		return backend.ClaimResult{}, err
 	}
 	mark := s.writes
-	got, err := s.claimLocked(order, p.Max, p.Lease, p.WorkerID, p.Now)
+	got, truncated, err := s.claimLocked(order, p, p.Now)
 	g := s.groupSince(mark)
 	s.unlock()
 	if err != nil {
@@ -54,7 +58,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 
 	// Payloads are written once at enqueue and cannot go away while the
 	// job is active, so they are read outside the mutex.
-	res := backend.ClaimResult{Jobs: make([]*backend.Job, len(got))}
+	res := backend.ClaimResult{Jobs: make([]*backend.Job, len(got)), Truncated: truncated}
 	payloads := pointReader{db: s.db, prefix: prefixPayload}
 	defer payloads.Close()
 	for i, c := range got {
@@ -82,11 +86,17 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	return res, nil
 }
 
-// claimLocked pops and leases jobs; mu must be held.
-func (s *Store) claimLocked(order []string, max int, leaseFor time.Duration, worker string, now time.Time) ([]claimed, error) {
-	var got []claimed
+// claimLocked pops and leases up to p.Max jobs, within p.MaxBytes of
+// payload, and says whether it stopped for the budget; mu must be held.
+func (s *Store) claimLocked(order []string, p backend.ClaimParams, now time.Time) (got []claimed, truncated bool, err error) {
+	var payloads pointReader // lengths of committed payloads, read under mu
+	if p.MaxBytes > 0 {
+		payloads = pointReader{db: s.db, prefix: prefixPayload}
+		defer payloads.Close()
+	}
+	used := 0
 	for _, q := range order {
-		if len(got) >= max {
+		if len(got) >= p.Max {
 			break
 		}
 		qi := s.idx.queues[q]
@@ -94,15 +104,15 @@ func (s *Store) claimLocked(order []string, max int, leaseFor time.Duration, wor
 			continue
 		}
 		if _, _, err := s.promoteQueue(qi, now, s.opts.MaintenanceLimit); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		// A pending job is claimable whatever the claimer's clock says (it
 		// may be behind the enqueuer's), so the heap is popped in order.
-		for len(got) < max && qi.ready.len() > 0 {
+		for len(got) < p.Max && qi.ready.len() > 0 {
 			e := qi.ready.pop()
 			j, sd, err := s.load(e.id)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			if j == nil || j.State != backend.StatePending || timeCode(j.RunAt) != e.runAt || int8(j.Priority) != e.prio {
 				continue // stale entry
@@ -111,13 +121,25 @@ func (s *Store) claimLocked(order []string, max int, leaseFor time.Duration, wor
 				s.cancelForDeadline(e.id, j, sd, now)
 				continue
 			}
+			if p.MaxBytes > 0 {
+				n, err := s.payloadLen(&payloads, e.id, sd)
+				if err != nil {
+					return nil, false, err
+				}
+				if len(got) > 0 && used+n > p.MaxBytes {
+					qi.ready.push(e) // untouched: back in its place
+					return got, true, nil
+				}
+				used += n
+				sd.payloadLen = n
+			}
 			s.idx.track(j.Queue, e.id, backend.StatePending, backend.StateActive)
 			j.State = backend.StateActive
 			j.Attempt++
 			j.LeaseToken++
-			j.WorkerID = worker
+			j.WorkerID = p.WorkerID
 			j.StartedAt = now
-			j.LeaseExpiresAt = now.Add(leaseFor)
+			j.LeaseExpiresAt = now.Add(p.Lease)
 			s.put(e.id, j, sd)
 			s.idx.index(e.id, j)
 			le := s.idx.leases[e.id]
@@ -127,7 +149,28 @@ func (s *Store) claimLocked(order []string, max int, leaseFor time.Duration, wor
 			got = append(got, claimed{id: e.id, job: j.Clone(), sd: sd})
 		}
 	}
-	return got, nil
+	return got, false, nil
+}
+
+// payloadLen is the length of a job's payload: known in memory while its
+// enqueue's write may be in flight, otherwise read from Pebble (the
+// payload key is written with the record, so it is committed when the
+// record is). mu must be held.
+func (s *Store) payloadLen(r *pointReader, id jobID, sd side) (int, error) {
+	if !sd.payload {
+		return 0, nil
+	}
+	if sd.payloadLen > 0 {
+		return sd.payloadLen, nil
+	}
+	v, _, err := r.Get(payloadKey(id))
+	if errors.Is(err, cpebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.breakStore(fmt.Errorf("read payload of %s: %w", id, err))
+	}
+	return len(v), nil
 }
 
 // promoteQueue moves up to limit of a queue's scheduled and retry jobs

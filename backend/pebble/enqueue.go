@@ -59,7 +59,7 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 		payload := nj.Payload
 		nj.Payload = nil
 		j := nj.Record(id.String(), now)
-		sd := side{payload: payload != nil}
+		sd := side{payload: payload != nil, payloadLen: len(payload)}
 		g = s.group()
 		if sd.payload {
 			var k [17]byte

@@ -145,6 +145,10 @@ func (s *Store) readPayload(r reader, id jobID) ([]byte, error) {
 type side struct {
 	// payload: the payload key exists.
 	payload bool
+	// payloadLen is the payload's length when known in memory (from the
+	// enqueue, until the record is read back from Pebble); 0 when unknown.
+	// It is not stored: the payload key has the length.
+	payloadLen int
 	// logs is the number of log lines held, under logKey(id, 0..logs-1).
 	logs int
 }

@@ -80,7 +80,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 		for pb.Next() {
 			now := time.Now()
 			t0 := time.Now()
-			res, err := s.Claim(b.Context(), backend.ClaimParams{Queues: []string{"bench"}, Max: per, Lease: time.Minute, Now: now})
+			res, err := s.Claim(b.Context(), backend.ClaimParams{Queues: []string{"bench"}, Max: per, Lease: time.Minute, Now: now, MaxBytes: benchClaimMaxBytes()})
 			if err != nil {
 				b.Error(err)
 				return
@@ -108,5 +108,13 @@ func BenchmarkClaimComplete(b *testing.B) {
 // when unset).
 func benchVacuumEvery() int {
 	n, _ := strconv.Atoi(os.Getenv("KYU_BENCH_VACUUM_EVERY"))
+	return n
+}
+
+// benchClaimMaxBytes reads KYU_BENCH_CLAIM_MAX_BYTES, the payload budget
+// of the claim benchmarks' claims (0, no bound, when unset), to measure a
+// claim bounded as the server bounds its claims.
+func benchClaimMaxBytes() int {
+	n, _ := strconv.Atoi(os.Getenv("KYU_BENCH_CLAIM_MAX_BYTES"))
 	return n
 }

@@ -37,12 +37,32 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	}
 	expires := p.Now.Add(p.Lease)
 	worker := nullText(p.WorkerID)
+	// query claims from one queue, the jobs given claimed already; with a
+	// budget it says whether the claim stopped for it.
+	query := func(q string, claimed []*backend.Job) (string, []any) {
+		if p.MaxBytes <= 0 {
+			return s.sqls.claim, []any{p.Now, q, p.Max - len(claimed), worker, expires}
+		}
+		left := int64(p.MaxBytes)
+		for _, j := range claimed {
+			left -= int64(len(j.Payload))
+		}
+		return s.sqls.claimBounded, []any{p.Now, q, p.Max - len(claimed), worker, expires, left, len(claimed) > 0}
+	}
+	collect := func(rows pgx.Rows) ([]*backend.Job, bool, error) {
+		if p.MaxBytes <= 0 {
+			jobs, err := collectJobs(rows)
+			return jobs, false, err
+		}
+		return collectClaimed(rows)
+	}
 
 	// One round trip for the common case: the step and the first queue's
 	// claim go together in a pipeline.
 	batch := &pgx.Batch{}
 	batch.Queue(s.sqls.step, p.Now, queues, s.opts.MaintenanceLimit, s.channel)
-	batch.Queue(s.sqls.claim, p.Now, queues[0], p.Max, worker, expires)
+	sql, args := query(queues[0], nil)
+	batch.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, batch)
 	var promoted, cancelled, notified int64
 	if err := br.QueryRow().Scan(&promoted, &cancelled, &notified); err != nil {
@@ -54,7 +74,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		br.Close()
 		return backend.ClaimResult{}, s.wrap("claim", err)
 	}
-	jobs, err := collectJobs(rows)
+	jobs, stopped, err := collect(rows)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -64,13 +84,14 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	}
 	sortClaimed(jobs)
 	for _, q := range queues[1:] {
-		if len(jobs) >= p.Max {
+		if len(jobs) >= p.Max || stopped {
 			break
 		}
-		rows, err := s.pool.Query(ctx, s.sqls.claim, p.Now, q, p.Max-len(jobs), worker, expires)
+		sql, args := query(q, jobs)
+		rows, err := s.pool.Query(ctx, sql, args...)
 		var more []*backend.Job
 		if err == nil {
-			more, err = collectJobs(rows)
+			more, stopped, err = collect(rows)
 		}
 		if err != nil {
 			s.handBack(ctx, append(jobs, more...), p.Now)
@@ -82,7 +103,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	s.vacuum.note(len(jobs))
 	// Highest priority first across queues; queue order within a priority.
 	slices.SortStableFunc(jobs, func(a, b *backend.Job) int { return cmp.Compare(b.Priority, a.Priority) })
-	return backend.ClaimResult{Jobs: jobs}, nil
+	return backend.ClaimResult{Jobs: jobs, Truncated: stopped}, nil
 }
 
 // handBack releases jobs claimed by a Claim that then failed, so they are
@@ -129,6 +150,40 @@ func collectJobs(rows pgx.Rows) ([]*backend.Job, error) {
 		return jobs, err
 	}
 	return jobs, bad
+}
+
+// collectClaimed reads the rows of sqlClaimBounded and closes them: the jobs,
+// and whether the claim stopped for its byte budget. A row that does not
+// decode is skipped and its error returned beside the good jobs.
+func collectClaimed(rows pgx.Rows) ([]*backend.Job, bool, error) {
+	defer rows.Close()
+	var jobs []*backend.Job
+	var stopped bool
+	var bad error
+	for rows.Next() {
+		raw := rows.RawValues()
+		if len(raw) == 0 {
+			continue
+		}
+		if raw[0] == nil { // no job claimed: only the flag
+			if err := rows.Scan(append(make([]any, len(raw)-1), &stopped)...); err != nil && bad == nil {
+				bad = err
+			}
+			continue
+		}
+		j, err := scanJobExtra(rows, false, &stopped)
+		if err != nil {
+			if bad == nil {
+				bad = err
+			}
+			continue
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return jobs, stopped, err
+	}
+	return jobs, stopped, bad
 }
 
 // sortClaimed puts the jobs claimed from one queue in claim order (an

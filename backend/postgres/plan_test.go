@@ -282,24 +282,30 @@ func TestClaimPlan(t *testing.T) {
 	}
 	const types = "timestamptz, text, int, text, timestamptz"
 	const args = `'2026-01-01T00:00:00Z', 'q1', 50, 'w', '2026-01-01T01:00:00Z'`
+	statements := []struct{ name, sql, types, args string }{
+		{"claim", s.sqls.claim, types, args},
+		{"claim within a budget", s.sqls.claimBounded, types + ", bigint, boolean", args + ", 16777216, false"},
+	}
 	for _, what := range []string{"no statistics", "analysed"} {
 		if what == "analysed" {
 			if _, err := s.pool.Exec(ctx, `ANALYZE `+s.schema+`.jobs`); err != nil {
 				t.Fatal(err)
 			}
 		}
-		plan, err := genericPlan(ctx, s, s.sqls.claim, types, args, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seq, indexes, err := planScans(plan)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.Contains(seq, "jobs") || !slices.Contains(indexes, "jobs_claim") || !strings.Contains(plan, `"Tid Scan"`) {
-			text, _ := genericPlan(ctx, s, s.sqls.claim, types, args, true)
-			t.Errorf("claim, %s: sequential scans %v, index scans %v; want jobs_claim and a TID scan, no sequential scan of jobs:\n%s",
-				what, seq, indexes, text)
+		for _, st := range statements {
+			plan, err := genericPlan(ctx, s, st.sql, st.types, st.args, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seq, indexes, err := planScans(plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(seq, "jobs") || !slices.Contains(indexes, "jobs_claim") || !strings.Contains(plan, `"Tid Scan"`) {
+				text, _ := genericPlan(ctx, s, st.sql, st.types, st.args, true)
+				t.Errorf("%s, %s: sequential scans %v, index scans %v; want jobs_claim and a TID scan, no sequential scan of jobs:\n%s",
+					st.name, what, seq, indexes, text)
+			}
 		}
 	}
 }

@@ -85,6 +85,12 @@ func scanJob(row pgx.Row) (*backend.Job, error) {
 // scanJobLogs is scanJob for a row that, with logs, ends in the job's log
 // lines as a JSON array (sqlGet).
 func scanJobLogs(row pgx.Row, logs bool) (*backend.Job, error) {
+	return scanJobExtra(row, logs)
+}
+
+// scanJobExtra is scanJobLogs for a row that ends in more columns, read
+// into extra.
+func scanJobExtra(row pgx.Row, logs bool, extra ...any) (*backend.Job, error) {
 	var r rawJob
 	dest := []any{&r.id, &r.typ, &r.queue, &r.payload, &r.title, &r.priority, &r.state, &r.attempt, &r.maxAttempts,
 		&r.runAt, &r.timeout, &r.deadline, &r.uniqueKey, &r.uniqueFor, &r.tags, &r.metadata,
@@ -94,6 +100,7 @@ func scanJobLogs(row pgx.Row, logs bool) (*backend.Job, error) {
 	if logs {
 		dest = append(dest, &r.logs)
 	}
+	dest = append(dest, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 // template.
 type statements struct {
 	get, delete, deleteState           string
-	claim, step                        string
+	claim, claimBounded, step          string
 	heartbeat, complete, fail, release string
 	completeLean                       string
 	recover, retention, forgetKeys     string
@@ -51,6 +51,7 @@ func newStatements(schema, finished string) *statements {
 		delete:       f(sqlDelete),
 		deleteState:  f(`SELECT state FROM {{s}}.jobs WHERE id = $1`),
 		claim:        f(sqlClaim),
+		claimBounded: f(sqlClaimBounded),
 		step:         f(sqlStep()),
 		heartbeat:    f(sqlHeartbeat),
 		complete:     f(sqlComplete()),
@@ -217,6 +218,34 @@ SET state = 'active', attempt = j.attempt + 1, lease_token = j.lease_token + 1,
 	worker_id = $4, started_at = $1, lease_expires_at = $5
 WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM c))
 RETURNING {{cols j}}`
+
+// sqlClaimBounded is sqlClaim within a byte budget: $6 the payload bytes
+// left in the claim's budget, $7 whether earlier queues of the claim took
+// jobs. It stops before the first job whose payload (octet_length, which
+// reads a stored value's size without fetching it) would take the running
+// sum over $6, unless it is the first job of the claim: the rows locked
+// but not updated are left as they were, and freed at commit. Returns the
+// claimed jobs, each row ending in whether the claim stopped for the
+// budget; when it claimed none, one row of NULLs with that flag.
+const sqlClaimBounded = `WITH c AS (
+	SELECT ctid, priority, run_at, id, octet_length(payload) AS size FROM {{s}}.jobs
+	WHERE state = 'pending' AND queue = $2 AND (deadline IS NULL OR deadline > $1)
+		AND NOT EXISTS (SELECT 1 FROM {{s}}.queues q WHERE q.name = $2 AND q.paused)
+	ORDER BY priority DESC, run_at, id
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), b AS (
+	SELECT ctid, sum(size) OVER w <= $6::bigint OR (row_number() OVER w = 1 AND NOT $7::boolean) AS fits
+	FROM c
+	WINDOW w AS (ORDER BY priority DESC, run_at, id ROWS UNBOUNDED PRECEDING)
+), u AS (
+	UPDATE {{s}}.jobs j
+	SET state = 'active', attempt = j.attempt + 1, lease_token = j.lease_token + 1,
+		worker_id = $4, started_at = $1, lease_expires_at = $5
+	WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM b WHERE fits))
+	RETURNING {{cols j}}
+)
+SELECT u.*, x.stopped FROM (SELECT EXISTS (SELECT 1 FROM b WHERE NOT fits) AS stopped) x LEFT JOIN u ON true`
 
 // sqlStep: $1 now, $2 queues (NULL for every queue), $3 limit, $4 channel.
 // Promotes due scheduled and retry jobs to pending and cancels waiting jobs

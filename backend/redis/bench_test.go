@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -77,7 +78,7 @@ func BenchmarkDrain(b *testing.B) {
 	for range 4 {
 		wg.Go(func() {
 			for left.Load() > 0 {
-				res, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"bench"}, Max: 50, Lease: time.Minute, WorkerID: "bench", Now: time.Now()})
+				res, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"bench"}, Max: 50, Lease: time.Minute, WorkerID: "bench", Now: time.Now(), MaxBytes: benchClaimMaxBytes()})
 				if err != nil {
 					b.Error(err)
 					return
@@ -147,4 +148,12 @@ func BenchmarkMemory(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(usedMemory()-before)/float64(b.N), "bytes/job")
+}
+
+// benchClaimMaxBytes reads KYU_BENCH_CLAIM_MAX_BYTES, the payload budget
+// of the claim benchmarks' claims (0, no bound, when unset), to measure a
+// claim bounded as the server bounds its claims.
+func benchClaimMaxBytes() int {
+	n, _ := strconv.Atoi(os.Getenv("KYU_BENCH_CLAIM_MAX_BYTES"))
+	return n
 }

@@ -40,17 +40,28 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	exp := strconv.FormatInt(p.Now.Add(p.Lease).UnixMilli(), 10)
 	worker := hex.EncodeToString([]byte(p.WorkerID))
 	seen := map[string]bool{}
+	used, taken := 0, 0 // payload bytes and jobs taken, as the scripts count them
 	for _, q := range queues {
-		if len(res.Jobs) >= p.Max || seen[q] {
+		if len(res.Jobs) >= p.Max || seen[q] || res.Truncated {
 			continue
 		}
 		seen[q] = true
-		args := []string{nowS, strconv.Itoa(p.Max - len(res.Jobs)), exp, worker, strconv.Itoa(promoteBound), q}
-		jobs, err := s.claimQueue(ctx, q, args)
+		left, took := "", "0"
+		if p.MaxBytes > 0 {
+			left = strconv.Itoa(p.MaxBytes - used)
+		}
+		if taken > 0 {
+			took = "1"
+		}
+		args := []string{nowS, strconv.Itoa(p.Max - len(res.Jobs)), exp, worker, strconv.Itoa(promoteBound), q, left, took}
+		got, err := s.claimQueue(ctx, q, args)
 		if err != nil {
 			return res, err
 		}
-		res.Jobs = append(res.Jobs, jobs...)
+		res.Jobs = append(res.Jobs, got.jobs...)
+		used += got.bytes
+		taken += got.taken
+		res.Truncated = got.stopped
 	}
 	slices.SortStableFunc(res.Jobs, func(a, b *backend.Job) int { return cmp.Compare(b.Priority, a.Priority) })
 	return res, nil
@@ -59,11 +70,11 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 // claimQueue runs the claim script on one queue. When the queue's keys are
 // not marked as its own (the data was lost, and the cached number may be
 // another queue's now), it asks the registry again, once.
-func (s *Store) claimQueue(ctx context.Context, q string, args []string) ([]*backend.Job, error) {
+func (s *Store) claimQueue(ctx context.Context, q string, args []string) (queueClaim, error) {
 	for try := 0; ; try++ {
 		num, ok, err := s.queues.number(ctx, q, false)
 		if err != nil || !ok {
-			return nil, err
+			return queueClaim{}, err
 		}
 		var reply rueidis.RedisResult
 		err = s.retry(ctx, func(int) error {
@@ -77,22 +88,36 @@ func (s *Store) claimQueue(ctx context.Context, q string, args []string) ([]*bac
 			}
 			// Registered but not yet marked (a registration in flight),
 			// or marked for another queue: nothing of q's is there.
-			return nil, nil
+			return queueClaim{}, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("kyu/redis: claim from queue %q: %w", q, err)
+			return queueClaim{}, fmt.Errorf("kyu/redis: claim from queue %q: %w", q, err)
 		}
 		return s.claimed(q, reply)
 	}
 }
 
+// queueClaim is what the claim script took from one queue.
+type queueClaim struct {
+	jobs    []*backend.Job
+	taken   int  // jobs leased, also those whose record did not decode here
+	bytes   int  // payload bytes taken
+	stopped bool // stopped for the byte budget
+}
+
 // claimed decodes a claim script's reply. The jobs share one allocation
 // (and their strings the reply's), as they come and go together.
-func (s *Store) claimed(queue string, reply rueidis.RedisResult) ([]*backend.Job, error) {
+func (s *Store) claimed(queue string, reply rueidis.RedisResult) (queueClaim, error) {
 	flat, err := reply.AsStrSlice()
-	if err != nil || len(flat)%3 != 0 {
-		return nil, fmt.Errorf("kyu/redis: claim: unexpected reply %s", reply.String())
+	if err != nil || len(flat) < 2 || (len(flat)-2)%3 != 0 {
+		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply %s", reply.String())
 	}
+	used, err := strconv.Atoi(flat[1])
+	if err != nil {
+		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply %s", reply.String())
+	}
+	res := queueClaim{bytes: used, stopped: flat[0] == "1"}
+	flat = flat[2:]
 	all := make([]backend.Job, len(flat)/3)
 	jobs := make([]*backend.Job, 0, len(all))
 	for i := 0; i < len(flat); i += 3 {
@@ -101,6 +126,7 @@ func (s *Store) claimed(queue string, reply rueidis.RedisResult) ([]*backend.Job
 			s.log.Error("dropped a corrupt job from its queue's ready set", "id", id, "queue", queue, "err", ErrCorrupt)
 			continue
 		}
+		res.taken++
 		j := &all[i/3]
 		err := decodeRecordTo(j, id, queue, rec)
 		if err == nil {
@@ -114,7 +140,8 @@ func (s *Store) claimed(queue string, reply rueidis.RedisResult) ([]*backend.Job
 		}
 		jobs = append(jobs, j)
 	}
-	return jobs, nil
+	res.jobs = jobs
+	return res, nil
 }
 
 // weightedOrder draws an order of the queues at random, each queue's

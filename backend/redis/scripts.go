@@ -322,6 +322,28 @@ local function defer(list, a, b)
   if n >= 2000 then flush() end
 end
 
+-- uvarint reads an unsigned varint of s at i: its value (nil when s ends
+-- first) and the index after it.
+local function uvarint(s, i)
+  local v, mul = 0, 1
+  while true do
+    local b = string.byte(s, i)
+    if not b then return nil, i end
+    i = i + 1
+    if b < 128 then return v + b * mul, i end
+    v = v + (b - 128) * mul
+    mul = mul * 128
+  end
+end
+-- payloadLen reads the payload length of a loaded record r: its body
+-- (appendBody) is a version byte, the type (length, bytes), then the
+-- payload's length.
+local function payloadLen(r)
+  local tl, i = uvarint(r.rec, r.at + tonumber(r.h[13]) + 1)
+  if not tl then return 0 end
+  return uvarint(r.rec, i + tl) or 0
+end
+
 -- prefetch reads the records of many jobs with HMGET.
 local function prefetch(ids)
   for i = 1, #ids, 1000 do
@@ -807,18 +829,26 @@ var enqueueSlots = []int{1, 4, 5, 7, 9, 10, 11, 12}
 // scheduled and retry jobs (up to promoteBound of each), then pops the
 // best pending jobs.
 //
-// ARGV: 1 now, 2 max, 3 lease expiry, 4 worker id (hex), 5 promote bound,
-// 6 queue name.
+// With a byte budget it counts each job's payload length (read from the
+// record's body, see appendBody) and stops before the first job whose
+// payload would take the bytes taken over the budget, unless no job of
+// the claim was taken yet (ARGV 8): that job and the ones after it stay
+// in the ready set, untouched.
 //
-// Returns a flat list of {id, record, errors} per claimed job, best first;
-// a record that does not parse is dropped from the ready set and returned
-// with an empty record. Fails with KYUSTALE or KYUUNMARKED (see
-// checkQueue), changing nothing, unless the keys are marked as this
-// queue's.
+// ARGV: 1 now, 2 max, 3 lease expiry, 4 worker id (hex), 5 promote bound,
+// 6 queue name, 7 payload bytes left in the claim's budget ("" for no
+// bound), 8 "1" when earlier queues of the claim took a job already.
+//
+// Returns {stopped, bytes} (stopped "1" when it stopped for the budget,
+// bytes the payload bytes taken) followed by a flat list of {id, record,
+// errors} per claimed job, best first; a record that does not parse is
+// dropped from the ready set and returned with an empty record. Fails
+// with KYUSTALE or KYUUNMARKED (see checkQueue), changing nothing, unless
+// the keys are marked as this queue's.
 var claimScript = newScript("claim", `
 local stale = checkQueue(ARGV[6], true)
 if stale then return stale end
-if redis.call('HGET', KEYS[17], 'paused') == '1' then return {} end
+if redis.call('HGET', KEYS[17], 'paused') == '1' then return {'0', '0'} end
 local now, nowS = tonumber(ARGV[1]), ARGV[1]
 local bound = tonumber(ARGV[5])
 cancelDue(now, nowS, bound)
@@ -826,13 +856,24 @@ promoteDue(nowS, bound)
 -- ZRANGE and ZREMRANGEBYRANK rather than ZPOPMIN, whose reply would
 -- carry every score as text for nothing.
 local ids = redis.call('ZRANGE', KEYS[4], 0, tonumber(ARGV[2]) - 1)
-if #ids > 0 then redis.call('ZREMRANGEBYRANK', KEYS[4], 0, #ids - 1) end
 prefetch(ids)
-local out, n = {}, 0
+local out, n = {'0', '0'}, 2
 local exp, worker = ARGV[3], ARGV[4]
+local budget, took = tonumber(ARGV[7]), ARGV[8] == '1'
+local used, done = 0, 0
 for _, id in ipairs(ids) do
   local r = load(id)
+  if r and budget then
+    local size = payloadLen(r)
+    if took and used + size > budget then
+      out[1] = '1'
+      break
+    end
+    used = used + size
+  end
+  done = done + 1
   if r then
+    took = true
     local h = r.h
     local errs = ''
     if h[4] ~= '0' then errs = redis.call('HGET', KEYS[2], id) or '' end
@@ -853,6 +894,10 @@ for _, id in ipairs(ids) do
     n = n + 3
   end
 end
+-- Nothing in the loop touches the ready set: the first done ids are
+-- still its first.
+if done > 0 then redis.call('ZREMRANGEBYRANK', KEYS[4], 0, done - 1) end
+out[2] = num(used)
 finalize(nowS)
 return out
 `)

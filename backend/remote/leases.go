@@ -10,9 +10,13 @@ import (
 
 // Claim leases jobs without waiting: a Worker waits on Subscribe. When
 // the server stops an answer early to keep it within its byte bound (it
-// hands the jobs that did not fit back to their queues), Claim claims
-// again for the rest, asking each time for no more jobs than the last
-// answer held, so that few are claimed only to be handed back.
+// claims no more payload bytes than fit, and hands back the jobs whose
+// other fields did not), Claim claims again for the rest, asking each
+// time for no more jobs than the last answer held, so that few are
+// claimed only to be handed back. With MaxBytes the server keeps that
+// bound too (as max_bytes), and one answer is the claim: a second
+// request could not tell whether its first job still fits, so Claim
+// reports Truncated instead and the caller claims again.
 func (b *Backend) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	res := backend.ClaimResult{Jobs: []*backend.Job{}}
 	for want := p.Max; ; {
@@ -27,6 +31,10 @@ func (b *Backend) Claim(ctx context.Context, p backend.ClaimParams) (backend.Cla
 			return backend.ClaimResult{}, err
 		}
 		res.Jobs = append(res.Jobs, got...)
+		if p.MaxBytes > 0 {
+			res.Truncated = truncated
+			return res, nil
+		}
 		// Done when all are claimed, or when an answer that was not cut
 		// short was the first or held fewer than asked: nothing is left.
 		if len(got) == 0 || len(res.Jobs) >= p.Max || !truncated && (want == p.Max || len(got) < want) {
@@ -46,12 +54,15 @@ func (b *Backend) claimOnce(ctx context.Context, p backend.ClaimParams) ([]*back
 	if err := p.Check(); err != nil {
 		return nil, false, err
 	}
+	if p.MaxBytes < 0 {
+		p.MaxBytes = 0 // no bound, as 0
+	}
 	queues := p.Queues
 	if queues == nil {
 		queues = []string{}
 	}
 	max := p.Max
-	in := api.ClaimRequest{Queues: queues, Mode: p.Mode, Weights: p.Weights, Worker: p.WorkerID, Max: &max, Lease: api.Duration(p.Lease)}
+	in := api.ClaimRequest{MaxBytes: p.MaxBytes, Queues: queues, Mode: p.Mode, Weights: p.Weights, Worker: p.WorkerID, Max: &max, Lease: api.Duration(p.Lease)}
 	var out api.ClaimResponse
 	if err := b.call(ctx, "POST", "/api/v1/claim", true, p.Now, in, &out); err != nil {
 		return nil, false, err

@@ -10,14 +10,17 @@ type ClaimRequest struct {
 	Weights map[string]int    `json:"weights,omitempty"`
 	Worker  string            `json:"worker,omitempty"`
 	Max     *int              `json:"max,omitempty"`
-	Lease   Duration          `json:"lease,omitzero"`
-	Wait    Duration          `json:"wait,omitzero"`
+	// MaxBytes bounds the payload bytes of the claimed jobs as
+	// backend.ClaimParams.MaxBytes does (0: only the server's bound).
+	MaxBytes int      `json:"max_bytes,omitempty"`
+	Lease    Duration `json:"lease,omitzero"`
+	Wait     Duration `json:"wait,omitzero"`
 }
 
 // ClaimResponse lists the claimed jobs, each with its lease_token.
-// Truncated says the server stopped early to keep the answer within its
-// byte bound: it handed the jobs that did not fit back to their queues,
-// and a claim again may get them.
+// Truncated says the claim stopped early for a byte bound (the server's,
+// or the request's max_bytes): the jobs it stopped before are still in
+// their queues, and a claim again may get them.
 type ClaimResponse struct {
 	Jobs      []*Job `json:"jobs"`
 	Truncated bool   `json:"truncated,omitempty"`

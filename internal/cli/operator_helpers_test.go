@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -96,18 +97,16 @@ func tableRows(t *testing.T, out string) (header []string, rows [][]string) {
 	return header, rows
 }
 
-// runWorker opens the store at url, runs a worker with mux on the given
-// queues until every job of ids is finished, then stops it and closes the
-// store (an embedded store is then free for the commands again).
-func runWorker(t *testing.T, url string, mux *kyu.Mux, queues map[string]int, ids ...string) {
+// startWorker opens the store at url and runs a worker with mux on the
+// given queues (nil: the default queue). stop shuts it down and closes
+// the store (an embedded store is then free for the commands again).
+func startWorker(t *testing.T, url string, mux *kyu.Mux, queues map[string]int) (c *kyu.Client, stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), opWait)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), opWait)
 	b, err := backendurl.Open(ctx, url, backendurl.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
 	w, err := kyu.NewWorker(b, kyu.WorkerConfig{Handler: mux, Queues: queues, PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -115,14 +114,44 @@ func runWorker(t *testing.T, url string, mux *kyu.Mux, queues map[string]int, id
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := kyu.NewClient(b, kyu.ClientConfig{WaitPollInterval: 50 * time.Millisecond})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			defer cancel()
+			if err := w.Shutdown(ctx); err != nil {
+				t.Errorf("worker shutdown: %v", err)
+			}
+			if err := b.Close(); err != nil {
+				t.Errorf("close store: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return kyu.NewClient(b, kyu.ClientConfig{WaitPollInterval: 50 * time.Millisecond}), stop
+}
+
+// runWorker runs a worker with mux until every job of ids is finished,
+// then stops it.
+func runWorker(t *testing.T, url string, mux *kyu.Mux, queues map[string]int, ids ...string) {
+	t.Helper()
+	c, stop := startWorker(t, url, mux, queues)
+	defer stop()
 	for _, id := range ids {
-		if _, err := c.Wait(ctx, id); err != nil {
-			t.Errorf("wait for job %s: %v", id, err)
+		if _, err := c.Wait(t.Context(), id); err != nil {
+			t.Fatalf("wait for job %s: %v", id, err)
 		}
 	}
-	if err := w.Shutdown(ctx); err != nil {
-		t.Fatal(err)
+}
+
+// eventually polls cond until it holds, failing the test at opWait.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(opWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, opWait)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -147,13 +176,7 @@ func (b *syncBuffer) String() string {
 // waitFor polls the buffer until it contains s, failing at opWait.
 func (b *syncBuffer) waitFor(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(opWait)
-	for !strings.Contains(b.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output never held %q; it is %q", s, b.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(t, fmt.Sprintf("output holding %q", s), func() bool { return strings.Contains(b.String(), s) })
 }
 
 // startKyu runs a long command (--follow, --watch) in the background

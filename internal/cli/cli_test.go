@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/kyuhq/kyu"
 )
 
 // run calls Run with args and returns what it wrote.
@@ -73,6 +75,7 @@ func TestExitCode(t *testing.T) {
 		{&UsageError{Err: errors.New("bad flag")}, ExitUsage},
 		{fmt.Errorf("bench: %w", context.Canceled), ExitInterrupted},
 		{fmt.Errorf("bench: %w", context.DeadlineExceeded), ExitFailure},
+		{fmt.Errorf("jobs get: %w", kyu.ErrNotFound), ExitNotFound},
 	}
 	for _, tt := range tests {
 		if got := ExitCode(tt.err); got != tt.want {

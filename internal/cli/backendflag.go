@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/spf13/pflag"
 
@@ -78,7 +79,12 @@ func withClient(ctx context.Context, f *storeFlags, fn func(c *kyu.Client, forma
 			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
 		}
 	}()
-	return fn(c, format)
+	err = fn(c, format)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		err = fmt.Errorf("%w\n(no kyu server answers at %s: start one with kyu server, or name the store with --backend or $%s)",
+			err, resolveBackend(f.backendURL, os.Getenv), backendEnv)
+	}
+	return err
 }
 
 // note writes a line for people to stderr.

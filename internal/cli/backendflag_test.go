@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,5 +82,21 @@ func TestOperatorHelp(t *testing.T) {
 		if err != nil || !strings.Contains(out, "Examples:\n  kyu "+args[0]) {
 			t.Errorf("kyu %q --help has no example (%v):\n%s", args, err, out)
 		}
+	}
+}
+
+// TestNoServerSaysSo runs a command against a URL where no server
+// listens: the error says to start one or to name the store.
+func TestNoServerSaysSo(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String()
+	l.Close() // nothing listens there now
+	_, _, err = run(t, "queues", "--backend", url)
+	if err == nil || !strings.Contains(err.Error(), "no kyu server answers at "+url) || ExitCode(err) != ExitFailure {
+		t.Fatalf("queues with no server = %v; want exit 1 saying no server answers", err)
 	}
 }

@@ -26,7 +26,8 @@ func newJobsCommand() *cobra.Command {
 		Short: "List, show, wait for, retry, cancel, delete and run jobs",
 		Example: `  kyu jobs list --state failed
   kyu jobs get 01JD5X7Q3R4S5T6V7W8X9Y0Z12`,
-		Args: cobra.NoArgs,
+		Args: cobra.NoArgs, // an unknown subcommand is a usage error
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(
 		newJobsListCommand(),
@@ -398,7 +399,7 @@ per line). Exits 1 when one failed, 3 when every failure was an unknown id.`,
 						if ctx.Err() != nil {
 							return err
 						}
-						note(stderr, "kyu: %v", err)
+						note(stderr, "%v", err)
 						failed = append(failed, err)
 						continue
 					}

@@ -179,12 +179,17 @@ func TestJobsLogsFollowCtrlC(t *testing.T) {
 		// logs, then waits in retry for an hour, and the worker stops.
 		mux := kyu.NewMux()
 		more, finish := make(chan struct{}), make(chan struct{})
+		defer close(finish) // lets the handler end, also when the test fails
 		mux.HandleFunc("slow", func(ctx context.Context, _ *kyu.Job) error {
 			_ = kyu.Log(ctx, "first line")
 			if embedded {
 				return kyu.RetryAfter(time.Hour, errors.New("later"))
 			}
-			<-more
+			select {
+			case <-more:
+			case <-finish:
+				return nil
+			}
 			_ = kyu.Log(ctx, "second line")
 			<-finish
 			return nil
@@ -208,6 +213,5 @@ func TestJobsLogsFollowCtrlC(t *testing.T) {
 		if err := ended(t, done); err != nil || ExitCode(err) != ExitOK {
 			t.Fatalf("jobs logs --follow after Ctrl-C = %v; want exit 0", err)
 		}
-		close(finish)
 	})
 }

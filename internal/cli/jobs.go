@@ -25,7 +25,7 @@ func newJobsCommand() *cobra.Command {
 		Use:   "jobs",
 		Short: "List, show, wait for, retry, cancel, delete and run jobs",
 		Example: `  kyu jobs list --state failed
-  kyu jobs get 01JD5X7Q3R4S5T6V7W8X9Y0Z12`,
+  kyu jobs get 01a2175e-244e-7a4f-9e3a-6376c41a39c5`,
 		Args: cobra.NoArgs, // an unknown subcommand is a usage error
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -187,8 +187,8 @@ func newJobsGetCommand() *cobra.Command {
 its progress, its log lines, its payload and its result. -o json writes
 the job as the REST API does (payload and result as JSON when they are,
 else base64 in payload_b64, result_b64). Exits 3 when no job has the id.`,
-		Example: `  kyu jobs get 01JD5X7Q3R4S5T6V7W8X9Y0Z12
-  kyu jobs get 01JD5X7Q3R4S5T6V7W8X9Y0Z12 -o json | jq .result`,
+		Example: `  kyu jobs get 01a2175e-244e-7a4f-9e3a-6376c41a39c5
+  kyu jobs get 01a2175e-244e-7a4f-9e3a-6376c41a39c5 -o json | jq .result`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -315,7 +315,7 @@ func newJobsLogsCommand() *cobra.Command {
 		Long: `Print the lines the job's handler logged, with their times. --follow
 keeps printing new lines until the job is finished, or until Ctrl-C
 (which exits 0). -o json writes one line object per line.`,
-		Example: `  kyu jobs logs 01JD5X7Q3R4S5T6V7W8X9Y0Z12 --follow`,
+		Example: `  kyu jobs logs 01a2175e-244e-7a4f-9e3a-6376c41a39c5 --follow`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if interval <= 0 {
@@ -383,10 +383,12 @@ func newJobsActionCommand(name, short, done string, do func(context.Context, *ky
 	cmd := &cobra.Command{
 		Use:   name + " ID...",
 		Short: short,
-		Long: short + `. Each id is tried in turn; one that fails is reported on stderr and
-the others still go. Prints each job's state afterwards (-o json: one job
-per line). Exits 1 when one failed, 3 when every failure was an unknown id.`,
-		Example: "  kyu jobs " + name + " 01JD5X7Q3R4S5T6V7W8X9Y0Z12 01JD5X7Q3R4S5T6V7W8X9Y0Z13",
+		Long: short + `.
+
+Each id is tried in turn; one that fails is reported on stderr and the
+others still go. Prints each job's state afterwards (-o json: one job per
+line). Exits 1 when one failed, 3 when every failure was an unknown id.`,
+		Example: "  kyu jobs " + name + " 01a2175e-244e-7a4f-9e3a-6376c41a39c5 01a2175e-2451-7b0c-8d1e-2f3a4b5c6d7e",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()

@@ -30,7 +30,7 @@ func newQueuesCommand() *cobra.Command {
 	var f storeFlags
 	cmd := &cobra.Command{
 		Use:   "queues",
-		Short: "List queues with their counts per state, latency and pause; pause, resume, purge, retry",
+		Short: "List queues with their counts and latency; pause, resume, purge or retry one",
 		Long: `List every queue with its jobs per state, its latency (how long its
 oldest pending job has waited to start) and whether it is paused. -o json
 writes one queue per line.`,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"syscall"
 
@@ -49,9 +48,9 @@ func resolveBackend(flag string, getenv func(string) string) string {
 	return defaultOperatorURL
 }
 
-// open checks the output format and opens a client over the store. close
-// closes the store.
-func (f *storeFlags) open(ctx context.Context) (c *kyu.Client, format string, close func() error, err error) {
+// open checks the output format and opens a client over the store;
+// closeStore closes the store.
+func (f *storeFlags) open(ctx context.Context) (c *kyu.Client, format string, closeStore func() error, err error) {
 	format, err = checkOutput(f.output)
 	if err != nil {
 		return nil, "", nil, err
@@ -85,9 +84,4 @@ func withClient(ctx context.Context, f *storeFlags, fn func(c *kyu.Client, forma
 			err, resolveBackend(f.backendURL, os.Getenv), backendEnv)
 	}
 	return err
-}
-
-// note writes a line for people to stderr.
-func note(w io.Writer, format string, args ...any) {
-	fmt.Fprintf(w, format+"\n", args...)
 }

@@ -99,3 +99,8 @@ func sortedMap(m map[string]string) iter.Seq2[string, string] {
 		}
 	}
 }
+
+// note writes a line for people (to stderr).
+func note(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, format+"\n", args...)
+}

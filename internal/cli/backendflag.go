@@ -7,7 +7,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/kyuhq/kyu"
 	"github.com/kyuhq/kyu/backend/backendurl"
@@ -30,8 +30,9 @@ type storeFlags struct {
 	output     string
 }
 
-// add registers --backend and -o on fl.
-func (f *storeFlags) add(fl *pflag.FlagSet) {
+// add registers --backend and -o on cmd.
+func (f *storeFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
 	fl.StringVar(&f.backendURL, "backend", "", "store as a URL (default $"+backendEnv+", else "+defaultOperatorURL+", the default kyu server)")
 	fl.StringVarP(&f.output, "output", "o", outputTable, "output format: table or json")
 }

@@ -62,7 +62,7 @@ a duration from now (10m).`,
 		},
 	}
 	fl := cmd.Flags()
-	f.store.add(fl)
+	f.store.add(cmd)
 	fl.StringVar(&f.queue, "queue", "", "queue (default \"default\")")
 	fl.IntVar(&f.priority, "priority", 0, "priority in [-100, 100]; higher runs first")
 	fl.DurationVar(&f.delay, "delay", 0, "run this long from now")

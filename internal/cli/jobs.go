@@ -79,7 +79,7 @@ and logs (kyu jobs get has them).`,
 		},
 	}
 	fl := cmd.Flags()
-	f.store.add(fl)
+	f.store.add(cmd)
 	fl.StringVar(&f.state, "state", "", "only jobs in this state: "+statesList())
 	fl.StringVar(&f.queue, "queue", "", "only jobs of this queue")
 	fl.StringVar(&f.jobType, "type", "", "only jobs of this type")
@@ -201,7 +201,7 @@ else base64 in payload_b64, result_b64). Exits 3 when no job has the id.`,
 			})
 		},
 	}
-	f.add(cmd.Flags())
+	f.add(cmd)
 	return cmd
 }
 
@@ -300,7 +300,7 @@ cancelled, 3 when no job has the id.`,
 			})
 		},
 	}
-	f.add(cmd.Flags())
+	f.add(cmd)
 	return cmd
 }
 
@@ -328,7 +328,7 @@ keeps printing new lines until the job is finished, or until Ctrl-C
 		},
 	}
 	fl := cmd.Flags()
-	f.add(fl)
+	f.add(cmd)
 	fl.BoolVarP(&follow, "follow", "f", false, "keep printing new lines until the job is finished")
 	fl.DurationVar(&interval, "interval", defaultFollowInterval, "with --follow, how often to read the job")
 	return cmd
@@ -413,7 +413,7 @@ line). Exits 1 when one failed, 3 when every failure was an unknown id.`,
 			})
 		},
 	}
-	f.add(cmd.Flags())
+	f.add(cmd)
 	return cmd
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -49,7 +48,7 @@ writes one queue per line.`,
 			})
 		},
 	}
-	f.add(cmd.Flags())
+	f.add(cmd)
 	cmd.AddCommand(
 		newQueueSettingCommand("pause", "Stop workers from claiming a queue's jobs (enqueues still go in)", "paused",
 			func(ctx context.Context, c *kyu.Client, q string) (kyu.QueueSettings, error) {
@@ -132,7 +131,7 @@ func newQueueSettingCommand(name, short, done string, do func(context.Context, *
 			})
 		},
 	}
-	f.add(cmd.Flags())
+	f.add(cmd)
 	return cmd
 }
 
@@ -167,11 +166,10 @@ Prints how many jobs it deleted (-o json: {"count": N}).`,
 			if s == "" {
 				return usageErrorf("queues purge: give --state")
 			}
-			if !yes && isTerminal(cmd.InOrStdin()) {
-				ok, err := confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), fmt.Sprintf("Delete every %s job of queue %s?", s, args[0]))
-				if err != nil || !ok {
-					return errors.Join(err, errors.New("queues purge: not confirmed: nothing deleted"))
-				}
+			ask := !yes && isTerminal(cmd.InOrStdin())
+			question := fmt.Sprintf("Delete every %s job of queue %s?", s, args[0])
+			if err := confirmPurge(ask, cmd.InOrStdin(), cmd.ErrOrStderr(), question); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			return withClient(ctx, &f, func(c *kyu.Client, format string) error {
@@ -184,7 +182,7 @@ Prints how many jobs it deleted (-o json: {"count": N}).`,
 		},
 	}
 	fl := cmd.Flags()
-	f.add(fl)
+	f.add(cmd)
 	fl.StringVar(&state, "state", "", "state of the jobs to delete: "+statesList()+" (not active)")
 	fl.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	return cmd
@@ -212,7 +210,7 @@ many it retried (-o json: {"count": N}).`,
 			})
 		},
 	}
-	f.add(cmd.Flags())
+	f.add(cmd)
 	return cmd
 }
 
@@ -225,14 +223,17 @@ func printCount(w io.Writer, format string, n int, text string) error {
 	return err
 }
 
-// isTerminal reports whether r is a terminal.
-func isTerminal(r any) bool {
-	f, ok := r.(*os.File)
-	if !ok {
-		return false
+// confirmPurge asks question when ask is set, and returns an error unless
+// the answer is yes.
+func confirmPurge(ask bool, in io.Reader, out io.Writer, question string) error {
+	if !ask {
+		return nil
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	ok, err := confirm(in, out, question)
+	if err != nil || !ok {
+		return errors.Join(err, errors.New("queues purge: not confirmed: nothing deleted"))
+	}
+	return nil
 }
 
 // confirm asks a yes/no question on w and reads the answer from r.

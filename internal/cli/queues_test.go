@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -96,6 +98,43 @@ func TestConfirm(t *testing.T) {
 		got, err := confirm(strings.NewReader(answer), &asked, "Delete?")
 		if err != nil || got != want || asked.String() != "Delete? [y/N] " {
 			t.Errorf("confirm(%q) = %v, %v (asked %q); want %v", answer, got, err, asked.String(), want)
+		}
+	}
+}
+
+// TestConfirmPurge checks that a purge asked on a terminal goes on only
+// after yes.
+func TestConfirmPurge(t *testing.T) {
+	t.Parallel()
+	var asked strings.Builder
+	if err := confirmPurge(false, strings.NewReader(""), &asked, "Delete?"); err != nil || asked.Len() != 0 {
+		t.Fatalf("confirmPurge without asking = %v (asked %q); want nil and no question", err, asked.String())
+	}
+	if err := confirmPurge(true, strings.NewReader("yes\n"), &asked, "Delete?"); err != nil || asked.String() != "Delete? [y/N] " {
+		t.Fatalf("confirmPurge answered yes = %v (asked %q); want nil", err, asked.String())
+	}
+	if err := confirmPurge(true, strings.NewReader("no\n"), &asked, "Delete?"); err == nil || !strings.Contains(err.Error(), "nothing deleted") {
+		t.Fatalf("confirmPurge answered no = %v; want an error saying nothing was deleted", err)
+	}
+}
+
+// TestIsTerminal checks that neither a file, a null device nor a buffer
+// is taken for a terminal.
+func TestIsTerminal(t *testing.T) {
+	t.Parallel()
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	file, err := os.CreateTemp(t.TempDir(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	for _, v := range []any{devNull, file, new(strings.Builder)} {
+		if isTerminal(v) && runtime.GOOS == "linux" {
+			t.Errorf("isTerminal(%T) = true", v)
 		}
 	}
 }

@@ -51,7 +51,7 @@ document (one per line with --watch).`,
 		},
 	}
 	fl := cmd.Flags()
-	f.store.add(fl)
+	f.store.add(cmd)
 	fl.IntVar(&f.minutes, "minutes", defaultStatsMinutes, "minutes of throughput to show (at most 1440)")
 	fl.BoolVarP(&f.watch, "watch", "w", false, "show it again every --interval until Ctrl-C")
 	fl.DurationVar(&f.interval, "interval", defaultWatchInterval, "with --watch, time between pictures")

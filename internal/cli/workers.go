@@ -53,6 +53,6 @@ worker per line.`,
 			})
 		},
 	}
-	f.add(cmd.Flags())
+	f.add(cmd)
 	return cmd
 }

@@ -9,8 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kyuhq/kyu"
 )
 
 // Exit codes that ExitCode returns.
@@ -18,6 +21,7 @@ const (
 	ExitOK          = 0
 	ExitFailure     = 1
 	ExitUsage       = 2
+	ExitNotFound    = 3   // a job the command names does not exist
 	ExitInterrupted = 130 // 128 + SIGINT, as shells report it
 )
 
@@ -25,8 +29,15 @@ const (
 // returns a *UsageError for bad arguments and ctx's error when interrupted.
 // Errors are not printed; that is the caller's choice.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runWithInput(ctx, args, os.Stdin, stdout, stderr)
+}
+
+// runWithInput is Run reading standard input (a payload of `kyu enqueue
+// TYPE -`, a confirmation) from stdin.
+func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var started bool
 	root := newRootCommand(stdout, stderr)
+	root.SetIn(stdin)
 	// Cobra parses flags and checks arguments before any PreRun hook, so
 	// an error returned before the hook ran is the user's input.
 	root.PersistentPreRun = func(*cobra.Command, []string) { started = true }
@@ -60,7 +71,8 @@ func usageErrorf(format string, args ...any) error {
 }
 
 // ExitCode maps an error returned by Run to a process exit code: 0 for
-// nil, 2 for a usage error, 130 for an interruption and 1 otherwise.
+// nil, 2 for a usage error, 130 for an interruption, 3 for a job that
+// does not exist (kyu.ErrNotFound) and 1 otherwise.
 func ExitCode(err error) int {
 	var usage *UsageError
 	switch {
@@ -70,6 +82,8 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted
+	case errors.Is(err, kyu.ErrNotFound):
+		return ExitNotFound
 	default:
 		return ExitFailure
 	}
@@ -86,7 +100,14 @@ MySQL.
 
 A store is named by URL (--backend): pebble:///abs/dir or pebble://rel/dir
 for the embedded store (a bare path works too; the default is ./kyu-data),
-redis://, postgres://, mysql://, or http(s):// for a kyu server.`,
+redis://, postgres://, mysql://, or http(s):// for a kyu server.
+
+The operator commands (enqueue, jobs, queues, stats, workers) take the
+store from --backend, else $KYU_BACKEND, else http://127.0.0.1:7420 (the
+default kyu server), so with the server running they need no flag. They
+print aligned tables, or JSON with -o json (one document, or one line per
+item for lists). Exit codes: 0 ok, 1 the operation failed, 2 a usage
+error, 3 a job not found.`,
 		Version:       versionString(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -99,6 +120,11 @@ redis://, postgres://, mysql://, or http(s):// for a kyu server.`,
 		newBenchCommand(),
 		newMigrateCommand(),
 		newServerCommand(),
+		newEnqueueCommand(),
+		newJobsCommand(),
+		newQueuesCommand(),
+		newStatsCommand(),
+		newWorkersCommand(),
 	)
 	return root
 }

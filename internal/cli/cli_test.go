@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/kyuhq/kyu"
 )
 
 // run calls Run with args and returns what it wrote.
@@ -47,6 +49,15 @@ func TestUsageErrors(t *testing.T) {
 		{"bench", "--latency-samples", "0"},
 		{"bench", "stray-argument"},
 		{"server", "stray-argument"},
+		{"jobs", "nosuchcommand"},
+		{"jobs", "get"},
+		{"jobs", "retry"},
+		{"queues", "nosuchcommand"},
+		{"queues", "pause"},
+		{"queues", "purge", "q", "--state", "sleeping"},
+		{"stats", "--interval", "0s"},
+		{"jobs", "logs", "x", "--interval", "-1s"},
+		{"workers", "-o", "xml"},
 		{"server", "--addr"},
 		{"server", "--insecure=maybe"},
 		{"server", "--addr", "127.0.0.1:0", "--backend", "pebble://" + t.TempDir(), "--tls-cert", "only-a-cert.pem"},
@@ -73,6 +84,7 @@ func TestExitCode(t *testing.T) {
 		{&UsageError{Err: errors.New("bad flag")}, ExitUsage},
 		{fmt.Errorf("bench: %w", context.Canceled), ExitInterrupted},
 		{fmt.Errorf("bench: %w", context.DeadlineExceeded), ExitFailure},
+		{fmt.Errorf("jobs get: %w", kyu.ErrNotFound), ExitNotFound},
 	}
 	for _, tt := range tests {
 		if got := ExitCode(tt.err); got != tt.want {

@@ -2,7 +2,7 @@
 // storage, and workers with a careful lifecycle.
 //
 // A Client enqueues jobs into a backend.Backend (the embedded Pebble store,
-// Redis, PostgreSQL, MySQL or a kyu server over HTTP); a Worker claims them
+// Redis, PostgreSQL or a kyu server over HTTP); a Worker claims them
 // under leases, runs the Handler registered for their type, and records the
 // outcome. Every claim is a lease with a heartbeat and a fencing token: a
 // worker that crashes or hangs loses its lease, the job is recovered and

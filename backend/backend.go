@@ -1,6 +1,6 @@
 // Package backend is the storage contract every kyu store implements: the
-// embedded Pebble store, Redis, PostgreSQL, MySQL and the remote (HTTP)
-// backend. The root package kyu builds Client and Worker on it; the
+// embedded Pebble store, Redis, PostgreSQL and the remote (HTTP) backend
+// (a kyu server). The root package kyu builds Client and Worker on it; the
 // conformance suite in backend/backendtest proves that a store keeps every
 // promise written here.
 //

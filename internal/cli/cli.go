@@ -95,12 +95,12 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "kyu",
 		Short: "kyu is a background-job system: a durable priority job queue with workers",
 		Long: `kyu is a background-job system: a durable priority job queue with
-workers, leases and retries, on an embedded store or Redis, PostgreSQL or
-MySQL.
+workers, leases and retries, on an embedded store, Redis, PostgreSQL or a
+kyu server over HTTP.
 
 A store is named by URL (--backend): pebble:///abs/dir or pebble://rel/dir
 for the embedded store (a bare path works too; the default is ./kyu-data),
-redis://, postgres://, mysql://, or http(s):// for a kyu server.
+redis://, postgres://, or http(s):// for a kyu server.
 
 The operator commands (enqueue, jobs, queues, stats, workers) take the
 store from --backend, else $KYU_BACKEND, else http://127.0.0.1:7420 (the

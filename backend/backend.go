@@ -79,6 +79,15 @@
 //     handed out. A job the claim stops before is not touched (no attempt,
 //     no lease), nor is any job after it, also in later queues; the claim
 //     reports Truncated, and the next claim takes it first.
+//   - Claim by type. With ClaimParams.Types, Claim takes, in the order
+//     above (and queue by queue as Mode gives), only jobs whose Type is
+//     listed; the others are skipped, not touched (still pending, no
+//     attempt, no lease), and keep their place, so a later claim without
+//     the filter takes them in order. The byte budget counts the taken
+//     jobs only. A store may look at no more than ClaimTypeScan jobs of
+//     other types per queue and claim: a filtered claim always finds a
+//     matching job that has at most ClaimTypeScan others ahead of it in
+//     its queue, and may return fewer jobs than match when more are.
 //   - Pause. Claim hands out nothing from a paused queue, in both modes;
 //     everything else (enqueue, promotion, finishing active jobs) goes on.
 //   - Reports. Report needs a live lease as Complete does. Progress
@@ -271,10 +280,20 @@ type ClaimParams struct {
 	// no bound); the first job is taken whatever its size (see "Claim
 	// budget" in the package doc).
 	MaxBytes int
+	// Types, when not empty, limits the claim to jobs of these types (at
+	// most MaxClaimTypes; see "Claim by type" in the package doc).
+	Types    []string
 	Lease    time.Duration
 	WorkerID string
 	Now      time.Time
 }
+
+// MaxClaimTypes is how many types one claim may filter by.
+const MaxClaimTypes = 100
+
+// ClaimTypeScan is how many jobs of other types a claim filtered by type
+// may skip in each queue before it gives up on that queue.
+const ClaimTypeScan = 1000
 
 // ClaimResult holds the claimed jobs, highest priority first, FIFO within a
 // priority; each is active and carries its lease.

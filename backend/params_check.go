@@ -7,7 +7,8 @@ import (
 
 // Check validates a claim before a store acts on it: Now given and in
 // range, a positive Lease whose end is in range, a known Mode, legal queue
-// names. Max <= 0 or no queues is valid and claims nothing.
+// names, at most MaxClaimTypes types each as NewJob.Type allows. Max <= 0
+// or no queues is valid and claims nothing.
 func (p *ClaimParams) Check() error {
 	if err := CheckNow(p.Now); err != nil {
 		return err
@@ -23,6 +24,19 @@ func (p *ClaimParams) Check() error {
 	for _, q := range p.Queues {
 		if !ValidQueueName(q) {
 			return invalid("queues", "%q is not 1-128 characters of [A-Za-z0-9._:-]", q)
+		}
+	}
+	if len(p.Types) > MaxClaimTypes {
+		return invalid("types", "more than %d types", MaxClaimTypes)
+	}
+	for _, t := range p.Types {
+		switch {
+		case t == "":
+			return invalid("types", "a type must not be empty")
+		case len(t) > MaxType:
+			return invalid("types", "a type is longer than %d bytes", MaxType)
+		case !ValidText(t):
+			return invalid("types", "a type "+textReason)
 		}
 	}
 	return nil

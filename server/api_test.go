@@ -300,6 +300,31 @@ func TestClaimLongPoll(t *testing.T) {
 	}
 }
 
+// TestClaimByType: a claim with types takes only jobs of those types, in
+// queue order, and leaves the others pending for a claim without types;
+// an empty type is refused.
+func TestClaimByType(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	var ids []string
+	for _, typ := range []string{"other", "mine", "other", "mine"} {
+		ids = append(ids, e.enqueue(map[string]any{"type": typ, "queue": "typed"}))
+	}
+	var out struct{ Jobs []claimed }
+	e.req("POST", "/api/v1/claim", map[string]any{"queues": []string{"typed"}, "max": 10, "types": []string{"mine"}}).decode(t, &out)
+	if len(out.Jobs) != 2 || out.Jobs[0].ID != ids[1] || out.Jobs[1].ID != ids[3] {
+		t.Fatalf("claim with types [mine]: %+v; want jobs %s and %s", out.Jobs, ids[1], ids[3])
+	}
+	out.Jobs = nil
+	e.req("POST", "/api/v1/claim", map[string]any{"queues": []string{"typed"}, "max": 10}).decode(t, &out)
+	if len(out.Jobs) != 2 || out.Jobs[0].ID != ids[0] || out.Jobs[1].ID != ids[2] {
+		t.Fatalf("claim without types after a filtered one: %+v; want the skipped jobs %s and %s, in order", out.Jobs, ids[0], ids[2])
+	}
+	if r := e.req("POST", "/api/v1/claim", map[string]any{"queues": []string{"typed"}, "types": []string{""}}); r.status != 400 {
+		t.Fatalf("claim with an empty type: %d %s; want 400", r.status, r.body)
+	}
+}
+
 func TestWaitForResult(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)

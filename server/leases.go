@@ -31,7 +31,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p := backend.ClaimParams{Queues: req.Queues, Mode: req.Mode, Weights: req.Weights, WorkerID: req.Worker, Max: 1, Lease: time.Duration(req.Lease)}
+	p := backend.ClaimParams{Queues: req.Queues, Mode: req.Mode, Weights: req.Weights, Types: req.Types, WorkerID: req.Worker, Max: 1, Lease: time.Duration(req.Lease)}
 	if p.Queues == nil {
 		p.Queues = []string{backend.DefaultQueue}
 	}

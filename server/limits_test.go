@@ -313,6 +313,7 @@ func TestOpenAPILimitsAgree(t *testing.T) {
 		"unique_key": nj["unique_key"].MaxLength, "tags": nj["tags"].MaxItems, "tag": nj["tags"].Items.MaxLength,
 		"metadata": nj["metadata"].MaxBytes, "payload": nj["payload_b64"].MaxBytes,
 		"batch": read("EnqueueBody").OneOf[1].MaxItems, "claim": read("ClaimRequest").Properties["max"].Maximum,
+		"claim_types": read("ClaimRequest").Properties["types"].MaxItems, "claim_type": read("ClaimRequest").Properties["types"].Items.MaxLength,
 	}
 	for what, n := range limits {
 		if n <= 0 {
@@ -351,6 +352,8 @@ func TestOpenAPILimitsAgree(t *testing.T) {
 		{"payload", job("payload_b64", make([]byte, limits["payload"])), job("payload_b64", make([]byte, limits["payload"]+1)), "/api/v1/jobs", 400},
 		{"batch", slices.Repeat([]any{job("title", "b")}, limits["batch"]), slices.Repeat([]any{job("title", "b")}, limits["batch"]+1), "/api/v1/jobs", 413},
 		{"claim", map[string]any{"queues": []string{"limits"}, "max": limits["claim"]}, map[string]any{"queues": []string{"limits"}, "max": limits["claim"] + 1}, "/api/v1/claim", 400},
+		{"claim_types", map[string]any{"queues": []string{"limits"}, "types": tags(limits["claim_types"], 3)}, map[string]any{"queues": []string{"limits"}, "types": tags(limits["claim_types"]+1, 3)}, "/api/v1/claim", 400},
+		{"claim_type", map[string]any{"queues": []string{"limits"}, "types": []string{word(limits["claim_type"])}}, map[string]any{"queues": []string{"limits"}, "types": []string{word(limits["claim_type"] + 1)}}, "/api/v1/claim", 400},
 	}
 	for _, c := range cases {
 		if r := e.req("POST", c.path, c.at); r.status >= 300 {

@@ -80,6 +80,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Queues", testQueues},
 		{"Claim", testClaim},
 		{"ClaimBudget", testClaimBudget},
+		{"ClaimTypes", testClaimTypes},
 		{"Fencing", testFencing},
 		{"Heartbeat", testHeartbeat},
 		{"LeaseExpiry", testLeaseExpiry},

@@ -221,6 +221,9 @@ func (s *memStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Cl
 		if due && !s.cancelForDeadline(j, p.Now) {
 			j.State = backend.StatePending
 		}
+		if len(p.Types) > 0 && !slices.Contains(p.Types, j.Type) {
+			continue // not claimable by this claim: left as it is
+		}
 		if j.State == backend.StatePending && slices.Contains(p.Queues, j.Queue) && !s.cancelForDeadline(j, p.Now) {
 			ready[j.Queue] = append(ready[j.Queue], j)
 		}

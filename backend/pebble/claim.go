@@ -87,7 +87,9 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 }
 
 // claimLocked pops and leases up to p.Max jobs, within p.MaxBytes of
-// payload, and says whether it stopped for the budget; mu must be held.
+// payload and of p.Types (looking past at most backend.ClaimTypeScan jobs
+// of other types per queue), and says whether it stopped for the budget;
+// mu must be held.
 func (s *Store) claimLocked(order []string, p backend.ClaimParams, now time.Time) (got []claimed, truncated bool, err error) {
 	var payloads pointReader // lengths of committed payloads, read under mu
 	if p.MaxBytes > 0 {
@@ -95,6 +97,7 @@ func (s *Store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 		defer payloads.Close()
 	}
 	used := 0
+	var skipped []readyEntry // of the queue at hand
 	for _, q := range order {
 		if len(got) >= p.Max {
 			break
@@ -106,9 +109,13 @@ func (s *Store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 		if _, _, err := s.promoteQueue(qi, now, s.opts.MaintenanceLimit); err != nil {
 			return nil, false, err
 		}
+		// Entries of jobs of other types than p.Types asks for are popped
+		// and pushed back when the queue is done: their jobs keep their
+		// place.
+		skipped = skipped[:0]
 		// A pending job is claimable whatever the claimer's clock says (it
 		// may be behind the enqueuer's), so the heap is popped in order.
-		for len(got) < p.Max && qi.ready.len() > 0 {
+		for len(got) < p.Max && qi.ready.len() > 0 && len(skipped) <= backend.ClaimTypeScan {
 			e := qi.ready.pop()
 			j, sd, err := s.load(e.id)
 			if err != nil {
@@ -116,6 +123,10 @@ func (s *Store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 			}
 			if j == nil || j.State != backend.StatePending || timeCode(j.RunAt) != e.runAt || int8(j.Priority) != e.prio {
 				continue // stale entry
+			}
+			if len(p.Types) > 0 && !slices.Contains(p.Types, j.Type) {
+				skipped = append(skipped, e)
+				continue
 			}
 			if deadlinePassed(j, now) {
 				s.cancelForDeadline(e.id, j, sd, now)
@@ -128,6 +139,7 @@ func (s *Store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 				}
 				if len(got) > 0 && used+n > p.MaxBytes {
 					qi.ready.push(e) // untouched: back in its place
+					pushAll(qi, skipped)
 					return got, true, nil
 				}
 				used += n
@@ -148,8 +160,16 @@ func (s *Store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 			s.noteState(e.id, j)
 			got = append(got, claimed{id: e.id, job: j.Clone(), sd: sd})
 		}
+		pushAll(qi, skipped)
 	}
 	return got, false, nil
+}
+
+// pushAll puts entries popped from a queue's ready heap back.
+func pushAll(qi *queueIndex, entries []readyEntry) {
+	for _, e := range entries {
+		qi.ready.push(e)
+	}
 }
 
 // payloadLen is the length of a job's payload: known in memory while its

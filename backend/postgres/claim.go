@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -16,7 +17,8 @@ import (
 // scheduled and retry jobs of those queues and cancels their waiting jobs
 // past the deadline (at most MaintenanceLimit of them), then takes pending
 // jobs queue by queue in the order p.Mode gives, each in claim order
-// (priority, run-at, id), skipping the rows other claimers hold.
+// (priority, run-at, id), skipping the rows other claimers hold. With
+// p.Types only the jobs of those types are read (sqlClaimTyped).
 func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	if err := p.Check(); err != nil {
 		return backend.ClaimResult{}, err
@@ -40,17 +42,24 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	// query claims from one queue, the jobs given claimed already; with a
 	// budget it says whether the claim stopped for it.
 	query := func(q string, claimed []*backend.Job) (string, []any) {
-		if p.MaxBytes <= 0 {
+		if p.MaxBytes <= 0 && len(p.Types) == 0 {
 			return s.sqls.claim, []any{p.Now, q, p.Max - len(claimed), worker, expires}
 		}
-		left := int64(p.MaxBytes)
-		for _, j := range claimed {
-			left -= int64(len(j.Payload))
+		left := int64(math.MaxInt64)
+		if p.MaxBytes > 0 {
+			left = int64(p.MaxBytes)
+			for _, j := range claimed {
+				left -= int64(len(j.Payload))
+			}
 		}
-		return s.sqls.claimBounded, []any{p.Now, q, p.Max - len(claimed), worker, expires, left, len(claimed) > 0}
+		args := []any{p.Now, q, p.Max - len(claimed), worker, expires, left, len(claimed) > 0}
+		if len(p.Types) > 0 {
+			return s.sqls.claimTyped, append(args, p.Types)
+		}
+		return s.sqls.claimBounded, args
 	}
 	collect := func(rows pgx.Rows) ([]*backend.Job, bool, error) {
-		if p.MaxBytes <= 0 {
+		if p.MaxBytes <= 0 && len(p.Types) == 0 {
 			jobs, err := collectJobs(rows)
 			return jobs, false, err
 		}

@@ -285,6 +285,7 @@ func TestClaimPlan(t *testing.T) {
 	statements := []struct{ name, sql, types, args string }{
 		{"claim", s.sqls.claim, types, args},
 		{"claim within a budget", s.sqls.claimBounded, types + ", bigint, boolean", args + ", 16777216, false"},
+		{"claim by type", s.sqls.claimTyped, types + ", bigint, boolean, text[]", args + ", 9223372036854775807, false, '{t}'"},
 	}
 	for _, what := range []string{"no statistics", "analysed"} {
 		if what == "analysed" {

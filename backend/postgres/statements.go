@@ -19,7 +19,8 @@ import (
 // template.
 type statements struct {
 	get, delete, deleteState           string
-	claim, claimBounded, step          string
+	claim, claimBounded, claimTyped    string
+	step                               string
 	heartbeat, complete, fail, release string
 	completeLean                       string
 	recover, retention, forgetKeys     string
@@ -52,6 +53,7 @@ func newStatements(schema, finished string) *statements {
 		deleteState:  f(`SELECT state FROM {{s}}.jobs WHERE id = $1`),
 		claim:        f(sqlClaim),
 		claimBounded: f(sqlClaimBounded),
+		claimTyped:   f(sqlClaimTyped),
 		step:         f(sqlStep()),
 		heartbeat:    f(sqlHeartbeat),
 		complete:     f(sqlComplete()),
@@ -246,6 +248,12 @@ const sqlClaimBounded = `WITH c AS (
 	RETURNING {{cols j}}
 )
 SELECT u.*, x.stopped FROM (SELECT EXISTS (SELECT 1 FROM b WHERE NOT fits) AS stopped) x LEFT JOIN u ON true`
+
+// sqlClaimTyped is sqlClaimBounded for the jobs of the types $8 alone
+// (a claim without a budget passes the largest bigint as $6). It is kept
+// apart so that the statements without a filter stay as they are.
+var sqlClaimTyped = strings.Replace(sqlClaimBounded,
+	"WHERE state = 'pending' AND queue = $2 AND", "WHERE state = 'pending' AND queue = $2 AND type = ANY ($8::text[]) AND", 1)
 
 // sqlStep: $1 now, $2 queues (NULL for every queue), $3 limit, $4 channel.
 // Promotes due scheduled and retry jobs to pending and cancels waiting jobs

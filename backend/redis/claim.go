@@ -20,6 +20,8 @@ const promoteBound = 1000
 
 // Claim leases up to p.Max jobs: one script run per queue, in the order
 // p.Mode gives, until p.Max jobs are claimed or every queue was asked.
+// With p.Types the script walks the queue's ready set past the jobs of
+// other types, up to backend.ClaimTypeScan of them.
 func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	if err := p.Check(); err != nil {
 		return backend.ClaimResult{}, err
@@ -54,6 +56,9 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 			took = "1"
 		}
 		args := []string{nowS, strconv.Itoa(p.Max - len(res.Jobs)), exp, worker, strconv.Itoa(promoteBound), q, left, took}
+		if len(p.Types) > 0 {
+			args = append(append(args, strconv.Itoa(backend.ClaimTypeScan)), p.Types...)
+		}
 		got, err := s.claimQueue(ctx, q, args)
 		if err != nil {
 			return res, err

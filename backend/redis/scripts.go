@@ -344,6 +344,14 @@ local function payloadLen(r)
   return uvarint(r.rec, i + tl) or 0
 end
 
+-- jobType reads the type of a loaded record r: the first field of its
+-- body (appendBody), after the version byte.
+local function jobType(r)
+  local tl, i = uvarint(r.rec, r.at + tonumber(r.h[13]) + 1)
+  if not tl then return '' end
+  return string.sub(r.rec, i, i + tl - 1)
+end
+
 -- prefetch reads the records of many jobs with HMGET.
 local function prefetch(ids)
   for i = 1, #ids, 1000 do
@@ -835,9 +843,16 @@ var enqueueSlots = []int{1, 4, 5, 7, 9, 10, 11, 12}
 // the claim was taken yet (ARGV 8): that job and the ones after it stay
 // in the ready set, untouched.
 //
+// With types (ARGV 10 on) it takes only jobs of those types: it walks the
+// ready set from its head in chunks, passing over the jobs of other types
+// (left in place), until it has max jobs or has passed over more than
+// ARGV 9 of them, and removes from the ready set only the ids it took.
+//
 // ARGV: 1 now, 2 max, 3 lease expiry, 4 worker id (hex), 5 promote bound,
 // 6 queue name, 7 payload bytes left in the claim's budget ("" for no
-// bound), 8 "1" when earlier queues of the claim took a job already.
+// bound), 8 "1" when earlier queues of the claim took a job already;
+// with a type filter 9 how many jobs of other types to pass over at most,
+// 10... the types.
 //
 // Returns {stopped, bytes} (stopped "1" when it stopped for the budget,
 // bytes the payload bytes taken) followed by a flat list of {id, record,
@@ -855,14 +870,45 @@ cancelDue(now, nowS, bound)
 promoteDue(nowS, bound)
 -- ZRANGE and ZREMRANGEBYRANK rather than ZPOPMIN, whose reply would
 -- carry every score as text for nothing.
-local ids = redis.call('ZRANGE', KEYS[4], 0, tonumber(ARGV[2]) - 1)
-prefetch(ids)
+local max = tonumber(ARGV[2])
+local ids, loaded
+if #ARGV > 8 then
+  -- The ids to take, in order, with their loaded records (a missing or
+  -- corrupt record is taken too, to be dropped as below).
+  local want = {}
+  for i = 10, #ARGV do want[ARGV[i]] = true end
+  local scan, matched, others, from = tonumber(ARGV[9]), 0, 0, 0
+  ids, loaded = {}, {}
+  local chunk = math.min(max + 100, 1000)
+  while matched < max and others <= scan do
+    local part = redis.call('ZRANGE', KEYS[4], from, from + chunk - 1)
+    if #part == 0 then break end
+    from = from + #part
+    prefetch(part)
+    for _, id in ipairs(part) do
+      local r = load(id)
+      if not r or want[jobType(r)] then
+        ids[#ids + 1] = id
+        loaded[#ids] = r
+        if r then matched = matched + 1 end
+        if matched >= max then break end
+      else
+        others = others + 1
+        if others > scan then break end
+      end
+    end
+  end
+else
+  ids = redis.call('ZRANGE', KEYS[4], 0, max - 1)
+  prefetch(ids)
+end
 local out, n = {'0', '0'}, 2
 local exp, worker = ARGV[3], ARGV[4]
 local budget, took = tonumber(ARGV[7]), ARGV[8] == '1'
 local used, done = 0, 0
-for _, id in ipairs(ids) do
-  local r = load(id)
+for k, id in ipairs(ids) do
+  local r
+  if loaded then r = loaded[k] else r = load(id) end
   if r and budget then
     local size = payloadLen(r)
     if took and used + size > budget then
@@ -894,9 +940,13 @@ for _, id in ipairs(ids) do
     n = n + 3
   end
 end
--- Nothing in the loop touches the ready set: the first done ids are
--- still its first.
-if done > 0 then redis.call('ZREMRANGEBYRANK', KEYS[4], 0, done - 1) end
+-- Nothing in the loop touches the ready set: without a type filter the
+-- first done ids are still its first.
+if loaded then
+  for i = 1, done, 500 do redis.call('ZREM', KEYS[4], unpack(ids, i, math.min(i + 499, done))) end
+elseif done > 0 then
+  redis.call('ZREMRANGEBYRANK', KEYS[4], 0, done - 1)
+end
 out[2] = num(used)
 finalize(nowS)
 return out

@@ -62,7 +62,7 @@ func (b *Backend) claimOnce(ctx context.Context, p backend.ClaimParams) ([]*back
 		queues = []string{}
 	}
 	max := p.Max
-	in := api.ClaimRequest{MaxBytes: p.MaxBytes, Queues: queues, Mode: p.Mode, Weights: p.Weights, Worker: p.WorkerID, Max: &max, Lease: api.Duration(p.Lease)}
+	in := api.ClaimRequest{MaxBytes: p.MaxBytes, Types: p.Types, Queues: queues, Mode: p.Mode, Weights: p.Weights, Worker: p.WorkerID, Max: &max, Lease: api.Duration(p.Lease)}
 	var out api.ClaimResponse
 	if err := b.call(ctx, "POST", "/api/v1/claim", true, p.Now, in, &out); err != nil {
 		return nil, false, err

@@ -12,9 +12,12 @@ type ClaimRequest struct {
 	Max     *int              `json:"max,omitempty"`
 	// MaxBytes bounds the payload bytes of the claimed jobs as
 	// backend.ClaimParams.MaxBytes does (0: only the server's bound).
-	MaxBytes int      `json:"max_bytes,omitempty"`
-	Lease    Duration `json:"lease,omitzero"`
-	Wait     Duration `json:"wait,omitzero"`
+	MaxBytes int `json:"max_bytes,omitempty"`
+	// Types limits the claim to jobs of these types as
+	// backend.ClaimParams.Types does (absent or empty: every type).
+	Types []string `json:"types,omitempty"`
+	Lease Duration `json:"lease,omitzero"`
+	Wait  Duration `json:"wait,omitzero"`
 }
 
 // ClaimResponse lists the claimed jobs, each with its lease_token.

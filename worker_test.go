@@ -833,3 +833,19 @@ func TestShutdownWithNoGrace(t *testing.T) {
 		t.Fatalf("job is %s at attempt %d right after Shutdown with no grace; want pending at attempt 0", job.State, job.Attempt)
 	}
 }
+
+func TestSetResultJSONKeepsHTMLCharacters(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			return job.SetResultJSON(map[string]string{"html": "<b>a & b</b>"})
+		}),
+	})
+	id := enqueue(t, c, "html", nil, kyu.EnqueueOptions{})
+	job := waitState(t, c, id, kyu.StateCompleted)
+	if got, want := string(job.Result), `{"html":"<b>a & b</b>"}`; got != want {
+		t.Errorf("result = %s, want %s", got, want)
+	}
+}

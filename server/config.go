@@ -217,6 +217,22 @@ func (c Config) validate() error {
 	if c.Backend == nil {
 		return errors.New("server: Config.Backend is required")
 	}
+	return c.checkListen()
+}
+
+// CheckListen reports whether a server may listen as c says: the address,
+// the token it needs beyond loopback, and the TLS files. New checks it
+// too; a caller calls it first to refuse a bad address before it opens a
+// store.
+func (c Config) CheckListen() error {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	return c.checkListen()
+}
+
+// checkListen is CheckListen of a Config with its defaults applied.
+func (c Config) checkListen() error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return errors.New("server: TLS needs both a certificate and a key file")
 	}

@@ -124,7 +124,7 @@ func (r *jobRun) takeResult() []byte {
 // is the worker's own, so its slices are shared with the Job, not copied.
 func newRun(rec *backend.Job, f *fetcher) *jobRun {
 	r := &jobRun{
-		lease:   backend.Lease{JobID: rec.ID, Token: rec.LeaseToken},
+		lease:       backend.Lease{JobID: rec.ID, Token: rec.LeaseToken},
 		jobType:     rec.Type,
 		attempt:     rec.Attempt,
 		maxAttempts: rec.MaxAttempts,

@@ -95,3 +95,23 @@ func TestFailWithoutRetryAtFixedBackoffZeroRetriesAtOnce(t *testing.T) {
 	}
 }
 
+func TestFailWithStringLeaseTokenNamesTheField(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	id := e.enqueue(map[string]any{"type": "t", "queue": "token-type"})
+	for path, body := range map[string]any{
+		"/api/v1/jobs/" + id + "/fail": map[string]any{"lease_token": "abc"},
+		"/api/v1/leases/fail":          map[string]any{"items": []map[string]any{{"id": id, "lease_token": "abc"}}},
+	} {
+		r := e.req("POST", path, body)
+		var got struct{ Error struct{ Message string } }
+		r.decode(t, &got)
+		want := "lease_token: want an integer, not a string"
+		if path == "/api/v1/leases/fail" {
+			want = "items.0." + want
+		}
+		if r.status != http.StatusBadRequest || got.Error.Message != want {
+			t.Errorf("POST %s: %d %q; want 400 %q", path, r.status, got.Error.Message, want)
+		}
+	}
+}

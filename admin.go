@@ -26,7 +26,7 @@ type QueueSettings = backend.QueueSettings
 func (c *Client) Retry(ctx context.Context, id string) (*Job, error) {
 	r, err := c.b.Retry(ctx, backend.RetryParams{ID: id, Now: c.cfg.Clock.Now()})
 	if err != nil {
-		return nil, fmt.Errorf("kyu: retry job %s: %w", id, err)
+		return nil, jobError("retry job "+id, err)
 	}
 	return jobFromRecord(r), nil
 }
@@ -36,7 +36,7 @@ func (c *Client) Retry(ctx context.Context, id string) (*Job, error) {
 func (c *Client) RunNow(ctx context.Context, id string) (*Job, error) {
 	r, err := c.b.RunNow(ctx, backend.RunNowParams{ID: id, Now: c.cfg.Clock.Now()})
 	if err != nil {
-		return nil, fmt.Errorf("kyu: run job %s now: %w", id, err)
+		return nil, jobError("run job "+id+" now", err)
 	}
 	return jobFromRecord(r), nil
 }
@@ -46,7 +46,7 @@ func (c *Client) RunNow(ctx context.Context, id string) (*Job, error) {
 // ErrNotFound.
 func (c *Client) Delete(ctx context.Context, id string) error {
 	if err := c.b.Delete(ctx, backend.DeleteParams{ID: id, Now: c.cfg.Clock.Now()}); err != nil {
-		return fmt.Errorf("kyu: delete job %s: %w", id, err)
+		return jobError("delete job "+id, err)
 	}
 	return nil
 }

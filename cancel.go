@@ -3,7 +3,6 @@ package kyu
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/kyuhq/kyu/backend"
 )
@@ -19,7 +18,7 @@ import (
 func (c *Client) Cancel(ctx context.Context, id string) (*Job, error) {
 	r, err := c.b.Cancel(ctx, backend.CancelParams{ID: id, Now: c.cfg.Clock.Now()})
 	if err != nil {
-		return nil, fmt.Errorf("kyu: cancel job %s: %w", id, err)
+		return nil, jobError("cancel job "+id, err)
 	}
 	return jobFromRecord(r), nil
 }

@@ -126,7 +126,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []JobSpec) ([]EnqueueResu
 func (c *Client) Get(ctx context.Context, id string) (*Job, error) {
 	r, err := c.b.Get(ctx, backend.GetParams{ID: id})
 	if err != nil {
-		return nil, fmt.Errorf("kyu: get job %s: %w", id, err)
+		return nil, jobError("get job "+id, err)
 	}
 	return jobFromRecord(r), nil
 }

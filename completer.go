@@ -263,12 +263,27 @@ func (c *completer) account(runs []*jobRun, res backend.BatchResult, err error, 
 			if errors.Is(run.err, ErrNoHandler) {
 				w.stats.unknownType.Add(1)
 			}
-			w.log.Debug("kyu: job attempt failed", "job_id", run.lease.JobID, "type", run.jobType,
-				"error", run.err)
+			w.logFailure(run)
 		case errors.Is(itemErr, backend.ErrLeaseLost):
 			w.log.Debug("kyu: outcome refused: the job's lease was lost", "op", op, "job_id", run.lease.JobID, "type", run.jobType)
 		default:
 			w.log.Warn("kyu: outcome refused", "op", op, "job_id", run.lease.JobID, "type", run.jobType, "error", itemErr)
 		}
+	}
+}
+
+// logFailure logs a failed attempt that was recorded: at Error when the
+// job failed for good (a permanent error, or its last attempt), at Info
+// when it will be retried (retries are routine) and at Debug when the
+// handler cancelled it.
+func (w *Worker) logFailure(run *jobRun) {
+	attrs := []any{"job_id", run.lease.JobID, "type", run.jobType, "attempt", run.attempt, "error", run.err}
+	switch {
+	case run.failure.Cancel:
+		w.log.Debug("kyu: job cancelled by its handler", attrs...)
+	case run.failure.Final || run.attempt >= run.maxAttempts:
+		w.log.Error("kyu: job failed for good", attrs...)
+	default:
+		w.log.Info("kyu: job attempt failed; it will be retried", append(attrs, "retry_at", run.failure.RetryAt)...)
 	}
 }

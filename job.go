@@ -1,6 +1,7 @@
 package kyu
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -109,13 +110,16 @@ func (j *Job) SetResult(b []byte) {
 	}
 }
 
-// SetResultJSON stores v, encoded as JSON, as the job's result.
+// SetResultJSON stores v, encoded as JSON, as the job's result. The JSON
+// is stored as written: <, > and & are not escaped.
 func (j *Job) SetResultJSON(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("kyu: encode result: %w", err)
 	}
-	j.SetResult(b)
+	j.SetResult(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sort"
@@ -101,7 +102,9 @@ type WorkerConfig struct {
 	// real time whatever the Clock says.
 	Clock Clock
 
-	// Logger receives the worker's logs. Default: discard.
+	// Logger receives the worker's logs. Default: warnings and errors as
+	// text on stderr. A handler's panic and a job that failed for good
+	// are logged at Error, an attempt that will be retried at Info.
 	Logger *slog.Logger
 
 	// MaintenanceInterval is how often the worker promotes due scheduled
@@ -180,7 +183,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 		c.Clock = systemClock{}
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = defaultLogger(os.Stderr)
 	}
 	if c.MaintenanceInterval == 0 {
 		c.MaintenanceInterval = DefaultMaintenanceInterval
@@ -278,4 +281,10 @@ func defaultWorkerID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// defaultLogger is the Logger of a WorkerConfig that sets none: warnings
+// and errors as text on out.
+func defaultLogger(out io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

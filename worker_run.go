@@ -38,11 +38,12 @@ const abandonedMessage = "handler did not return within its timeout (plus grace)
 type jobRun struct {
 	job   Job
 	lease backend.Lease
-	// jobType, attempt and timeout are kept apart from job, which the
-	// handler may change.
-	jobType string
-	attempt int
-	timeout time.Duration
+	// jobType, attempt, maxAttempts and timeout are kept apart from job,
+	// which the handler may change.
+	jobType     string
+	attempt     int
+	maxAttempts int
+	timeout     time.Duration
 	// started is when the handler was started, on the real (monotonic)
 	// clock: timeouts run on real time whatever the Clock says.
 	started time.Time
@@ -123,11 +124,12 @@ func (r *jobRun) takeResult() []byte {
 // is the worker's own, so its slices are shared with the Job, not copied.
 func newRun(rec *backend.Job, f *fetcher) *jobRun {
 	r := &jobRun{
-		lease:   backend.Lease{JobID: rec.ID, Token: rec.LeaseToken},
-		jobType: rec.Type,
-		attempt: rec.Attempt,
-		timeout: rec.Timeout,
-		f:       f,
+		lease:       backend.Lease{JobID: rec.ID, Token: rec.LeaseToken},
+		jobType:     rec.Type,
+		attempt:     rec.Attempt,
+		maxAttempts: rec.MaxAttempts,
+		timeout:     rec.Timeout,
+		f:           f,
 	}
 	r.expires.Store(rec.LeaseExpiresAt.UnixNano())
 	r.logLines = len(rec.Logs) + rec.LogsDropped
@@ -197,6 +199,10 @@ func (w *Worker) execute(ctx context.Context, run *jobRun) {
 				err = fmt.Errorf("panic: %w", p.(error))
 			default:
 				err = fmt.Errorf("panic: %v", p)
+			}
+			if !errors.Is(err, errGoexit) {
+				w.log.Error("kyu: job handler panicked", "job_id", run.lease.JobID, "type", run.jobType,
+					"attempt", run.attempt, "error", err, "stack", stack)
 			}
 		}
 		w.settle(run, err, stack)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -831,5 +832,118 @@ func TestShutdownWithNoGrace(t *testing.T) {
 	}
 	if job.State != kyu.StatePending || job.Attempt != 0 {
 		t.Fatalf("job is %s at attempt %d right after Shutdown with no grace; want pending at attempt 0", job.State, job.Attempt)
+	}
+}
+
+func TestSetResultJSONKeepsHTMLCharacters(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			return job.SetResultJSON(map[string]string{"html": "<b>a & b</b>"})
+		}),
+	})
+	id := enqueue(t, c, "html", nil, kyu.EnqueueOptions{})
+	job := waitState(t, c, id, kyu.StateCompleted)
+	if got, want := string(job.Result), `{"html":"<b>a & b</b>"}`; got != want {
+		t.Errorf("result = %s, want %s", got, want)
+	}
+}
+
+// recordedLog keeps the records a worker logs, for tests.
+type recordedLog struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (l *recordedLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *recordedLog) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, r.Clone())
+	return nil
+}
+func (l *recordedLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *recordedLog) WithGroup(string) slog.Handler      { return l }
+
+// find returns the attributes of the first record with msg, and its level.
+func (l *recordedLog) find(msg string) (map[string]string, slog.Level, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.records {
+		if r.Message != msg {
+			continue
+		}
+		attrs := map[string]string{}
+		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+		return attrs, r.Level, true
+	}
+	return nil, 0, false
+}
+
+func TestWorkerLogsPanicAndFinalFailureAtError(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	logs := &recordedLog{}
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			if job.Type == "boom" {
+				panic("boom")
+			}
+			return fmt.Errorf("flaky %d", job.Attempt)
+		}),
+		Backoff: kyu.FixedBackoff(0),
+		Logger:  slog.New(logs),
+	})
+	panicID := enqueue(t, c, "boom", nil, kyu.EnqueueOptions{MaxAttempts: 1})
+	flakyID := enqueue(t, c, "flaky", nil, kyu.EnqueueOptions{MaxAttempts: 2})
+	waitState(t, c, panicID, kyu.StateFailed)
+	waitState(t, c, flakyID, kyu.StateFailed)
+	eventually(t, "final failures logged", func() bool {
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
+		n := 0
+		for _, r := range logs.records {
+			if r.Message == "kyu: job failed for good" {
+				n++
+			}
+		}
+		return n == 2
+	})
+
+	attrs, level, ok := logs.find("kyu: job handler panicked")
+	if !ok || level != slog.LevelError || attrs["job_id"] != panicID || attrs["type"] != "boom" || attrs["error"] != "panic: boom" {
+		t.Errorf("panic log: found %v, level %v, attrs %v; want error with job_id %s, type boom", ok, level, attrs, panicID)
+	}
+	attrs, level, ok = logs.find("kyu: job attempt failed; it will be retried")
+	if !ok || level != slog.LevelInfo || attrs["job_id"] != flakyID || attrs["error"] != "flaky 1" {
+		t.Errorf("retry log: found %v, level %v, attrs %v; want info for %s", ok, level, attrs, flakyID)
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	final := map[string]string{}
+	for _, r := range logs.records {
+		if r.Message != "kyu: job failed for good" {
+			continue
+		}
+		if r.Level != slog.LevelError {
+			t.Errorf("final failure logged at %v, want error", r.Level)
+		}
+		var id, typ string
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "job_id":
+				id = a.Value.String()
+			case "type":
+				typ = a.Value.String()
+			}
+			return true
+		})
+		final[id] = typ
+	}
+	if final[panicID] != "boom" || final[flakyID] != "flaky" {
+		t.Errorf("final failures logged for %v; want %s (boom) and %s (flaky)", final, panicID, flakyID)
 	}
 }

@@ -35,6 +35,9 @@ type StateError struct {
 }
 
 func (e *StateError) Error() string {
+	if e.Op == "run now" {
+		return fmt.Sprintf("kyu: cannot run job %s now: it is %s", e.ID, e.State)
+	}
 	return fmt.Sprintf("kyu: cannot %s job %s: it is %s", e.Op, e.ID, e.State)
 }
 

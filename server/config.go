@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/kyuhq/kyu"
 	"github.com/kyuhq/kyu/backend"
 )
 
@@ -131,6 +132,12 @@ type Config struct {
 	// series, and under queue "other", type "other" when not. A family
 	// never holds more than MaxMetricLabels series, "other" ones included.
 	MaxMetricLabels int
+	// Backoff decides when a job whose attempt failed without a retry_at
+	// (and not final) runs again: the failure time plus Backoff of the
+	// attempt number. Default: the backoff a kyu.Worker uses by default,
+	// kyu.ExponentialBackoff(kyu.DefaultBackoffBase, kyu.DefaultBackoffMax)
+	// (1s, doubling, up to 1h, ±20%). kyu.FixedBackoff(0) retries at once.
+	Backoff kyu.BackoffFunc
 
 	// Clock is for tests only; the kyu binary never sets it. When set, it is
 	// the server's clock, and a request's Kyu-Now header, when present, is
@@ -199,6 +206,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxMetricLabels <= 0 {
 		c.MaxMetricLabels = DefaultMaxMetricLabels
 	}
+	if c.Backoff == nil {
+		c.Backoff = kyu.ExponentialBackoff(kyu.DefaultBackoffBase, kyu.DefaultBackoffMax)
+	}
 	return c
 }
 
@@ -207,6 +217,22 @@ func (c Config) validate() error {
 	if c.Backend == nil {
 		return errors.New("server: Config.Backend is required")
 	}
+	return c.checkListen()
+}
+
+// CheckListen reports whether a server may listen as c says: the address,
+// the token it needs beyond loopback, and the TLS files. New checks it
+// too; a caller calls it first to refuse a bad address before it opens a
+// store.
+func (c Config) CheckListen() error {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	return c.checkListen()
+}
+
+// checkListen is CheckListen of a Config with its defaults applied.
+func (c Config) checkListen() error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return errors.New("server: TLS needs both a certificate and a key file")
 	}

@@ -87,7 +87,9 @@ func (s *Server) handleOneFail(w http.ResponseWriter, r *http.Request) {
 	}
 	item := backend.FailItem{Lease: l, Message: req.Message, Stack: req.Stack, RetryAt: req.RetryAt, Final: req.Final, Cancel: req.Cancel}
 	s.one(w, r, func(now time.Time) (backend.BatchResult, error) {
-		res, err := s.b.Fail(r.Context(), backend.FailParams{Items: []backend.FailItem{item}, Now: now})
+		items := []backend.FailItem{item}
+		s.applyBackoff(r.Context(), items, now)
+		res, err := s.b.Fail(r.Context(), backend.FailParams{Items: items, Now: now})
 		if err == nil && res.Errors[0] == nil {
 			s.noteEnded(l.JobID, "failed", now)
 		}

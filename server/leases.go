@@ -235,6 +235,7 @@ func (s *Server) handleFail(w http.ResponseWriter, r *http.Request) {
 		items[i] = it.Backend()
 	}
 	s.batch(w, r, func(now time.Time) (backend.BatchResult, error) {
+		s.applyBackoff(r.Context(), items, now)
 		res, err := s.b.Fail(r.Context(), backend.FailParams{Items: items, Now: now})
 		if err == nil {
 			for i, it := range items {

@@ -105,3 +105,14 @@ type UnavailableError struct {
 func (e *UnavailableError) Error() string {
 	return fmt.Sprintf("backend %q is not available in this build yet", e.Scheme)
 }
+
+// EmbeddedDir returns the directory of the embedded store that rawURL
+// names, as given (it may be relative), and false when rawURL names
+// another store or does not parse.
+func EmbeddedDir(rawURL string) (string, bool) {
+	t, err := parse(rawURL)
+	if err != nil || t.scheme != schemePebble {
+		return "", false
+	}
+	return t.dir, true
+}

@@ -113,6 +113,11 @@ func (b *Backend) Fail(ctx context.Context, p backend.FailParams) (backend.Batch
 	}
 	in := api.FailRequest{Items: make([]api.FailItem, len(p.Items))}
 	for i, it := range p.Items {
+		if it.RetryAt.IsZero() {
+			// The contract makes a zero RetryAt "at once"; the server gives
+			// an item without retry_at its backoff, so send Now instead.
+			it.RetryAt = p.Now
+		}
 		in.Items[i] = api.FromFailItem(it)
 	}
 	return b.batch(ctx, "/api/v1/leases/fail", p.Now, in, len(p.Items))

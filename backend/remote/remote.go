@@ -184,12 +184,19 @@ func (b *Backend) call(ctx context.Context, method, path string, withNow bool, n
 }
 
 // wrapErr returns the contract's errors as they are (so a
-// *ValidationError stays the value callers unwrap) and names the others.
+// *ValidationError stays the value callers unwrap, and "job not found"
+// reads as it does in-process) and names the others.
 func wrapErr(err error) error {
 	var ve *backend.ValidationError
 	var se *backend.StateError
 	if errors.As(err, &ve) || errors.As(err, &se) {
 		return err
+	}
+	for _, contract := range []error{backend.ErrNotFound, backend.ErrLeaseLost, backend.ErrJobActive,
+		backend.ErrWrongState, backend.ErrUniqueKeyHeld, backend.ErrNotSupported} {
+		if errors.Is(err, contract) {
+			return err
+		}
 	}
 	return fmt.Errorf("remote: %w", err)
 }

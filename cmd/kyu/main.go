@@ -26,7 +26,7 @@ func run() int {
 
 	err := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kyu: %v\n", err)
+		fmt.Fprintln(os.Stderr, cli.Message(err))
 	}
 	return cli.ExitCode(err)
 }

@@ -38,6 +38,7 @@ func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	var started bool
 	root := newRootCommand(stdout, stderr)
 	root.SetIn(stdin)
+	root.SetFlagErrorFunc(flagError)
 	// Cobra parses flags and checks arguments before any PreRun hook, so
 	// an error returned before the hook ran is the user's input.
 	root.PersistentPreRun = func(*cobra.Command, []string) { started = true }

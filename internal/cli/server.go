@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -44,6 +45,9 @@ type serverFlags struct {
 	// memoryLimit is --memory-limit; memoryLimitSet says it was given.
 	memoryLimit    string
 	memoryLimitSet bool
+	// terminal says stdout is a terminal: a person is watching, so the
+	// server says how to reach and stop it.
+	terminal bool
 }
 
 // newServerCommand builds `kyu server`.
@@ -78,7 +82,9 @@ is kept when set): the garbage collector works harder near it rather than
 let the heap grow to twice what is live. The embedded store's memtables
 and block cache are outside it.
 
-The address it listens on is printed to stdout; logs go to stderr.
+The address it listens on is printed to stdout (on a terminal, with the
+REST API's URL and how to stop it); logs go to stderr, the embedded
+store's absolute directory among them.
 SIGINT or SIGTERM drains requests in flight and stops.`,
 		Example: `  kyu server
   kyu server --addr 0.0.0.0:7420 --token-file /etc/kyu/token
@@ -87,6 +93,7 @@ SIGINT or SIGTERM drains requests in flight and stops.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.memoryLimitSet = cmd.Flags().Changed("memory-limit")
+			f.terminal = isTerminal(cmd.OutOrStdout())
 			return runServer(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -116,6 +123,16 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 	if err := f.resolveToken(); err != nil {
 		return err
 	}
+	cfg := server.Config{
+		Addr: f.addr, Token: f.token, Insecure: f.insecure, AllowedHosts: f.allowedHosts,
+		BodyTimeout: f.bodyTimeout, MaxConns: f.maxConns,
+		TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey, Logger: log,
+	}
+	// Refuse a bad address before the store exists: opening an embedded
+	// store creates its directory.
+	if err := cfg.CheckListen(); err != nil {
+		return &UsageError{Err: err}
+	}
 	limit, from, set, err := memoryLimit(f.memoryLimit, f.memoryLimitSet, os.Getenv)
 	if err != nil {
 		return &UsageError{Err: err}
@@ -126,31 +143,42 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
 	}
 	log.Debug("kyu server memory limit", "bytes", debug.SetMemoryLimit(-1), "from", from)
+	if dir, ok := backendurl.EmbeddedDir(f.backendURL); ok {
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		log.Info("kyu server embedded store", "dir", dir)
+	}
 	b, err := backendurl.Open(ctx, f.backendURL, backendurl.Options{Logger: log, Token: os.Getenv(tokenEnv)})
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
+	started := false
 	defer func() {
 		if cerr := b.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("server: close store: %w", cerr))
 		}
+		if started && err == nil {
+			log.Info("kyu server stopped")
+		}
 	}()
-	srv, err := server.New(server.Config{
-		Backend: b, Addr: f.addr, Token: f.token, Insecure: f.insecure, AllowedHosts: f.allowedHosts,
-		BodyTimeout: f.bodyTimeout, MaxConns: f.maxConns,
-		TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey, Logger: log,
-	})
+	cfg.Backend = b
+	srv, err := server.New(cfg)
 	if err != nil {
 		return &UsageError{Err: err}
 	}
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
+	started = true
 	scheme := "http"
 	if f.tlsCert != "" {
 		scheme = "https"
 	}
 	fmt.Fprintf(stdout, "kyu server listening on %s://%s (backend %s)\n", scheme, srv.Addr(), describeBackend(f.backendURL))
+	if f.terminal {
+		fmt.Fprintf(stdout, "REST API: %s://%s/api/v1 (OpenAPI document at /api/v1/openapi.json)\nPress Ctrl+C to stop.\n", scheme, srv.Addr())
+	}
 	<-ctx.Done()
 	log.Info("kyu server shutting down", "grace", serverShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serverShutdownGrace)

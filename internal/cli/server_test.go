@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -114,5 +116,70 @@ func TestServerRefusesOpenAddress(t *testing.T) {
 	var usage *UsageError
 	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "without a token") {
 		t.Fatalf("kyu server --addr 0.0.0.0:0 = %v; want a usage error saying a token is needed", err)
+	}
+	if _, err := os.Stat(store); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused server left its store directory: stat %s: %v; want none", store, err)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestServerOnTerminal checks what `kyu server` says on a terminal: the
+// API URL and how to stop it; and that it logs the embedded store's
+// absolute directory and "stopped" at the end. (No t.Parallel: it
+// changes the working directory.)
+func TestServerOnTerminal(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr lockedBuffer
+	done := make(chan error, 1)
+	f := serverFlags{addr: "127.0.0.1:0", backendURL: "pebble://rel-store", memoryLimit: "off", bodyTimeout: time.Minute, terminal: true}
+	go func() {
+		err := runServer(ctx, f, pw, &stderr)
+		pw.Close()
+		done <- err
+	}()
+	out := bufio.NewReader(pr)
+	first, err := out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("no address printed: %v (runServer: %v)", err, <-done)
+	}
+	// The rest is printed before the server waits for its signal.
+	cancel()
+	rest, _ := io.ReadAll(out)
+	if err := <-done; err != nil {
+		t.Fatalf("runServer after the signal: %v", err)
+	}
+	_, after, _ := strings.Cut(first, "listening on ")
+	base, _, _ := strings.Cut(after, " ")
+	if want := "REST API: " + base + "/api/v1 (OpenAPI document at /api/v1/openapi.json)\nPress Ctrl+C to stop.\n"; string(rest) != want {
+		t.Errorf("printed after the address %q; want %q", rest, want)
+	}
+	logs := stderr.String()
+	storeDir := filepath.Join(dir, "rel-store")
+	if want := `msg="kyu server embedded store" dir=` + storeDir; !strings.Contains(logs, want) {
+		t.Errorf("logs %q; want %q", logs, want)
+	}
+	if !strings.HasSuffix(logs, "msg=\"kyu server stopped\"\n") {
+		t.Errorf("logs %q; want them to end with kyu server stopped", logs)
 	}
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 )
@@ -14,9 +16,25 @@ const memoryLimitEnv = "KYU_MEMORY_LIMIT"
 // defaultMemoryLimit is the soft limit `kyu server` gives Go's heap when
 // neither --memory-limit, KYU_MEMORY_LIMIT nor GOMEMLIMIT sets one: the
 // garbage collector works harder as the heap nears it, instead of letting
-// it grow to twice what is live. It is soft: a heap that needs more gets
-// more, at the cost of more collection.
+// it grow to twice what is live. It is counted above the heap that is live
+// once the store is open (see aboveLiveHeap). It is soft: a heap that
+// needs more gets more, at the cost of more collection.
 const defaultMemoryLimit = 192 << 20
+
+// aboveLiveHeap returns base plus the Go heap that is live now, after a
+// collection. The default limit is counted from what the opened store
+// holds (the embedded store keeps its indexes in the heap, tens of
+// megabytes per million jobs), so a large store does not start with its
+// heap at the limit and the collector running without pause.
+func aboveLiveHeap(base int64) int64 {
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return base
+	}
+	return base + int64(sample[0].Value.Uint64())
+}
 
 // memoryLimit resolves the soft memory limit of `kyu server`: --memory-limit
 // when given (flagSet), else KYU_MEMORY_LIMIT, else none to set when

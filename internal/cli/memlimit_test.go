@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -64,5 +65,21 @@ func TestServerMemoryLimitFlag(t *testing.T) {
 	}
 	if _, err := os.Stat(store); !os.IsNotExist(err) {
 		t.Errorf("the store was created (%v); want the flag refused first", err)
+	}
+}
+
+// TestDefaultLimitAboveLiveHeap: the default limit is counted above the
+// heap that is live, so a store holding much in memory is not started
+// with its heap already at the limit.
+func TestDefaultLimitAboveLiveHeap(t *testing.T) {
+	const held = 64 << 20
+	live := make([]byte, held)
+	for i := range live {
+		live[i] = 1
+	}
+	got := aboveLiveHeap(defaultMemoryLimit)
+	runtime.KeepAlive(live)
+	if got < defaultMemoryLimit+held {
+		t.Fatalf("aboveLiveHeap = %d MiB with %d MiB live; want at least %d MiB", got>>20, held>>20, (defaultMemoryLimit+held)>>20)
 	}
 }

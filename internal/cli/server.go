@@ -77,8 +77,8 @@ under a name of its own; --allowed-hosts adds names, such as a proxy's.
 Every request that changes state must say Content-Type: application/json,
 and one that a browser marks as coming from another site is refused.
 
-The Go heap gets a soft limit (--memory-limit, 192MiB by default; GOMEMLIMIT
-is kept when set): the garbage collector works harder near it rather than
+The Go heap gets a soft limit (--memory-limit; by default 192MiB above the
+heap live once the store is open; GOMEMLIMIT is kept when set): the garbage collector works harder near it rather than
 let the heap grow to twice what is live. The embedded store's memtables
 and block cache are outside it.
 
@@ -142,7 +142,6 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 		// caller that runs the server inside a longer-lived process.
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
 	}
-	log.Debug("kyu server memory limit", "bytes", debug.SetMemoryLimit(-1), "from", from)
 	if dir, ok := backendurl.EmbeddedDir(f.backendURL); ok {
 		if abs, err := filepath.Abs(dir); err == nil {
 			dir = abs
@@ -162,6 +161,11 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 			log.Info("kyu server stopped")
 		}
 	}()
+	if from == "default" {
+		// Counted from what the store holds once open (see aboveLiveHeap).
+		debug.SetMemoryLimit(aboveLiveHeap(limit))
+	}
+	log.Debug("kyu server memory limit", "bytes", debug.SetMemoryLimit(-1), "from", from)
 	cfg.Backend = b
 	srv, err := server.New(cfg)
 	if err != nil {

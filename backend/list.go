@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 	"strings"
 )
 
@@ -27,6 +28,9 @@ type ListParams struct {
 	Queue string
 	State State
 	Type  string
+	// Tag matches a job that has exactly this tag (case-sensitive) among
+	// its Tags.
+	Tag string
 	// Search matches a job whose id starts with it, whose title contains
 	// it (ignoring case), or that has it as a tag.
 	Search string
@@ -39,7 +43,7 @@ type ListParams struct {
 
 // ListResult is one page. NextCursor is empty on the last page. A page
 // before the last may hold fewer than Limit jobs (a store may bound the
-// records a Type or Search filter reads per call), even none: only an
+// records a Type, Tag or Search filter reads per call), even none: only an
 // empty NextCursor ends a listing.
 //
 // Listed jobs carry every field but Payload, Result and Logs (Get has
@@ -65,6 +69,10 @@ func (p *ListParams) Check() (after string, err error) {
 		return "", invalid("order", "unknown order %q (oldest or newest)", p.Order)
 	case p.Limit < 0 || p.Limit > MaxListLimit:
 		return "", invalid("limit", "%d is outside [0, %d]", p.Limit, MaxListLimit)
+	case len(p.Tag) > MaxTag:
+		return "", invalid("tag", "longer than %d bytes", MaxTag)
+	case !ValidText(p.Tag):
+		return "", invalid("tag", textReason)
 	case len(p.Search) > 256:
 		return "", invalid("search", "longer than 256 bytes")
 	}
@@ -100,7 +108,7 @@ func (p *ListParams) NextCursor(last string) string {
 // misplaced cursor is refused rather than silently listing something else.
 func (p *ListParams) cursorSum(id string) uint32 {
 	var b strings.Builder
-	for _, s := range []string{"kyu-cursor-1", p.Queue, string(p.State), p.Type, p.Search, string(p.Order), id} {
+	for _, s := range []string{"kyu-cursor-1", p.Queue, string(p.State), p.Type, p.Tag, p.Search, string(p.Order), id} {
 		b.WriteString(s)
 		b.WriteByte(0)
 	}
@@ -112,7 +120,8 @@ func (p *ListParams) Matches(j *Job) bool {
 	switch {
 	case p.Queue != "" && j.Queue != p.Queue,
 		p.State != "" && j.State != p.State,
-		p.Type != "" && j.Type != p.Type:
+		p.Type != "" && j.Type != p.Type,
+		p.Tag != "" && !slices.Contains(j.Tags, p.Tag):
 		return false
 	}
 	return p.Search == "" || MatchesSearch(j, p.Search)

@@ -162,7 +162,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := backend.ListParams{
 		Queue: q.Get("queue"), State: backend.State(q.Get("state")), Type: q.Get("type"),
-		Search: q.Get("q"), Order: backend.ListOrder(q.Get("order")), Cursor: q.Get("cursor"),
+		Tag: q.Get("tag"), Search: q.Get("q"), Order: backend.ListOrder(q.Get("order")), Cursor: q.Get("cursor"),
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -38,7 +38,7 @@ func (s *Server) routeTable() []route {
 	return []route{
 		// Producer side and reads.
 		{method: "POST", path: "/api/v1/jobs", auth: true, handle: s.handleEnqueue, summary: "Enqueue one job (an object) or many (an array, atomically)", body: "EnqueueBody", ok: 201, okSchema: "EnqueueAnswer"},
-		{method: "GET", path: "/api/v1/jobs", auth: true, handle: s.handleList, summary: "List jobs with filters and a cursor", ok: 200, okSchema: "JobList", params: []string{"state", "queue", "type", "q", "limit", "cursor", "order"}},
+		{method: "GET", path: "/api/v1/jobs", auth: true, handle: s.handleList, summary: "List jobs with filters and a cursor", ok: 200, okSchema: "JobList", params: []string{"state", "queue", "type", "tag", "q", "limit", "cursor", "order"}},
 		{method: "GET", path: "/api/v1/jobs/{id}", auth: true, handle: s.handleGet, summary: "Get a job with every field", ok: 200, okSchema: "Job"},
 		{method: "DELETE", path: "/api/v1/jobs/{id}", auth: true, handle: s.handleDelete, summary: "Delete a job that is not active", ok: 204},
 		{method: "GET", path: "/api/v1/jobs/{id}/wait", auth: true, handle: s.handleWait, summary: "Wait until the job is finished, up to timeout; the job either way", ok: 200, okSchema: "Job", params: []string{"timeout"}},

@@ -95,6 +95,40 @@ func testList(t *testing.T, factory Factory) {
 		f.wantIDs("List(queue nobody used)", f.listIDs(backend.ListParams{Queue: uniqueQueue(t, "-never")}, nil), nil)
 	})
 
+	t.Run("Tag", func(t *testing.T) {
+		f := start(t, factory)
+		other := uniqueQueue(t, "-other")
+		var red []string
+		for range 7 {
+			red = append(red, f.enqueueOne(backend.NewJob{Title: "red", Tags: []string{"blue", "red"}}))
+			f.enqueueOne(backend.NewJob{Title: "red", Tags: []string{"Red", "reds", "re"}})
+			f.enqueueOne(backend.NewJob{Title: "no tags"})
+		}
+		f.claimID(red[0], "the first pending job")
+		cancelled := f.enqueueOne(backend.NewJob{Tags: []string{"red"}})
+		_, err := f.cancel(cancelled)
+		f.mustOK("Cancel", err)
+		elsewhere := f.enqueueOne(backend.NewJob{Queue: other, Tags: []string{"red"}})
+		mine := append(slices.Clone(red), cancelled)
+		newest := slices.Clone(mine)
+		slices.Reverse(newest)
+
+		f.wantIDs("List(tag, queue)", f.listIDs(backend.ListParams{Queue: f.queue, Tag: "red"}, nil), mine)
+		f.wantIDs("List(tag, queue, limit 2)", f.listIDs(backend.ListParams{Queue: f.queue, Tag: "red", Limit: 2}, nil), mine)
+		f.wantIDs("List(tag, queue, newest first, limit 3)", f.listIDs(backend.ListParams{Queue: f.queue, Tag: "red", Limit: 3, Order: backend.NewestFirst}, nil), newest)
+		f.wantIDs("List(tag), every queue", f.listIDs(backend.ListParams{Tag: "red", Limit: 2}, nil), append(slices.Clone(mine), elsewhere))
+		f.wantIDs("List(tag, queue, state pending)", f.listIDs(backend.ListParams{Queue: f.queue, State: backend.StatePending, Tag: "red", Limit: 2}, nil), red[1:])
+		f.wantIDs("List(tag, state cancelled)", f.listIDs(backend.ListParams{State: backend.StateCancelled, Tag: "red"}, nil), []string{cancelled})
+		f.wantIDs("List(tag, type)", f.listIDs(backend.ListParams{Queue: f.queue, Tag: "red", Type: "no.such.type"}, nil), nil)
+		f.wantIDs("List(tag, search)", f.listIDs(backend.ListParams{Queue: f.queue, Tag: "blue", Search: red[4]}, nil), red[4:5])
+		f.wantIDs("List(tag nobody has)", f.listIDs(backend.ListParams{Queue: f.queue, Tag: "RED"}, nil), nil)
+
+		res := f.list(backend.ListParams{Queue: f.queue, Tag: "red", Limit: 2})
+		q := backend.ListParams{Queue: f.queue, Tag: "blue", Limit: 2, Cursor: res.NextCursor}
+		_, err = f.b.List(f.ctx, q)
+		wantInvalid(t, err, -1, "cursor")
+	})
+
 	t.Run("Fields", func(t *testing.T) {
 		f := start(t, factory)
 		id := f.enqueueOne(backend.NewJob{Payload: []byte("payload"), Title: "t", Tags: []string{"a"}, Metadata: map[string]string{"k": "v"}, Retention: backend.RetainForever})
@@ -269,6 +303,7 @@ func testList(t *testing.T, factory Factory) {
 			"all":    func(q *backend.ListParams) { q.Queue = "" },
 			"state":  func(q *backend.ListParams) { q.State = backend.StateScheduled },
 			"type":   func(q *backend.ListParams) { q.Type = "other.type" },
+			"tag":    func(q *backend.ListParams) { q.Tag = "other-tag" },
 			"search": func(q *backend.ListParams) { q.Search = "x" },
 			"order":  func(q *backend.ListParams) { q.Order = backend.NewestFirst },
 		} {
@@ -300,6 +335,9 @@ func testList(t *testing.T, factory Factory) {
 			{"limit", backend.ListParams{Limit: -1}},
 			{"limit", backend.ListParams{Limit: backend.MaxListLimit + 1}},
 			{"search", backend.ListParams{Search: strings.Repeat("s", 257)}},
+			{"tag", backend.ListParams{Tag: strings.Repeat("t", backend.MaxTag+1)}},
+			{"tag", backend.ListParams{Tag: "bad\xff"}},
+			{"tag", backend.ListParams{Tag: "nul\x00"}},
 		} {
 			_, err := f.b.List(f.ctx, c.p)
 			wantInvalid(t, err, -1, c.field)

@@ -18,7 +18,7 @@ const listScanLimit = 5000
 // Active jobs, as few as the leases held, come from the lease map, sorted
 // for the call.
 // Only the jobs examined are read, so the first page costs the same
-// however many jobs the store holds. Type and search filters are checked
+// however many jobs the store holds. Type, tag and search filters are checked
 // on the records read, at most listScanLimit of them per call. Listed jobs
 // carry no Payload, Result or Logs. List answers once every write in
 // flight when it read is durable, so the page it returns, the jobs it

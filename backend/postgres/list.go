@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -20,9 +21,10 @@ const (
 	listHardBound = 200000
 )
 
-// List pages through jobs in id order. Queue and state filter in SQL (the
-// partial indexes of the final states serve a queue and a final state; the
-// primary key serves the rest); type and search are matched in Go with
+// List pages through jobs in id order. Queue, state and tag filter in SQL
+// (the partial indexes of the final states serve a queue and a final
+// state; the primary key serves the rest; a tag is jsonb containment of the
+// tags array, exact and case-sensitive); type and search are matched in Go with
 // backend.ListParams.Matches over bounded reads, so they mean exactly what
 // the contract says.
 func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
@@ -48,6 +50,13 @@ func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListRes
 		// store's generic plans the planner can use the state's partial
 		// index.
 		where = append(where, "state = "+quoteLiteral(string(p.State)))
+	}
+	if p.Tag != "" {
+		tag, err := json.Marshal([]string{p.Tag})
+		if err != nil {
+			return backend.ListResult{}, fmt.Errorf("list: tag: %w", err)
+		}
+		add("tags @> $%d::jsonb", string(tag))
 	}
 	desc := p.Order == backend.NewestFirst
 	filtered := p.Type != "" || p.Search != ""

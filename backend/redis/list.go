@@ -57,7 +57,7 @@ func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListRes
 		}
 	}
 	batch := p.Limit + 1
-	if p.Type != "" || p.Search != "" {
+	if p.Type != "" || p.Tag != "" || p.Search != "" {
 		batch = max(batch, 200)
 	}
 	var page []*backend.Job

@@ -121,6 +121,7 @@ func (b *Backend) List(ctx context.Context, p backend.ListParams) (backend.ListR
 	set("queue", p.Queue)
 	set("state", string(p.State))
 	set("type", p.Type)
+	set("tag", p.Tag)
 	set("q", p.Search)
 	set("order", string(p.Order))
 	set("cursor", p.Cursor)

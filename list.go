@@ -21,6 +21,8 @@ type ListOptions struct {
 	Queue string
 	State State
 	Type  string
+	// Tag matches a job that has exactly this tag (case-sensitive).
+	Tag string
 	// Search matches a job whose id starts with it, whose title contains
 	// it (ignoring case), or that has it as a tag.
 	Search string
@@ -47,7 +49,7 @@ type JobPage struct {
 // that was altered, or made for other filters, give a *ValidationError.
 func (c *Client) List(ctx context.Context, opts ListOptions) (JobPage, error) {
 	res, err := c.b.List(ctx, backend.ListParams{
-		Queue: opts.Queue, State: opts.State, Type: opts.Type, Search: opts.Search,
+		Queue: opts.Queue, State: opts.State, Type: opts.Type, Tag: opts.Tag, Search: opts.Search,
 		Order: opts.Order, Limit: opts.Limit, Cursor: opts.Cursor,
 	})
 	if err != nil {

@@ -52,6 +52,7 @@ type jobsListFlags struct {
 	state   string
 	queue   string
 	jobType string
+	tag     string
 	search  string
 	limit   int
 	order   string
@@ -65,14 +66,15 @@ func newJobsListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List jobs, oldest first, with filters",
 		Long: `List jobs in enqueue order, oldest first (--order newest for the
-reverse), filtered by state, queue, type and a search (an id prefix, a
-word of the title or a tag). It shows at most --limit jobs (0 for all);
+reverse), filtered by state, queue, type, tag (exact) and a search (an
+id prefix, a word of the title or a tag). It shows at most --limit jobs (0 for all);
 when more match, stderr says how to continue (--cursor).
 
 -o json writes one job per line (JSON lines), without payload, result
 and logs (kyu jobs get has them).`,
 		Example: `  kyu jobs list --state failed --queue emails
-  kyu jobs list --type report.build --order newest --limit 10 -o json`,
+  kyu jobs list --type report.build --order newest --limit 10 -o json
+  kyu jobs list --tag customer-42`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runJobsList(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -83,6 +85,7 @@ and logs (kyu jobs get has them).`,
 	fl.StringVar(&f.state, "state", "", "only jobs in this state: "+statesList())
 	fl.StringVar(&f.queue, "queue", "", "only jobs of this queue")
 	fl.StringVar(&f.jobType, "type", "", "only jobs of this type")
+	fl.StringVar(&f.tag, "tag", "", "only jobs with exactly this tag (case-sensitive)")
 	fl.StringVar(&f.search, "search", "", "only jobs whose id starts with it, whose title contains it, or with it as a tag")
 	fl.IntVar(&f.limit, "limit", 50, "jobs to show at most (0 for all)")
 	fl.StringVar(&f.order, "order", "oldest", "oldest or newest first")
@@ -134,7 +137,7 @@ func runJobsList(ctx context.Context, f *jobsListFlags, stdout, stderr io.Writer
 		if format == outputTable {
 			t = newTable(stdout, "ID", "STATE", "QUEUE", "TYPE", "PRIO", "ATTEMPT", "RUN AT", "TITLE")
 		}
-		opts := kyu.ListOptions{Queue: f.queue, State: state, Type: f.jobType, Search: f.search, Order: order, Cursor: f.cursor}
+		opts := kyu.ListOptions{Queue: f.queue, State: state, Type: f.jobType, Tag: f.tag, Search: f.search, Order: order, Cursor: f.cursor}
 		shown := 0
 		for {
 			opts.Limit = 1000

@@ -25,10 +25,10 @@ func enqueueID(t *testing.T, url string, args ...string) string {
 func TestJobsList(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, url string) {
-		a := enqueueID(t, url, "send", "{}", "--queue", "q1", "--title", "first one")
-		b := enqueueID(t, url, "send", "{}", "--queue", "q1")
-		c := enqueueID(t, url, "build", "{}", "--queue", "q1", "--delay", "1h")
-		enqueueID(t, url, "send", "{}", "--queue", "q2")
+		a := enqueueID(t, url, "send", "{}", "--queue", "q1", "--title", "first one", "--tag", "vip")
+		b := enqueueID(t, url, "send", "{}", "--queue", "q1", "--tag", "VIP")
+		c := enqueueID(t, url, "build", "{}", "--queue", "q1", "--delay", "1h", "--tag", "x", "--tag", "vip")
+		d := enqueueID(t, url, "send", "{}", "--queue", "q2", "--tag", "vip")
 
 		header, rows := tableRows(t, mustKyu(t, url, "jobs", "list", "--queue", "q1"))
 		if want := []string{"ID", "STATE", "QUEUE", "TYPE", "PRIO", "ATTEMPT", "RUN AT", "TITLE"}; !slices.Equal(header, want) {
@@ -46,6 +46,19 @@ func TestJobsList(t *testing.T) {
 		jobs = jsonLines[api.Job](t, mustKyu(t, url, "jobs", "list", "--type", "send", "--order", "newest", "-o", "json"))
 		if len(jobs) != 3 || jobs[2].ID != a {
 			t.Fatalf("--type send --order newest = %d jobs; want 3, %s last", len(jobs), a)
+		}
+
+		jobs = jsonLines[api.Job](t, mustKyu(t, url, "jobs", "list", "--tag", "vip", "-o", "json"))
+		if len(jobs) != 3 || jobs[0].ID != a || jobs[1].ID != c || jobs[2].ID != d {
+			t.Fatalf("--tag vip = %+v; want jobs %s %s %s", jobs, a, c, d)
+		}
+		jobs = jsonLines[api.Job](t, mustKyu(t, url, "jobs", "list", "--tag", "vip", "--queue", "q1", "--state", "pending", "-o", "json"))
+		if len(jobs) != 1 || jobs[0].ID != a {
+			t.Fatalf("--tag vip --queue q1 --state pending = %+v; want job %s", jobs, a)
+		}
+		var usage *UsageError
+		if _, _, err := kyuCmd(t, url, "", "jobs", "list", "--tag", strings.Repeat("t", backend.MaxTag+1)); !errors.As(err, &usage) {
+			t.Fatalf("--tag of %d bytes: err %v; want a usage error", backend.MaxTag+1, err)
 		}
 
 		out, errOut, err := kyuCmd(t, url, "", "jobs", "list", "--queue", "q1", "--limit", "2", "-o", "json")

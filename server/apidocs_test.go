@@ -1,11 +1,9 @@
 package server_test
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kyuhq/kyu/server"
 )
@@ -26,23 +24,10 @@ func TestAPIDocExamples(t *testing.T) {
 		t.Fatal("docs/api.md has no ```sh examples")
 	}
 
-	srv, err := server.New(server.Config{Backend: openStore(t), Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	<-srv.Ready()
+	// The examples run as a user on this machine would: no token.
+	e := newEnv(t, func(c *server.Config) { c.Token = "" })
 
-	sh := newDocShell(t, map[string]string{"KYU": "http://" + srv.Addr().String()})
+	sh := newDocShell(t, map[string]string{"KYU": e.base})
 	for _, b := range blocks {
 		for _, cmd := range b.commands {
 			sh.run(b.line, cmd)

@@ -23,8 +23,8 @@ type ClientConfig struct {
 	WaitPollInterval time.Duration
 }
 
-// DefaultWaitPollInterval is ClientConfig.WaitPollInterval's default.
-const DefaultWaitPollInterval = time.Second
+// defaultWaitPollInterval is ClientConfig.WaitPollInterval's default.
+const defaultWaitPollInterval = time.Second
 
 // Client enqueues, reads, waits for and manages jobs and queues. Every time
 // it gives the store comes from its Clock. It is safe for concurrent use.
@@ -43,7 +43,7 @@ func NewClient(b backend.Backend, cfg ClientConfig) *Client {
 		cfg.Clock = systemClock{}
 	}
 	if cfg.WaitPollInterval <= 0 {
-		cfg.WaitPollInterval = DefaultWaitPollInterval
+		cfg.WaitPollInterval = defaultWaitPollInterval
 	}
 	return &Client{b: b, cfg: cfg}
 }

@@ -32,13 +32,3 @@ type EnqueueOptions struct {
 	// Retention: how long the finished job is kept. Zero is the default.
 	Retention Retention
 }
-
-// Clock tells the time. Client and Worker take every time they give the
-// backend from it, so tests can drive time.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }

@@ -23,7 +23,7 @@ var (
 	// ended because someone cancelled its job with Client.Cancel.
 	ErrCancelled = errors.New("kyu: job cancelled")
 	// ErrNotInHandler: Progress, Log or Logf was called with a context that
-	// is not a running handler's.
+	// is not a running handler's, or SetResult on a Job no handler runs.
 	ErrNotInHandler = errors.New("kyu: not inside a running handler")
 	// ErrDuplicate is returned by Enqueue when the unique key is held; the
 	// EnqueueResult still carries the holder's id.

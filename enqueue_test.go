@@ -1,6 +1,7 @@
 package kyu_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -80,5 +81,24 @@ func TestEnqueueManyJSON(t *testing.T) {
 	}
 	if list, err := c.List(ctx, kyu.ListOptions{Queue: "bad"}); err != nil || len(list.Jobs) != 0 {
 		t.Errorf("a failed EnqueueManyJSON wrote %d jobs (%v); want none", len(list.Jobs), err)
+	}
+}
+
+// TestEnqueueTxNotSupported: a store that cannot enqueue in a caller's
+// transaction refuses with ErrNotSupported, naming what it would need.
+func TestEnqueueTxNotSupported(t *testing.T) {
+	t.Parallel()
+	c := kyu.NewClient(newStore(t), kyu.ClientConfig{})
+	_, err := c.EnqueueTx(t.Context(), struct{}{}, "t", nil, kyu.EnqueueOptions{})
+	if !errors.Is(err, kyu.ErrNotSupported) {
+		t.Fatalf("EnqueueTx on pebble = %v; want ErrNotSupported", err)
+	}
+	for _, want := range []string{"*pebble.Store", "backend.TxEnqueuer", "pgx.Tx"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("EnqueueTx's error %q does not say %q", err, want)
+		}
+	}
+	if _, err := c.EnqueueManyTx(t.Context(), struct{}{}, []kyu.JobSpec{{Type: "t"}}); !errors.Is(err, kyu.ErrNotSupported) {
+		t.Errorf("EnqueueManyTx on pebble = %v; want ErrNotSupported", err)
 	}
 }

@@ -23,8 +23,8 @@ type ClientConfig struct {
 	WaitPollInterval time.Duration
 }
 
-// DefaultWaitPollInterval is ClientConfig.WaitPollInterval's default.
-const DefaultWaitPollInterval = time.Second
+// defaultWaitPollInterval is ClientConfig.WaitPollInterval's default.
+const defaultWaitPollInterval = time.Second
 
 // Client enqueues, reads, waits for and manages jobs and queues. Every time
 // it gives the store comes from its Clock. It is safe for concurrent use.
@@ -43,7 +43,7 @@ func NewClient(b backend.Backend, cfg ClientConfig) *Client {
 		cfg.Clock = systemClock{}
 	}
 	if cfg.WaitPollInterval <= 0 {
-		cfg.WaitPollInterval = DefaultWaitPollInterval
+		cfg.WaitPollInterval = defaultWaitPollInterval
 	}
 	return &Client{b: b, cfg: cfg}
 }
@@ -55,28 +55,38 @@ type JobSpec struct {
 	EnqueueOptions
 }
 
-// EnqueueResult says what Enqueue did with one job.
+// JSONJobSpec describes one job to enqueue with EnqueueManyJSON: its
+// Payload is encoded as JSON.
+type JSONJobSpec struct {
+	Type    string
+	Payload any
+	EnqueueOptions
+}
+
+// EnqueueResult says what an enqueue did with one job.
 type EnqueueResult struct {
 	ID    string
 	State State
-	// Duplicate is true when the unique key was held by the job ID.
+	// Duplicate is true when the job's unique key was held: nothing was
+	// written, and ID and State are the holder's. It is an outcome, not an
+	// error, the same for every enqueue method.
 	Duplicate bool
 }
 
-// Enqueue adds one job. When its unique key is held it returns the holder's
-// id in the result and an error matching ErrDuplicate.
+// Enqueue adds one job. When its unique key is held nothing is written
+// and the result, with a nil error, has Duplicate set and the holder's id.
+// Bad input is reported as a *ValidationError naming the field, returned
+// as it is; other errors are wrapped.
 func (c *Client) Enqueue(ctx context.Context, jobType string, payload []byte, opts EnqueueOptions) (EnqueueResult, error) {
 	res, err := c.EnqueueMany(ctx, []JobSpec{{Type: jobType, Payload: payload, EnqueueOptions: opts}})
 	if err != nil {
 		return EnqueueResult{}, err
 	}
-	if res[0].Duplicate {
-		return res[0], fmt.Errorf("%w: key %q in queue %q is held by job %s", ErrDuplicate, opts.UniqueKey, queueOrDefault(opts.Queue), res[0].ID)
-	}
 	return res[0], nil
 }
 
-// EnqueueJSON adds one job whose payload is v encoded as JSON.
+// EnqueueJSON adds one job whose payload is v encoded as JSON, as Enqueue
+// does.
 func (c *Client) EnqueueJSON(ctx context.Context, jobType string, v any, opts EnqueueOptions) (EnqueueResult, error) {
 	payload, err := marshalPayload(v)
 	if err != nil {
@@ -86,34 +96,45 @@ func (c *Client) EnqueueJSON(ctx context.Context, jobType string, v any, opts En
 }
 
 // EnqueueMany adds jobs atomically: all are written, or none on error. A
-// unique-key duplicate is not an error here: its result has Duplicate set.
-// Bad input is reported as a *ValidationError naming the job's index and
-// field, returned as it is; other errors are wrapped.
+// job whose unique key is held is reported as Enqueue reports it: its
+// result has Duplicate set, and the others are written. Bad input is
+// reported as a *ValidationError naming the job's index and field,
+// returned as it is; other errors are wrapped.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []JobSpec) ([]EnqueueResult, error) {
+	return c.enqueue(ctx, jobs, "enqueue", c.b.Enqueue)
+}
+
+// EnqueueManyJSON adds jobs whose payloads are encoded as JSON, as
+// EnqueueMany does. A payload that cannot be encoded fails the call, and
+// nothing is written.
+func (c *Client) EnqueueManyJSON(ctx context.Context, jobs []JSONJobSpec) ([]EnqueueResult, error) {
+	specs, err := encodeSpecs(jobs)
+	if err != nil {
+		return nil, err
+	}
+	return c.EnqueueMany(ctx, specs)
+}
+
+// enqueue writes jobs with write, the store's Enqueue or its enqueue in a
+// caller's transaction; op names the call in errors.
+func (c *Client) enqueue(ctx context.Context, jobs []JobSpec, op string, write func(context.Context, backend.EnqueueParams) (backend.EnqueueResult, error)) ([]EnqueueResult, error) {
 	now := c.cfg.Clock.Now()
 	p := backend.EnqueueParams{Now: now, MaxPayload: c.cfg.MaxPayload, Jobs: make([]backend.NewJob, len(jobs))}
 	for i, j := range jobs {
-		if j.Delay < 0 {
-			return nil, &ValidationError{Index: i, Field: "delay", Reason: "must not be negative"}
+		nj, verr := j.EnqueueOptions.newJob(j.Type, j.Payload, now)
+		if verr != nil {
+			verr.Index = i
+			return nil, verr
 		}
-		runAt := j.RunAt
-		if runAt.IsZero() && j.Delay > 0 {
-			runAt = now.Add(j.Delay)
-		}
-		p.Jobs[i] = backend.NewJob{
-			Type: j.Type, Queue: j.Queue, Payload: j.Payload, Title: j.Title,
-			Priority: j.Priority, RunAt: runAt, MaxAttempts: j.MaxAttempts,
-			Timeout: j.Timeout, Deadline: j.Deadline, UniqueKey: j.UniqueKey,
-			UniqueFor: j.UniqueFor, Tags: j.Tags, Metadata: j.Metadata, Retention: j.Retention,
-		}
+		p.Jobs[i] = nj
 	}
-	res, err := c.b.Enqueue(ctx, p)
+	res, err := write(ctx, p)
 	if err != nil {
 		var verr *ValidationError
 		if errors.As(err, &verr) {
 			return nil, verr
 		}
-		return nil, fmt.Errorf("kyu: enqueue: %w", err)
+		return nil, fmt.Errorf("kyu: %s: %w", op, err)
 	}
 	out := make([]EnqueueResult, len(res.Jobs))
 	for i, r := range res.Jobs {
@@ -131,13 +152,6 @@ func (c *Client) Get(ctx context.Context, id string) (*Job, error) {
 	return jobFromRecord(r), nil
 }
 
-func queueOrDefault(q string) string {
-	if q == "" {
-		return backend.DefaultQueue
-	}
-	return q
-}
-
 // marshalPayload encodes v as a JSON payload.
 func marshalPayload(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
@@ -145,4 +159,17 @@ func marshalPayload(v any) ([]byte, error) {
 		return nil, fmt.Errorf("kyu: encode payload: %w", err)
 	}
 	return b, nil
+}
+
+// encodeSpecs turns JSON job specs into JobSpecs, encoding each payload.
+func encodeSpecs(jobs []JSONJobSpec) ([]JobSpec, error) {
+	specs := make([]JobSpec, len(jobs))
+	for i, j := range jobs {
+		b, err := json.Marshal(j.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("kyu: encode payload of job %d: %w", i, err)
+		}
+		specs[i] = JobSpec{Type: j.Type, Payload: b, EnqueueOptions: j.EnqueueOptions}
+	}
+	return specs, nil
 }

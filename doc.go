@@ -17,6 +17,15 @@
 //	worker, _ := kyu.NewWorker(store, kyu.WorkerConfig{Handler: mux, Queues: map[string]int{"mail": 10}})
 //	worker.Run(ctx)
 //
+// # Enqueueing
+//
+// Enqueue and EnqueueJSON add one job, EnqueueMany and EnqueueManyJSON
+// several atomically; EnqueueTx, EnqueueJSONTx and EnqueueManyTx do the
+// same inside the caller's database transaction (PostgreSQL: a pgx.Tx or
+// a *sql.Tx), so the jobs exist if and only if it commits. Every one of
+// them reports a job whose unique key is held the same way: not an error,
+// but a result with Duplicate set and the holder's id.
+//
 // # Workers
 //
 // A Worker serves each queue in WorkerConfig.Queues with its own

@@ -16,18 +16,19 @@ var (
 	// of a finished job, Retry of a pending one…); a *StateError says which.
 	ErrWrongState = backend.ErrWrongState
 	// ErrUniqueKeyHeld: Retry would take a unique key another job holds.
+	// (An enqueue whose key is held is not an error: its EnqueueResult
+	// has Duplicate set.)
 	ErrUniqueKeyHeld = backend.ErrUniqueKeyHeld
-	// ErrNotSupported: the backend does not offer the operation.
+	// ErrNotSupported: the backend does not offer the operation (such as
+	// EnqueueTx), or not with the arguments given (a transaction of a type
+	// it cannot use).
 	ErrNotSupported = backend.ErrNotSupported
 	// ErrCancelled is the cause (context.Cause) of a handler's context
 	// ended because someone cancelled its job with Client.Cancel.
 	ErrCancelled = errors.New("kyu: job cancelled")
 	// ErrNotInHandler: Progress, Log or Logf was called with a context that
-	// is not a running handler's.
+	// is not a running handler's, or SetResult on a Job no handler runs.
 	ErrNotInHandler = errors.New("kyu: not inside a running handler")
-	// ErrDuplicate is returned by Enqueue when the unique key is held; the
-	// EnqueueResult still carries the holder's id.
-	ErrDuplicate = errors.New("kyu: duplicate unique key")
 )
 
 // StateError refuses an operation on a job in the wrong state; it matches

@@ -77,6 +77,35 @@ func ExampleClient_Enqueue() {
 	// {"to":"ada@example.com"}
 }
 
+func ExampleClient_EnqueueManyJSON() {
+	store, cleanup := openExampleStore()
+	defer cleanup()
+	ctx := context.Background()
+
+	type email struct {
+		To string `json:"to"`
+	}
+	client := kyu.NewClient(store, kyu.ClientConfig{})
+	// All or nothing: both jobs are written, or neither.
+	res, err := client.EnqueueManyJSON(ctx, []kyu.JSONJobSpec{
+		{Type: "email.send", Payload: email{To: "ada@example.com"}},
+		{Type: "email.send", Payload: email{To: "bob@example.com"}, EnqueueOptions: kyu.EnqueueOptions{Delay: time.Hour}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range res {
+		job, err := client.Get(ctx, r.ID)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(job.State, string(job.Payload))
+	}
+	// Output:
+	// pending {"to":"ada@example.com"}
+	// scheduled {"to":"bob@example.com"}
+}
+
 func ExampleWorker() {
 	store, cleanup := openExampleStore()
 	defer cleanup()
@@ -190,14 +219,16 @@ func ExampleEnqueueOptions_uniqueKey() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// A duplicate is not an error: nothing is written, and the result
+	// names the job that holds the key.
 	second, err := client.Enqueue(ctx, "report.build", nil, opts)
-	fmt.Println(errors.Is(err, kyu.ErrDuplicate), second.Duplicate, second.ID == first.ID)
+	fmt.Println(err, second.Duplicate, second.ID == first.ID)
 
 	// Another queue is another scope.
 	other, err := client.Enqueue(ctx, "report.build", nil, kyu.EnqueueOptions{Queue: "reports", UniqueKey: opts.UniqueKey})
 	fmt.Println(err, other.ID != first.ID)
 	// Output:
-	// true true true
+	// <nil> true true
 	// <nil> true
 }
 

@@ -102,16 +102,21 @@ func (j *Job) UnmarshalPayload(v any) error {
 	return nil
 }
 
-// SetResult stores b as the job's result when the handler succeeds.
-// It has effect only inside a Worker's handler.
-func (j *Job) SetResult(b []byte) {
-	if j.run != nil {
-		j.run.setResult(b)
+// SetResult stores b as the job's result when the handler succeeds. Only
+// the Job a Worker hands its handler can carry a result: on any other Job
+// (one from Client.Get, or built by hand) it returns an error matching
+// ErrNotInHandler and changes nothing.
+func (j *Job) SetResult(b []byte) error {
+	if j.run == nil {
+		return fmt.Errorf("kyu: set result of job %s: %w", j.ID, ErrNotInHandler)
 	}
+	j.run.setResult(b)
+	return nil
 }
 
-// SetResultJSON stores v, encoded as JSON, as the job's result. The JSON
-// is stored as written: <, > and & are not escaped.
+// SetResultJSON stores v, encoded as JSON, as the job's result, as
+// SetResult does. The JSON is stored as written: <, > and & are not
+// escaped.
 func (j *Job) SetResultJSON(v any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -119,8 +124,7 @@ func (j *Job) SetResultJSON(v any) error {
 	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("kyu: encode result: %w", err)
 	}
-	j.SetResult(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-	return nil
+	return j.SetResult(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 }
 
 // jobFromRecord copies a stored job into the public type; the Job owns

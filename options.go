@@ -1,6 +1,10 @@
 package kyu
 
-import "time"
+import (
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
 
 // EnqueueOptions are the per-job choices of a producer. The zero value
 // enqueues into the "default" queue, priority 0, to run at once, with 25
@@ -33,12 +37,20 @@ type EnqueueOptions struct {
 	Retention Retention
 }
 
-// Clock tells the time. Client and Worker take every time they give the
-// backend from it, so tests can drive time.
-type Clock interface {
-	Now() time.Time
+// newJob maps a producer's options onto the job the store writes, Delay
+// counted from now: the one place that does. The error's Index is -1.
+func (o EnqueueOptions) newJob(jobType string, payload []byte, now time.Time) (backend.NewJob, *ValidationError) {
+	if o.Delay < 0 {
+		return backend.NewJob{}, &ValidationError{Index: -1, Field: "delay", Reason: "must not be negative"}
+	}
+	runAt := o.RunAt
+	if runAt.IsZero() && o.Delay > 0 {
+		runAt = now.Add(o.Delay)
+	}
+	return backend.NewJob{
+		Type: jobType, Queue: o.Queue, Payload: payload, Title: o.Title,
+		Priority: o.Priority, RunAt: runAt, MaxAttempts: o.MaxAttempts,
+		Timeout: o.Timeout, Deadline: o.Deadline, UniqueKey: o.UniqueKey,
+		UniqueFor: o.UniqueFor, Tags: o.Tags, Metadata: o.Metadata, Retention: o.Retention,
+	}, nil
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }

@@ -39,10 +39,18 @@ type PeriodicJob struct {
 	// Type and Payload are the job's.
 	Type    string
 	Payload []byte
-	// EnqueueOptions are the job's options. Delay, RunAt, Deadline,
-	// UniqueKey and UniqueFor must be zero: each tick sets its own run-at
-	// and unique key.
-	EnqueueOptions
+
+	// The job's options, as EnqueueOptions has them. There is no run-at,
+	// deadline or unique key: each tick sets its own run-at and unique key.
+	Queue       string
+	Title       string
+	Priority    int
+	MaxAttempts int
+	Timeout     time.Duration
+	Tags        []string
+	Metadata    map[string]string
+	Retention   Retention
+
 	// CatchUp is the policy for ticks missed before the worker started;
 	// default CatchUpLast.
 	CatchUp CatchUp
@@ -60,27 +68,23 @@ func newScheduler(b backend.Backend, jobs []PeriodicJob) (*periodic.Scheduler, e
 	}
 	schedules := make([]periodic.Schedule, len(jobs))
 	for i, pj := range jobs {
-		if pj.Delay != 0 {
-			return nil, fmt.Errorf("kyu: WorkerConfig.Periodic[%d] (%q): Delay must be zero: each tick sets its own run-at", i, pj.Name)
-		}
-		o := pj.EnqueueOptions
-		schedules[i] = periodic.Schedule{
-			Name: pj.Name,
-			Spec: pj.Spec,
-			Job: backend.NewJob{
-				Type: pj.Type, Queue: o.Queue, Payload: pj.Payload, Title: o.Title,
-				Priority: o.Priority, RunAt: o.RunAt, MaxAttempts: o.MaxAttempts,
-				Timeout: o.Timeout, Deadline: o.Deadline, UniqueKey: o.UniqueKey,
-				UniqueFor: o.UniqueFor, Tags: o.Tags, Metadata: o.Metadata, Retention: o.Retention,
-			},
-			CatchUp: pj.CatchUp,
-		}
+		schedules[i] = periodic.Schedule{Name: pj.Name, Spec: pj.Spec, Job: pj.newJob(), CatchUp: pj.CatchUp}
 	}
 	s, err := periodic.New(b, schedules, periodic.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("kyu: WorkerConfig.Periodic: %w", err)
 	}
 	return s, nil
+}
+
+// newJob is the template the scheduler enqueues at each tick.
+func (pj PeriodicJob) newJob() backend.NewJob {
+	o := EnqueueOptions{
+		Queue: pj.Queue, Title: pj.Title, Priority: pj.Priority, MaxAttempts: pj.MaxAttempts,
+		Timeout: pj.Timeout, Tags: pj.Tags, Metadata: pj.Metadata, Retention: pj.Retention,
+	}
+	j, _ := o.newJob(pj.Type, pj.Payload, time.Time{}) // no Delay: cannot fail
+	return j
 }
 
 // periodicLoop enqueues the ticks of the worker's periodic jobs: it waits

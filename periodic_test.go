@@ -22,8 +22,8 @@ func TestPeriodicJobsEnqueuedOnce(t *testing.T) {
 		Handler: kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
 		Queues:  map[string]int{"unrelated": 1}, // the ticks stay pending, to be counted
 		Periodic: []kyu.PeriodicJob{{
-			Name: "minutely", Spec: "@every 1m", Type: "report",
-			EnqueueOptions: kyu.EnqueueOptions{Queue: "ticks"},
+			Name: "minutely", Spec: "@every 1m", Type: "report", Queue: "ticks",
+			Title: "minutely report", Priority: 7, MaxAttempts: 3, Tags: []string{"cron"},
 		}},
 		Clock:        clock,
 		PollInterval: 2 * time.Millisecond,
@@ -54,6 +54,9 @@ func TestPeriodicJobsEnqueuedOnce(t *testing.T) {
 		if err != nil || j.Type != "report" || j.Metadata[periodic.MetaSchedule] != "minutely" || seen[tick] {
 			t.Fatalf("job %+v: wrong type, schedule or tick, or a second job for its tick", j)
 		}
+		if j.Title != "minutely report" || j.Priority != 7 || j.MaxAttempts != 3 || len(j.Tags) != 1 || j.Tags[0] != "cron" {
+			t.Fatalf("job %+v does not carry the periodic job's options", j)
+		}
 		if tick.Before(first) || tick.Sub(first)%time.Minute != 0 {
 			t.Fatalf("tick %s is not on a minute from 12:00", tick)
 		}
@@ -72,12 +75,5 @@ func TestPeriodicBadSpec(t *testing.T) {
 	var serr *periodic.ScheduleError
 	if !errors.As(err, &serr) || serr.Name != "broken" {
 		t.Fatalf("NewWorker with a bad spec = %v, want a ScheduleError naming it", err)
-	}
-	_, err = kyu.NewWorker(s, kyu.WorkerConfig{
-		Handler:  h,
-		Periodic: []kyu.PeriodicJob{{Name: "delayed", Spec: "@hourly", Type: "x", EnqueueOptions: kyu.EnqueueOptions{Delay: time.Minute}}},
-	})
-	if err == nil {
-		t.Fatal("NewWorker accepted a periodic job with a Delay")
 	}
 }

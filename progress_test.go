@@ -74,6 +74,27 @@ func TestProgressOutsideHandler(t *testing.T) {
 	}
 }
 
+// TestSetResultOutsideHandler: a Job no handler runs (from Client.Get, or
+// built by hand) refuses a result instead of dropping it silently.
+func TestSetResultOutsideHandler(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	id := enqueue(t, c, "t", nil, kyu.EnqueueOptions{})
+	got, err := c.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range []*kyu.Job{got, {ID: "by-hand"}} {
+		if err := job.SetResult([]byte("r")); !errors.Is(err, kyu.ErrNotInHandler) {
+			t.Errorf("SetResult on job %s = %v, want ErrNotInHandler", job.ID, err)
+		}
+		if err := job.SetResultJSON("r"); !errors.Is(err, kyu.ErrNotInHandler) {
+			t.Errorf("SetResultJSON on job %s = %v, want ErrNotInHandler", job.ID, err)
+		}
+	}
+}
+
 // Reports are visible while the handler still runs.
 func TestProgressVisibleWhileRunning(t *testing.T) {
 	t.Parallel()

@@ -344,15 +344,27 @@ func TestClientEnqueueValidationError(t *testing.T) {
 	}
 }
 
-func TestNewClientNilBackend(t *testing.T) {
+// TestNilBackend: NewClient and NewWorker both panic on a nil store, a
+// programming error found at construction.
+func TestNilBackend(t *testing.T) {
 	t.Parallel()
-	defer func() {
-		if p := recover(); p != "kyu: NewClient: nil backend" {
-			t.Errorf("NewClient(nil) panicked with %v", p)
-		}
-	}()
-	kyu.NewClient(nil, kyu.ClientConfig{})
-	t.Error("NewClient(nil) did not panic")
+	for _, tc := range []struct {
+		name string
+		call func()
+	}{
+		{"NewClient", func() { kyu.NewClient(nil, kyu.ClientConfig{}) }},
+		{"NewWorker", func() { kyu.NewWorker(nil, kyu.WorkerConfig{Handler: kyu.NewMux()}) }},
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != "kyu: "+tc.name+": nil backend" {
+					t.Errorf("%s(nil) panicked with %v", tc.name, p)
+				}
+			}()
+			tc.call()
+			t.Errorf("%s(nil) did not panic", tc.name)
+		}()
+	}
 }
 
 // Handler goroutines are reused from job to job: a queue keeps at most its

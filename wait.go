@@ -64,7 +64,7 @@ func (c *Client) Wait(ctx context.Context, id string) (*Job, error) {
 // is no longer wanted).
 func (c *Client) EnqueueAndWait(ctx context.Context, jobType string, payload []byte, opts EnqueueOptions) (*Job, error) {
 	res, err := c.Enqueue(ctx, jobType, payload, opts)
-	if err != nil && !(errors.Is(err, ErrDuplicate) && res.ID != "") {
+	if err != nil {
 		return nil, err
 	}
 	return c.Wait(ctx, res.ID)

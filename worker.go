@@ -101,10 +101,11 @@ const (
 )
 
 // NewWorker returns a Worker over b; cfg takes the defaults documented on
-// WorkerConfig. It returns an error for an invalid config.
+// WorkerConfig. It returns an error for an invalid config, and panics
+// when b is nil, as NewClient does.
 func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
 	if b == nil {
-		return nil, errors.New("kyu: NewWorker: nil backend")
+		panic("kyu: NewWorker: nil backend")
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {

@@ -16,24 +16,24 @@ import (
 
 // Defaults of WorkerConfig.
 const (
-	DefaultConcurrency         = 10
-	DefaultLease               = 30 * time.Second
-	DefaultMaxClaimBatch       = 50
-	DefaultPollInterval        = time.Second
-	DefaultShutdownGrace       = 30 * time.Second
-	DefaultMaintenanceInterval = time.Second
-	DefaultRegistryInterval    = 10 * time.Second
+	defaultConcurrency         = 10
+	defaultLease               = 30 * time.Second
+	defaultMaxClaimBatch       = 50
+	defaultPollInterval        = time.Second
+	defaultShutdownGrace       = 30 * time.Second
+	defaultMaintenanceInterval = time.Second
+	defaultRegistryInterval    = 10 * time.Second
 )
 
 // Upper bounds of WorkerConfig's durations: a lease must end within the
 // range of times a store keeps, and a worker must poll and maintain its
 // queues now and then.
 const (
-	MaxLease               = 24 * time.Hour
-	MaxPollInterval        = time.Hour
-	MaxMaintenanceInterval = time.Hour
-	MaxRegistryInterval    = time.Hour
-	MaxShutdownGrace       = 24 * time.Hour
+	maxLease               = 24 * time.Hour
+	maxPollInterval        = time.Hour
+	maxMaintenanceInterval = time.Hour
+	maxRegistryInterval    = time.Hour
+	maxShutdownGrace       = 24 * time.Hour
 	// NoShutdownGrace as WorkerConfig.ShutdownGrace makes Shutdown cancel
 	// running jobs and hand them back at once.
 	NoShutdownGrace = time.Duration(-1)
@@ -55,7 +55,7 @@ type WorkerConfig struct {
 
 	// Lease is how long a claim holds a job without a heartbeat; a worker
 	// that dies loses its jobs to another after at most this long.
-	// Default 30s, at most MaxLease (24h).
+	// Default 30s, at most 24h.
 	//
 	// A handler whose lease has not been renewed by the time it is within
 	// max(1s, Lease/10) of its expiry (less for leases of a few seconds:
@@ -146,7 +146,7 @@ type WorkerConfig struct {
 // default. Maps are copied, so the caller may change its own afterwards.
 func (c WorkerConfig) withDefaults() WorkerConfig {
 	if len(c.Queues) == 0 {
-		c.Queues = map[string]int{backend.DefaultQueue: DefaultConcurrency}
+		c.Queues = map[string]int{backend.DefaultQueue: defaultConcurrency}
 	} else {
 		q := make(map[string]int, len(c.Queues))
 		for name, n := range c.Queues {
@@ -158,16 +158,16 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 		c.ID = defaultWorkerID()
 	}
 	if c.Lease == 0 {
-		c.Lease = DefaultLease
+		c.Lease = defaultLease
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = c.Lease / 3
 	}
 	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
+		c.PollInterval = defaultPollInterval
 	}
 	if c.ShutdownGrace == 0 {
-		c.ShutdownGrace = DefaultShutdownGrace
+		c.ShutdownGrace = defaultShutdownGrace
 	}
 	if c.Backoff == nil {
 		c.Backoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
@@ -186,10 +186,10 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 		c.Logger = defaultLogger(os.Stderr)
 	}
 	if c.MaintenanceInterval == 0 {
-		c.MaintenanceInterval = DefaultMaintenanceInterval
+		c.MaintenanceInterval = defaultMaintenanceInterval
 	}
 	if c.RegistryInterval == 0 {
-		c.RegistryInterval = DefaultRegistryInterval
+		c.RegistryInterval = defaultRegistryInterval
 	}
 	if c.Version == "" {
 		c.Version = Version()
@@ -202,22 +202,22 @@ func (c WorkerConfig) validate() error {
 	switch {
 	case c.Handler == nil:
 		return errors.New("kyu: WorkerConfig.Handler is required")
-	case c.Lease < 0 || c.Lease > MaxLease:
-		return fmt.Errorf("kyu: WorkerConfig.Lease %s is outside (0, %s]", c.Lease, MaxLease)
+	case c.Lease < 0 || c.Lease > maxLease:
+		return fmt.Errorf("kyu: WorkerConfig.Lease %s is outside (0, %s]", c.Lease, maxLease)
 	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval > c.Lease/2:
 		return fmt.Errorf("kyu: WorkerConfig.HeartbeatInterval %s must be positive and at most half of Lease %s", c.HeartbeatInterval, c.Lease)
 	case c.ClaimBatch < 0:
 		return fmt.Errorf("kyu: WorkerConfig.ClaimBatch %d is negative", c.ClaimBatch)
-	case c.PollInterval < 0 || c.PollInterval > MaxPollInterval:
-		return fmt.Errorf("kyu: WorkerConfig.PollInterval %s is outside (0, %s]", c.PollInterval, MaxPollInterval)
-	case c.ShutdownGrace > MaxShutdownGrace:
-		return fmt.Errorf("kyu: WorkerConfig.ShutdownGrace %s is over %s", c.ShutdownGrace, MaxShutdownGrace)
-	case c.MaintenanceInterval < 0 || c.MaintenanceInterval > MaxMaintenanceInterval:
-		return fmt.Errorf("kyu: WorkerConfig.MaintenanceInterval %s is outside (0, %s]", c.MaintenanceInterval, MaxMaintenanceInterval)
+	case c.PollInterval < 0 || c.PollInterval > maxPollInterval:
+		return fmt.Errorf("kyu: WorkerConfig.PollInterval %s is outside (0, %s]", c.PollInterval, maxPollInterval)
+	case c.ShutdownGrace > maxShutdownGrace:
+		return fmt.Errorf("kyu: WorkerConfig.ShutdownGrace %s is over %s", c.ShutdownGrace, maxShutdownGrace)
+	case c.MaintenanceInterval < 0 || c.MaintenanceInterval > maxMaintenanceInterval:
+		return fmt.Errorf("kyu: WorkerConfig.MaintenanceInterval %s is outside (0, %s]", c.MaintenanceInterval, maxMaintenanceInterval)
 	case c.MaxLogLines < 0 || c.MaxLogLines > backend.LogLinesLimit:
 		return fmt.Errorf("kyu: WorkerConfig.MaxLogLines %d is outside [0, %d]", c.MaxLogLines, backend.LogLinesLimit)
-	case c.RegistryInterval < 0 || c.RegistryInterval > MaxRegistryInterval:
-		return fmt.Errorf("kyu: WorkerConfig.RegistryInterval %s is outside (0, %s]", c.RegistryInterval, MaxRegistryInterval)
+	case c.RegistryInterval < 0 || c.RegistryInterval > maxRegistryInterval:
+		return fmt.Errorf("kyu: WorkerConfig.RegistryInterval %s is outside (0, %s]", c.RegistryInterval, maxRegistryInterval)
 	case len(c.ID) > 256:
 		return fmt.Errorf("kyu: WorkerConfig.ID is %d bytes, at most 256", len(c.ID))
 	}
@@ -252,7 +252,7 @@ func (c WorkerConfig) queueNames() []string {
 func (c WorkerConfig) claimBatch(concurrency int) int {
 	n := c.ClaimBatch
 	if n == 0 {
-		n = DefaultMaxClaimBatch
+		n = defaultMaxClaimBatch
 	}
 	return min(n, concurrency)
 }

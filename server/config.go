@@ -30,11 +30,6 @@ const (
 	DefaultMaxConns            = 4096
 )
 
-// Clock tells the time. Only tests set one (Config.Clock).
-type Clock interface {
-	Now() time.Time
-}
-
 // Config configures a Server. Zero fields take the documented defaults.
 type Config struct {
 	// Backend is the store the server serves. Required. The server does not
@@ -144,7 +139,7 @@ type Config struct {
 	// taken as the caller's clock for that request (as the storage contract
 	// lets an in-process caller pass Now). When nil, the server's system
 	// clock is every caller's clock and the header is ignored.
-	Clock Clock
+	Clock kyu.Clock
 }
 
 // withDefaults returns c with its zero fields set to the defaults.

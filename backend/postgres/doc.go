@@ -1,8 +1,9 @@
 // Package postgres is kyu's PostgreSQL store: a backend.Backend on
 // PostgreSQL 14 or newer through pgx, for teams that already run
 // PostgreSQL, and the one store that can enqueue a job inside the
-// application's own transaction (EnqueueTx, EnqueueSQLTx): the job exists
-// if and only if that transaction commits.
+// application's own transaction (EnqueueTx, with a pgx.Tx or a *sql.Tx;
+// kyu.Client.EnqueueTx reaches it): the job exists if and only if that
+// transaction commits.
 //
 // A store lives in one schema (default "kyu"; several stores may share a
 // database in different schemas). Its tables are created by embedded,
@@ -13,7 +14,7 @@
 // Enqueue calls of a few jobs each that come while another is on its way
 // wait and go together in one transaction, each job with its own caller's
 // clock and the outcome of running the calls one after another; an idle
-// caller goes at once. EnqueueTx and EnqueueSQLTx are never coalesced.
+// caller goes at once. EnqueueTx is never coalesced.
 //
 // Claims take the pending jobs of a queue in claim order with FOR UPDATE
 // SKIP LOCKED, so claimers never wait for one another. Completions,

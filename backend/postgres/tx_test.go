@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,7 +76,7 @@ func txFlavours(t *testing.T, run func(t *testing.T, s *Store, begin func() (enq
 			}
 			t.Cleanup(func() { tx.Rollback() })
 			return func(p backend.EnqueueParams) (backend.EnqueueResult, error) {
-					return s.EnqueueSQLTx(t.Context(), tx, p)
+					return s.EnqueueTx(t.Context(), tx, p)
 				},
 				tx.Commit, tx.Rollback
 		})
@@ -233,5 +234,30 @@ func TestEnqueueTxUniqueVisibleInTx(t *testing.T) {
 	}
 	if !second.Jobs[0].Duplicate || second.Jobs[0].ID != first.Jobs[0].ID {
 		t.Fatalf("second enqueue of the key in one transaction = %+v; want a duplicate of %s", second.Jobs[0], first.Jobs[0].ID)
+	}
+}
+
+// TestEnqueueTxWrongType: a transaction of a type the store cannot use,
+// or a nil one, is refused with an error naming the types it takes, and
+// nothing is written.
+func TestEnqueueTxWrongType(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{})
+	for _, tx := range []any{nil, (*sql.Tx)(nil), s.Pool(), "tx"} {
+		_, err := s.EnqueueTx(t.Context(), tx, txJob("wrong", ""))
+		if !errors.Is(err, backend.ErrNotSupported) {
+			t.Errorf("EnqueueTx with %T = %v; want ErrNotSupported", tx, err)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "pgx.Tx") || !strings.Contains(msg, "*sql.Tx") {
+			t.Errorf("EnqueueTx with %T: %q does not name the types the store takes", tx, msg)
+		}
+	}
+	res, err := s.List(t.Context(), backend.ListParams{Queue: "wrong"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Jobs) != 0 {
+		t.Errorf("refused EnqueueTx calls wrote %d jobs", len(res.Jobs))
 	}
 }

@@ -52,8 +52,7 @@ func run(ctx context.Context, dir string, out io.Writer) error {
 		if err := kyu.Logf(ctx, "upper-cased %d words", len(words)); err != nil {
 			return err
 		}
-		job.SetResult([]byte(strings.Join(upper, " ")))
-		return nil
+		return job.SetResult([]byte(strings.Join(upper, " ")))
 	})
 	worker, err := kyu.NewWorker(store, kyu.WorkerConfig{Handler: mux})
 	if err != nil {

@@ -102,10 +102,10 @@ func runEnqueue(ctx context.Context, f *enqueueFlags, args []string, stdin io.Re
 		switch {
 		case errors.As(err, &verr):
 			return &UsageError{Err: err}
-		case errors.Is(err, kyu.ErrDuplicate) && res.ID != "":
-			note(stderr, "kyu: unique key %q is held by job %s: nothing enqueued", f.uniqueKey, res.ID)
 		case err != nil:
 			return err
+		case res.Duplicate:
+			note(stderr, "kyu: unique key %q is held by job %s: nothing enqueued", f.uniqueKey, res.ID)
 		}
 		if format == outputJSON {
 			return writeJSON(stdout, enqueued{ID: res.ID, State: res.State, Duplicate: res.Duplicate})

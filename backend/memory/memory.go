@@ -19,6 +19,7 @@ package memory
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -149,6 +150,22 @@ func before(a, b *backend.Job) int {
 	return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
 }
 
+// readyJobs holds a queue's claimable jobs as a heap in claim order
+// (before): the next job is at index 0, and a claim of a few jobs among
+// many does not sort them all.
+type readyJobs []*backend.Job
+
+func (r readyJobs) Len() int           { return len(r) }
+func (r readyJobs) Less(i, j int) bool { return before(r[i], r[j]) < 0 }
+func (r readyJobs) Swap(i, j int)      { r[i], r[j] = r[j], r[i] }
+func (r *readyJobs) Push(x any)        { *r = append(*r, x.(*backend.Job)) }
+func (r *readyJobs) Pop() any {
+	old := *r
+	x := old[len(old)-1]
+	*r = old[:len(old)-1]
+	return x
+}
+
 // finish moves j to a final state at now and applies backend.Expiry:
 // delete it at once, or set its ExpiresAt.
 func (s *Store) finish(j *backend.Job, state backend.State, now time.Time) {
@@ -221,7 +238,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		return backend.ClaimResult{}, err
 	}
 	defer s.mu.Unlock()
-	ready := map[string][]*backend.Job{}
+	ready := map[string]readyJobs{}
 	for _, j := range s.jobs {
 		if s.queues[j.Queue].Paused {
 			continue
@@ -237,8 +254,9 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 			ready[j.Queue] = append(ready[j.Queue], j)
 		}
 	}
-	for _, js := range ready {
-		slices.SortFunc(js, before)
+	for q, js := range ready {
+		heap.Init(&js)
+		ready[q] = js
 	}
 	var res backend.ClaimResult
 	used := 0
@@ -253,7 +271,9 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 			break
 		}
 		used += len(j.Payload)
-		ready[q] = ready[q][1:]
+		js := ready[q]
+		heap.Pop(&js)
+		ready[q] = js
 		j.State = backend.StateActive
 		j.Attempt++
 		j.LeaseToken++
@@ -266,7 +286,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	return res, nil
 }
 
-func pick(p backend.ClaimParams, ready map[string][]*backend.Job) string {
+func pick(p backend.ClaimParams, ready map[string]readyJobs) string {
 	if p.Mode != backend.ClaimWeighted {
 		for _, q := range p.Queues {
 			if len(ready[q]) > 0 {

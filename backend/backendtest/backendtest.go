@@ -53,8 +53,9 @@
 //     a cursor stays valid when only Limit changes.
 //   - Stats lists a queue that has settings and no jobs.
 //
-// memstore_test.go keeps a plain in-memory reading of the contract that
-// passes the suite; it checks the suite, not a store anyone should use.
+// The in-memory store of backend/memory is the suite's reference: a plain
+// reading of the contract that passes it (reference_test.go), so a failure
+// on a real store can be compared with it.
 package backendtest
 
 import (

@@ -14,6 +14,9 @@
 //	                         Redis (see backend/redis.ParseURL)
 //	http://host:7420         a kyu server (backend/remote); https too
 //	postgres://user@host/db?schema=kyu     PostgreSQL (postgresql:// too)
+//	memory://                an empty in-memory store (backend/memory), for
+//	                         tests and demos: nothing persists, each Open
+//	                         makes a new one
 //
 // A PostgreSQL URL takes the store's schema as the schema parameter
 // (default kyu) and migrates it when the store opens unless it says
@@ -32,6 +35,7 @@ import (
 	"log/slog"
 
 	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/backend/memory"
 	"github.com/kyuhq/kyu/backend/pebble"
 	"github.com/kyuhq/kyu/backend/postgres"
 	"github.com/kyuhq/kyu/backend/redis"
@@ -91,6 +95,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (backend.Backend, er
 			return nil, fmt.Errorf("backendurl: %w", err)
 		}
 		return b, nil
+	case schemeMemory:
+		opts.Logger.Debug("opening in-memory store: nothing persists")
+		return memory.New(), nil
 	default:
 		return nil, fmt.Errorf("backendurl: %w", &UnavailableError{Scheme: t.scheme})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kyuhq/kyu/backend/backendtest"
+	"github.com/kyuhq/kyu/backend/memory"
 	"github.com/kyuhq/kyu/backend/redis"
 	"github.com/kyuhq/kyu/backend/remote"
 )
@@ -47,6 +48,8 @@ func TestParse(t *testing.T) {
 		{raw: "mysql://u:p@db:3306/kyu", scheme: "mysql"},
 		{raw: "http://kyu:7420", scheme: "http"},
 		{raw: "https://kyu.example.com", scheme: "https"},
+		{raw: "memory://", scheme: "memory"},
+		{raw: "MEMORY://", scheme: "memory"},
 
 		{raw: "pebble://", wantErr: "missing directory"},
 		{raw: "pebble://u:secret@dir", wantErr: "user information"},
@@ -62,6 +65,10 @@ func TestParse(t *testing.T) {
 		{raw: "http://", wantErr: "missing host"},
 		{raw: "redis:localhost", wantErr: "want redis://"},
 		{raw: " pebble:///x", wantErr: "spaces"},
+		{raw: "memory://x", wantErr: "nothing may follow"},
+		{raw: "memory:///x", wantErr: "nothing may follow"},
+		{raw: "memory://?a=1", wantErr: "nothing may follow"},
+		{raw: "memory:", wantErr: "want memory://"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {
@@ -159,6 +166,26 @@ func TestOpenPebble(t *testing.T) {
 		if err := b.Close(); err != nil {
 			t.Fatalf("case %d: Close: %v", i, err)
 		}
+	}
+}
+
+func TestOpenMemory(t *testing.T) {
+	t.Parallel()
+	a, err := Open(t.Context(), "memory://", Options{})
+	if err != nil {
+		t.Fatalf("Open(memory://): %v", err)
+	}
+	defer a.Close()
+	if _, ok := a.(*memory.Store); !ok {
+		t.Fatalf("Open(memory://) = %T, want *memory.Store", a)
+	}
+	b, err := Open(t.Context(), "memory://", Options{})
+	if err != nil {
+		t.Fatalf("Open(memory://): %v", err)
+	}
+	defer b.Close()
+	if a == b {
+		t.Fatal("two Opens of memory:// returned the same store; want a new one each")
 	}
 }
 

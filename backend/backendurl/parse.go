@@ -19,6 +19,7 @@ const (
 	schemeMySQL         = "mysql"
 	schemeHTTP          = "http"
 	schemeHTTPS         = "https"
+	schemeMemory        = "memory"
 )
 
 // knownSchemes lists every scheme in the order error messages name them.
@@ -28,6 +29,7 @@ var knownSchemes = []string{
 	schemePostgres, schemePostgresql,
 	schemeMySQL,
 	schemeHTTP, schemeHTTPS,
+	schemeMemory,
 }
 
 func isKnownScheme(s string) bool {
@@ -87,6 +89,12 @@ func parse(raw string) (target, error) {
 			return target{}, err
 		}
 		return target{scheme: schemePebble, dir: dir, acceptDataLoss: accept}, nil
+	}
+	if u.Scheme == schemeMemory {
+		if u.User != nil || u.Host != "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
+			return target{}, errors.New("backendurl: memory URL: nothing may follow memory://")
+		}
+		return target{scheme: schemeMemory}, nil
 	}
 	if !isKnownScheme(u.Scheme) {
 		return target{}, fmt.Errorf("backendurl: unknown backend scheme %q (want one of %s)", u.Scheme, strings.Join(knownSchemes, ", "))

@@ -175,6 +175,9 @@ func describeBackend(raw string) string {
 		return "embedded store (pebble) at " + raw
 	}
 	if u, err := url.Parse(raw); err == nil {
+		if strings.EqualFold(u.Scheme, "memory") {
+			return "memory://, in memory: nothing persists"
+		}
 		return u.Redacted()
 	}
 	return "the given store"

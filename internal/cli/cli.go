@@ -101,7 +101,8 @@ kyu server over HTTP.
 
 A store is named by URL (--backend): pebble:///abs/dir or pebble://rel/dir
 for the embedded store (a bare path works too; the default is ./kyu-data),
-redis://, postgres://, or http(s):// for a kyu server.
+redis://, postgres://, http(s):// for a kyu server, or memory:// for a
+store in memory, for tests and demos (nothing persists).
 
 The operator commands (enqueue, jobs, queues, stats, workers) take the
 store from --backend, else $KYU_BACKEND, else http://127.0.0.1:7420 (the

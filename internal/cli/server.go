@@ -89,7 +89,8 @@ SIGINT or SIGTERM drains requests in flight and stops.`,
 		Example: `  kyu server
   kyu server --addr 0.0.0.0:7420 --token-file /etc/kyu/token
   KYU_TOKEN=... kyu server --addr 0.0.0.0:7420
-  kyu server --backend pebble:///var/lib/kyu --tls-cert cert.pem --tls-key key.pem`,
+  kyu server --backend pebble:///var/lib/kyu --tls-cert cert.pem --tls-key key.pem
+  kyu server --backend memory://    # a demo: its jobs are gone when it stops`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.memoryLimitSet = cmd.Flags().Changed("memory-limit")

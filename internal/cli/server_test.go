@@ -35,6 +35,27 @@ func TestServerCommand(t *testing.T) {
 	}
 }
 
+// TestServerMemoryStore serves an in-memory store (kyu server --backend
+// memory://): an enqueued job can be listed through the server.
+func TestServerMemoryStore(t *testing.T) {
+	t.Parallel()
+	base, stop := serveCLI(t, "--backend", "memory://")
+	id, _, err := run(t, "enqueue", "demo.job", "--backend", base)
+	if err != nil {
+		t.Fatalf("kyu enqueue: %v", err)
+	}
+	out, _, err := run(t, "jobs", "list", "--backend", base)
+	if err != nil {
+		t.Fatalf("kyu jobs list: %v", err)
+	}
+	if id = strings.TrimSpace(id); id == "" || !strings.Contains(out, id) {
+		t.Fatalf("kyu jobs list does not show the enqueued job %q:\n%s", id, out)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestServerTokenFile checks that --token-file gives the token, and that
 // it cannot be given with --token as well.
 func TestServerTokenFile(t *testing.T) {

@@ -1,29 +1,34 @@
-package backendtest_test
+// Package memory is a kyu store that keeps everything in the process's
+// memory: for tests, examples and demos. Nothing persists; closing the
+// store, or the process ending, loses every job. It keeps the whole
+// contract of package backend, conformance suite included (it is the
+// suite's reference: a plain reading of the settled semantics), and it
+// signals wake-ups (Subscribe, WatchFinished), so a Worker on it starts a
+// job as soon as it is enqueued and Client.Wait returns as soon as the
+// job ends, without polling.
+//
+// Every call takes one lock and looks at every job, so it suits thousands
+// of jobs, not millions. Memory is bounded as on any store by retention:
+// a Worker's maintenance (or the caller's ApplyRetention) deletes final
+// jobs whose retention has run out, forgets expired unique keys, old
+// per-minute counters and expired worker entries.
+//
+// Open it with New, or as the URL memory:// through backend/backendurl
+// (kyu server --backend memory://).
+package memory
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
-	"github.com/kyuhq/kyu/backend/backendtest"
 )
-
-// TestReference runs the suite against memStore, a plain reading of the
-// settled semantics kept beside the suite to check the suite itself: if a
-// real store fails where memStore passes, compare the two against the doc.
-func TestReference(t *testing.T) {
-	backendtest.Run(t, func(t *testing.T) backend.Backend {
-		s := newMemStore()
-		t.Cleanup(func() { s.Close() })
-		return s
-	})
-}
 
 type hold struct {
 	id    string
@@ -31,7 +36,9 @@ type hold struct {
 	state backend.State
 }
 
-type memStore struct {
+// Store is an in-memory job store. All methods are safe for concurrent
+// use. A maintenance step with Limit 0 acts on every job it concerns.
+type Store struct {
 	mu       sync.Mutex
 	closed   bool
 	jobs     map[string]*backend.Job
@@ -45,8 +52,9 @@ type memStore struct {
 	processed, failed int64
 }
 
-func newMemStore() *memStore {
-	return &memStore{
+// New returns an empty store.
+func New() *Store {
+	return &Store{
 		jobs:     map[string]*backend.Job{},
 		holds:    map[[2]string]*hold{},
 		subs:     map[chan struct{}][]string{},
@@ -57,9 +65,9 @@ func newMemStore() *memStore {
 	}
 }
 
-var _ backend.Backend = (*memStore)(nil)
+var _ backend.Backend = (*Store)(nil)
 
-func (s *memStore) lock() error {
+func (s *Store) lock() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -69,7 +77,7 @@ func (s *memStore) lock() error {
 }
 
 // holder returns the job holding (queue, key) at now, if any.
-func (s *memStore) holder(queue, key string, now time.Time) *hold {
+func (s *Store) holder(queue, key string, now time.Time) *hold {
 	h := s.holds[[2]string{queue, key}]
 	if h == nil {
 		return nil
@@ -89,7 +97,7 @@ func (s *memStore) holder(queue, key string, now time.Time) *hold {
 	return nil
 }
 
-func (s *memStore) signal(queue string) {
+func (s *Store) signal(queue string) {
 	for c, qs := range s.subs {
 		if len(qs) == 0 || slices.Contains(qs, queue) {
 			select {
@@ -100,7 +108,8 @@ func (s *memStore) signal(queue string) {
 	}
 }
 
-func (s *memStore) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
+// Enqueue writes new jobs atomically (see backend.Backend).
+func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	if err := p.Prepare(); err != nil {
 		return backend.EnqueueResult{}, err
 	}
@@ -141,9 +150,25 @@ func before(a, b *backend.Job) int {
 	return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
 }
 
+// readyJobs holds a queue's claimable jobs as a heap in claim order
+// (before): the next job is at index 0, and a claim of a few jobs among
+// many does not sort them all.
+type readyJobs []*backend.Job
+
+func (r readyJobs) Len() int           { return len(r) }
+func (r readyJobs) Less(i, j int) bool { return before(r[i], r[j]) < 0 }
+func (r readyJobs) Swap(i, j int)      { r[i], r[j] = r[j], r[i] }
+func (r *readyJobs) Push(x any)        { *r = append(*r, x.(*backend.Job)) }
+func (r *readyJobs) Pop() any {
+	old := *r
+	x := old[len(old)-1]
+	*r = old[:len(old)-1]
+	return x
+}
+
 // finish moves j to a final state at now and applies backend.Expiry:
 // delete it at once, or set its ExpiresAt.
-func (s *memStore) finish(j *backend.Job, state backend.State, now time.Time) {
+func (s *Store) finish(j *backend.Job, state backend.State, now time.Time) {
 	j.State, j.FinishedAt = state, now
 	j.LeaseExpiresAt, j.WorkerID = time.Time{}, ""
 	at, deleteNow := backend.Expiry(j.Retention, s.queues[j.Queue].Retention, state, now, len(j.Result) > 0)
@@ -156,13 +181,13 @@ func (s *memStore) finish(j *backend.Job, state backend.State, now time.Time) {
 }
 
 // remove deletes a job and tells those watching it.
-func (s *memStore) remove(id string) {
+func (s *Store) remove(id string) {
 	delete(s.jobs, id)
 	s.signalFinished(id)
 }
 
 // signalFinished wakes every WatchFinished subscription naming id.
-func (s *memStore) signalFinished(id string) {
+func (s *Store) signalFinished(id string) {
 	for c, ids := range s.watchers {
 		if slices.Contains(ids, id) {
 			select {
@@ -174,7 +199,7 @@ func (s *memStore) signalFinished(id string) {
 }
 
 // count adds one ended attempt to the minute of now and the totals.
-func (s *memStore) count(now time.Time, failed bool) {
+func (s *Store) count(now time.Time, failed bool) {
 	m := backend.MinuteOf(now)
 	c := s.minutes[m]
 	if c == nil {
@@ -190,12 +215,12 @@ func (s *memStore) count(now time.Time, failed bool) {
 }
 
 // endCancelled ends the attempt of a job whose cancel was requested.
-func (s *memStore) endCancelled(j *backend.Job, reason string, now time.Time) {
+func (s *Store) endCancelled(j *backend.Job, reason string, now time.Time) {
 	j.CancelReason = reason
 	s.finish(j, backend.StateCancelled, now)
 }
 
-func (s *memStore) cancelForDeadline(j *backend.Job, now time.Time) bool {
+func (s *Store) cancelForDeadline(j *backend.Job, now time.Time) bool {
 	if j.Deadline.IsZero() || now.Before(j.Deadline) {
 		return false
 	}
@@ -204,7 +229,8 @@ func (s *memStore) cancelForDeadline(j *backend.Job, now time.Time) bool {
 	return true
 }
 
-func (s *memStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+// Claim leases claimable jobs (see backend.Backend).
+func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	if err := p.Check(); err != nil {
 		return backend.ClaimResult{}, err
 	}
@@ -212,7 +238,7 @@ func (s *memStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Cl
 		return backend.ClaimResult{}, err
 	}
 	defer s.mu.Unlock()
-	ready := map[string][]*backend.Job{}
+	ready := map[string]readyJobs{}
 	for _, j := range s.jobs {
 		if s.queues[j.Queue].Paused {
 			continue
@@ -228,8 +254,9 @@ func (s *memStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Cl
 			ready[j.Queue] = append(ready[j.Queue], j)
 		}
 	}
-	for _, js := range ready {
-		slices.SortFunc(js, before)
+	for q, js := range ready {
+		heap.Init(&js)
+		ready[q] = js
 	}
 	var res backend.ClaimResult
 	used := 0
@@ -244,7 +271,9 @@ func (s *memStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Cl
 			break
 		}
 		used += len(j.Payload)
-		ready[q] = ready[q][1:]
+		js := ready[q]
+		heap.Pop(&js)
+		ready[q] = js
 		j.State = backend.StateActive
 		j.Attempt++
 		j.LeaseToken++
@@ -257,7 +286,7 @@ func (s *memStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Cl
 	return res, nil
 }
 
-func pick(p backend.ClaimParams, ready map[string][]*backend.Job) string {
+func pick(p backend.ClaimParams, ready map[string]readyJobs) string {
 	if p.Mode != backend.ClaimWeighted {
 		for _, q := range p.Queues {
 			if len(ready[q]) > 0 {
@@ -292,7 +321,7 @@ func pick(p backend.ClaimParams, ready map[string][]*backend.Job) string {
 }
 
 // live returns the job a lease names if the lease is live at now.
-func (s *memStore) live(l backend.Lease, now time.Time) (*backend.Job, error) {
+func (s *Store) live(l backend.Lease, now time.Time) (*backend.Job, error) {
 	j := s.jobs[l.JobID]
 	if j == nil {
 		return nil, backend.ErrNotFound
@@ -303,7 +332,8 @@ func (s *memStore) live(l backend.Lease, now time.Time) (*backend.Job, error) {
 	return j, nil
 }
 
-func (s *memStore) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
+// Heartbeat extends live leases.
+func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
 	if err := p.Check(); err != nil {
 		return backend.HeartbeatResult{}, err
 	}
@@ -324,7 +354,8 @@ func (s *memStore) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (ba
 	return res, nil
 }
 
-func (s *memStore) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
+// Complete finishes jobs under live leases, storing their results.
+func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -346,7 +377,8 @@ func (s *memStore) Complete(ctx context.Context, p backend.CompleteParams) (back
 	return res, nil
 }
 
-func (s *memStore) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
+// Fail ends attempts with an error.
+func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
 	if err := p.Check(); err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -384,7 +416,8 @@ func (s *memStore) Fail(ctx context.Context, p backend.FailParams) (backend.Batc
 	return res, nil
 }
 
-func (s *memStore) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
+// Release hands active jobs back to pending at once.
+func (s *Store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -408,7 +441,8 @@ func (s *memStore) Release(ctx context.Context, p backend.ReleaseParams) (backen
 	return res, nil
 }
 
-func (s *memStore) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
+// Get returns a copy of a job, or backend.ErrNotFound.
+func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
@@ -420,7 +454,8 @@ func (s *memStore) Get(ctx context.Context, p backend.GetParams) (*backend.Job, 
 	return j.Clone(), nil
 }
 
-func (s *memStore) Delete(ctx context.Context, p backend.DeleteParams) error {
+// Delete removes a job that is not active.
+func (s *Store) Delete(ctx context.Context, p backend.DeleteParams) error {
 	if err := s.lock(); err != nil {
 		return err
 	}
@@ -437,7 +472,7 @@ func (s *memStore) Delete(ctx context.Context, p backend.DeleteParams) error {
 }
 
 // step visits the jobs in order, at most limit of which fn may act on.
-func (s *memStore) step(p backend.MaintenanceParams, fn func(j *backend.Job) bool) {
+func (s *Store) step(p backend.MaintenanceParams, fn func(j *backend.Job) bool) {
 	all := make([]*backend.Job, 0, len(s.jobs))
 	for _, j := range s.jobs {
 		all = append(all, j)
@@ -454,7 +489,8 @@ func (s *memStore) step(p backend.MaintenanceParams, fn func(j *backend.Job) boo
 	}
 }
 
-func (s *memStore) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+// Promote makes due scheduled and retry jobs pending and cancels those past their deadline.
+func (s *Store) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.MaintenanceResult{}, err
 	}
@@ -481,7 +517,8 @@ func (s *memStore) Promote(ctx context.Context, p backend.MaintenanceParams) (ba
 	return res, nil
 }
 
-func (s *memStore) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+// RecoverLeases ends expired leases.
+func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.MaintenanceResult{}, err
 	}
@@ -509,7 +546,9 @@ func (s *memStore) RecoverLeases(ctx context.Context, p backend.MaintenanceParam
 	return res, nil
 }
 
-func (s *memStore) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+// ApplyRetention deletes final jobs whose retention has run out and
+// forgets expired unique keys, per-minute counters and worker entries.
+func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.MaintenanceResult{}, err
 	}
@@ -541,7 +580,8 @@ func (s *memStore) ApplyRetention(ctx context.Context, p backend.MaintenancePara
 	return res, nil
 }
 
-func (s *memStore) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
+// Subscribe signals when a job becomes pending in one of the queues.
+func (s *Store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
@@ -555,16 +595,22 @@ func (s *memStore) Subscribe(ctx context.Context, p backend.SubscribeParams) (*b
 	}), nil
 }
 
-func (s *memStore) Capabilities() backend.Capabilities { return backend.Capabilities{Notify: true} }
+// Capabilities declares Notify: Subscribe and WatchFinished signal.
+func (s *Store) Capabilities() backend.Capabilities { return backend.Capabilities{Notify: true} }
 
-func (s *memStore) Close() error {
+// Close drops every job; later calls return backend.ErrClosed. It is
+// safe to call more than once.
+func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
+	// Let the jobs go even if the caller keeps the store.
+	s.jobs, s.holds, s.queues, s.workers, s.minutes = nil, nil, nil, nil, nil
 	return nil
 }
 
-func (s *memStore) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
+// Cancel cancels a waiting job, or asks an active one to stop.
+func (s *Store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
 	if err := backend.CheckNow(p.Now); err != nil {
 		return nil, err
 	}
@@ -590,7 +636,7 @@ func (s *memStore) Cancel(ctx context.Context, p backend.CancelParams) (*backend
 
 // retry sends a failed or cancelled job back to pending at now, as
 // RetryParams says.
-func (s *memStore) retry(j *backend.Job, now time.Time) error {
+func (s *Store) retry(j *backend.Job, now time.Time) error {
 	if j.State != backend.StateFailed && j.State != backend.StateCancelled {
 		return &backend.StateError{Op: "retry", ID: j.ID, State: j.State}
 	}
@@ -611,7 +657,8 @@ func (s *memStore) retry(j *backend.Job, now time.Time) error {
 	return nil
 }
 
-func (s *memStore) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
+// Retry sends a failed or cancelled job back to pending.
+func (s *Store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
 	if err := backend.CheckNow(p.Now); err != nil {
 		return nil, err
 	}
@@ -629,7 +676,8 @@ func (s *memStore) Retry(ctx context.Context, p backend.RetryParams) (*backend.J
 	return j.Clone(), nil
 }
 
-func (s *memStore) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
+// RunNow makes a scheduled or retry job pending at once.
+func (s *Store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
 	if err := backend.CheckNow(p.Now); err != nil {
 		return nil, err
 	}
@@ -650,7 +698,7 @@ func (s *memStore) RunNow(ctx context.Context, p backend.RunNowParams) (*backend
 }
 
 // inQueue returns the jobs of queue in state, by id.
-func (s *memStore) inQueue(queue string, state backend.State) []*backend.Job {
+func (s *Store) inQueue(queue string, state backend.State) []*backend.Job {
 	var js []*backend.Job
 	for _, j := range s.jobs {
 		if j.Queue == queue && j.State == state {
@@ -661,7 +709,8 @@ func (s *memStore) inQueue(queue string, state backend.State) []*backend.Job {
 	return js
 }
 
-func (s *memStore) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
+// RetryQueue retries up to Limit jobs of a queue, oldest first.
+func (s *Store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
 	if err := p.Check(); err != nil {
 		return backend.CountResult{}, err
 	}
@@ -681,7 +730,8 @@ func (s *memStore) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (
 	return res, nil
 }
 
-func (s *memStore) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
+// Purge deletes up to Limit jobs of a queue in one state, oldest first.
+func (s *Store) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
 	if err := p.Check(); err != nil {
 		return backend.CountResult{}, err
 	}
@@ -700,7 +750,8 @@ func (s *memStore) Purge(ctx context.Context, p backend.PurgeParams) (backend.Co
 	return res, nil
 }
 
-func (s *memStore) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
+// Report records progress and log lines of active jobs.
+func (s *Store) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
 	if err := p.Check(); err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -730,7 +781,8 @@ func (s *memStore) Report(ctx context.Context, p backend.ReportParams) (backend.
 	return res, nil
 }
 
-func (s *memStore) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
+// WatchFinished signals when a named job becomes final or is deleted.
+func (s *Store) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
@@ -744,7 +796,8 @@ func (s *memStore) WatchFinished(ctx context.Context, p backend.WatchParams) (*b
 	}), nil
 }
 
-func (s *memStore) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
+// UpdateQueue changes a queue's settings.
+func (s *Store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
 	if err := p.Check(); err != nil {
 		return backend.QueueSettings{}, err
 	}
@@ -772,7 +825,8 @@ func (s *memStore) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams)
 	return qs, nil
 }
 
-func (s *memStore) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
+// List pages through jobs in id order.
+func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
 	after, err := p.Check()
 	if err != nil {
 		return backend.ListResult{}, err
@@ -808,7 +862,8 @@ func (s *memStore) List(ctx context.Context, p backend.ListParams) (backend.List
 	return res, nil
 }
 
-func (s *memStore) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
+// Stats counts jobs per queue and state, and attempts per minute.
+func (s *Store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
 	if err := p.Check(); err != nil {
 		return backend.Stats{}, err
 	}
@@ -849,7 +904,8 @@ func (s *memStore) Stats(ctx context.Context, p backend.StatsParams) (backend.St
 	return st, nil
 }
 
-func (s *memStore) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
+// RegisterWorker records or refreshes a worker's entry.
+func (s *Store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
 	if err := p.Check(); err != nil {
 		return err
 	}
@@ -861,7 +917,8 @@ func (s *memStore) RegisterWorker(ctx context.Context, p backend.RegisterWorkerP
 	return nil
 }
 
-func (s *memStore) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
+// DeregisterWorker removes a worker's entry.
+func (s *Store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
 	if err := s.lock(); err != nil {
 		return err
 	}
@@ -870,7 +927,8 @@ func (s *memStore) DeregisterWorker(ctx context.Context, p backend.DeregisterWor
 	return nil
 }
 
-func (s *memStore) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
+// Workers lists the worker entries not expired.
+func (s *Store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
 	if err := backend.CheckNow(p.Now); err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ type ClientConfig struct {
 	MaxPayload int
 	// WaitPollInterval is how often Wait reads a job it waits for when no
 	// signal from the store has woken it: the fallback for stores that
-	// send none (Capabilities().Notify false) and for signals lost on the
+	// send none (WatchFinished: ErrNotSupported) and for signals lost on the
 	// way. Default 1s.
 	WaitPollInterval time.Duration
 }

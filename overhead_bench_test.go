@@ -110,4 +110,3 @@ func (f *fakeBackend) DeregisterWorker(ctx context.Context, p backend.Deregister
 	return nil
 }
 
-func (f *fakeBackend) Capabilities() backend.Capabilities { return backend.Capabilities{Notify: true} }

@@ -555,8 +555,6 @@ func (s *memStore) Subscribe(ctx context.Context, p backend.SubscribeParams) (*b
 	}), nil
 }
 
-func (s *memStore) Capabilities() backend.Capabilities { return backend.Capabilities{Notify: true} }
-
 func (s *memStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -296,11 +296,6 @@ func closePebble(db *cpebble.DB) (err error) {
 	return db.Close()
 }
 
-// Capabilities reports that Subscribe delivers signals.
-func (s *Store) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Notify: true}
-}
-
 // Close flushes queued writes, stops the committer, closes Pebble and
 // releases the directory. Later calls, and calls of any method after it,
 // return backend.ErrClosed.

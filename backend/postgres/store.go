@@ -158,12 +158,6 @@ func (s *Store) open(ctx context.Context) error {
 	return s.checkSchema(ctx)
 }
 
-// Capabilities: notifications through LISTEN/NOTIFY, and enqueue inside the
-// caller's transaction.
-func (s *Store) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Notify: true, Tx: true}
-}
-
 // Close waits for the operations in flight, stops the subscriptions and
 // closes the connections. Later calls return ErrClosed; a second Close does
 // nothing.

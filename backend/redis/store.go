@@ -214,9 +214,6 @@ func (s *Store) enter() error {
 
 func (s *Store) leave() { s.ops.Done() }
 
-// Capabilities: Redis notifies (Pub/Sub) and has no caller transactions.
-func (s *Store) Capabilities() backend.Capabilities { return backend.Capabilities{Notify: true} }
-
 // Close waits for calls in flight, stops the subscriptions and closes the
 // connections. Calls after Close return backend.ErrClosed; a second Close
 // does nothing.

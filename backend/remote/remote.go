@@ -109,11 +109,6 @@ func Open(rawURL string, opts Options) (*Backend, error) {
 	return &Backend{base: base, token: token, hc: opts.HTTPClient, timeout: opts.RequestTimeout, log: opts.Logger, ctx: ctx, cancel: cancel}, nil
 }
 
-// Capabilities: wake-ups arrive over a server-sent event stream.
-func (b *Backend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Notify: true}
-}
-
 // Close ends the wake-up streams and refuses later calls with ErrClosed.
 // It does not touch the server. It is safe to call more than once.
 func (b *Backend) Close() error {

@@ -29,13 +29,13 @@ const DefaultWaitPollInterval = time.Second
 // Client enqueues, reads, waits for and manages jobs and queues. Every time
 // it gives the store comes from its Clock. It is safe for concurrent use.
 type Client struct {
-	b   backend.Backend
+	b   ClientBackend
 	cfg ClientConfig
 }
 
 // NewClient returns a Client over b. It panics when b is nil, a
 // programming error better found at construction than at the first call.
-func NewClient(b backend.Backend, cfg ClientConfig) *Client {
+func NewClient(b ClientBackend, cfg ClientConfig) *Client {
 	if b == nil {
 		panic("kyu: NewClient: nil backend")
 	}

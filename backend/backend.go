@@ -65,10 +65,11 @@
 //     attempt (recorded as lease_expired). Fail or RecoverLeases sends the
 //     job to failed when Attempt >= MaxAttempts. Release decrements Attempt
 //     again and records the attempt as interrupted.
-//   - Checks. Enqueue validates with EnqueueParams.Prepare, Claim with
-//     ClaimParams.Check, Heartbeat with HeartbeatParams.Check, Fail with
-//     FailParams.Check, and every call that takes a Now with CheckNow; a
-//     failed check returns its *ValidationError and changes nothing.
+//   - Checks. Enqueue validates with EnqueueParams.Prepare, every method
+//     whose params have a Check with it, and every other call that takes
+//     a Now with CheckNow; a failed check returns its *ValidationError and
+//     changes nothing. The checks run in one place, backend.Checked, which
+//     every store's Open puts in front of the store (see Checked).
 //   - Fencing. Each claim sets LeaseToken to one more than the job's previous
 //     token (the first claim gives 1). Heartbeat, Complete, Fail and Release
 //     act only when the job is active, its LeaseToken equals the token given

@@ -76,6 +76,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Enqueue", testEnqueue},
 		{"Validation", testValidation},
 		{"ParamChecks", testParamChecks},
+		{"NowChecks", testNowChecks},
 		{"Order", testOrder},
 		{"Queues", testQueues},
 		{"Claim", testClaim},

@@ -14,12 +14,13 @@ import (
 	"github.com/kyuhq/kyu/backend/backendtest"
 )
 
-// TestReference runs the suite against memStore, a plain reading of the
+// TestReference runs the suite against memStore (behind backend.Checked,
+// as every store's Open returns it), a plain reading of the
 // settled semantics kept beside the suite to check the suite itself: if a
 // real store fails where memStore passes, compare the two against the doc.
 func TestReference(t *testing.T) {
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
-		s := newMemStore()
+		s := backend.Checked(newMemStore())
 		t.Cleanup(func() { s.Close() })
 		return s
 	})
@@ -101,9 +102,6 @@ func (s *memStore) signal(queue string) {
 }
 
 func (s *memStore) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
-	if err := p.Prepare(); err != nil {
-		return backend.EnqueueResult{}, err
-	}
 	if err := s.lock(); err != nil {
 		return backend.EnqueueResult{}, err
 	}
@@ -205,9 +203,6 @@ func (s *memStore) cancelForDeadline(j *backend.Job, now time.Time) bool {
 }
 
 func (s *memStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.ClaimResult{}, err
-	}
 	if err := s.lock(); err != nil {
 		return backend.ClaimResult{}, err
 	}
@@ -304,9 +299,6 @@ func (s *memStore) live(l backend.Lease, now time.Time) (*backend.Job, error) {
 }
 
 func (s *memStore) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.HeartbeatResult{}, err
-	}
 	if err := s.lock(); err != nil {
 		return backend.HeartbeatResult{}, err
 	}
@@ -347,9 +339,6 @@ func (s *memStore) Complete(ctx context.Context, p backend.CompleteParams) (back
 }
 
 func (s *memStore) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.BatchResult{}, err
-	}
 	if err := s.lock(); err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -563,9 +552,6 @@ func (s *memStore) Close() error {
 }
 
 func (s *memStore) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
@@ -610,9 +596,6 @@ func (s *memStore) retry(j *backend.Job, now time.Time) error {
 }
 
 func (s *memStore) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
@@ -628,9 +611,6 @@ func (s *memStore) Retry(ctx context.Context, p backend.RetryParams) (*backend.J
 }
 
 func (s *memStore) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
@@ -660,9 +640,6 @@ func (s *memStore) inQueue(queue string, state backend.State) []*backend.Job {
 }
 
 func (s *memStore) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.CountResult{}, err
-	}
 	if err := s.lock(); err != nil {
 		return backend.CountResult{}, err
 	}
@@ -680,9 +657,6 @@ func (s *memStore) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (
 }
 
 func (s *memStore) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.CountResult{}, err
-	}
 	if err := s.lock(); err != nil {
 		return backend.CountResult{}, err
 	}
@@ -699,9 +673,6 @@ func (s *memStore) Purge(ctx context.Context, p backend.PurgeParams) (backend.Co
 }
 
 func (s *memStore) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.BatchResult{}, err
-	}
 	if err := s.lock(); err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -743,9 +714,6 @@ func (s *memStore) WatchFinished(ctx context.Context, p backend.WatchParams) (*b
 }
 
 func (s *memStore) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
-	if err := p.Check(); err != nil {
-		return backend.QueueSettings{}, err
-	}
 	if err := s.lock(); err != nil {
 		return backend.QueueSettings{}, err
 	}
@@ -771,10 +739,7 @@ func (s *memStore) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams)
 }
 
 func (s *memStore) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
-	after, err := p.Check()
-	if err != nil {
-		return backend.ListResult{}, err
-	}
+	after := p.After()
 	if err := s.lock(); err != nil {
 		return backend.ListResult{}, err
 	}
@@ -807,9 +772,6 @@ func (s *memStore) List(ctx context.Context, p backend.ListParams) (backend.List
 }
 
 func (s *memStore) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
-	if err := p.Check(); err != nil {
-		return backend.Stats{}, err
-	}
 	if err := s.lock(); err != nil {
 		return backend.Stats{}, err
 	}
@@ -848,9 +810,6 @@ func (s *memStore) Stats(ctx context.Context, p backend.StatsParams) (backend.St
 }
 
 func (s *memStore) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
-	if err := p.Check(); err != nil {
-		return err
-	}
 	if err := s.lock(); err != nil {
 		return err
 	}
@@ -869,9 +828,6 @@ func (s *memStore) DeregisterWorker(ctx context.Context, p backend.DeregisterWor
 }
 
 func (s *memStore) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
 	if err := s.lock(); err != nil {
 		return nil, err
 	}

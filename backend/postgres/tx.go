@@ -15,18 +15,18 @@ import (
 // The result's ids are final, but a worker sees the jobs only after the
 // commit. A failed call leaves tx aborted, as any failed statement does;
 // roll it back.
-func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p backend.EnqueueParams) (backend.EnqueueResult, error) {
+func (s *store) EnqueueTx(ctx context.Context, tx pgx.Tx, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	return s.enqueueTx(ctx, pgxRunner{tx}, p)
 }
 
 // EnqueueSQLTx is EnqueueTx for a database/sql transaction. The *sql.DB
 // must use the pgx driver (github.com/jackc/pgx/v5/stdlib, driver name
 // "pgx"), which hands kyu's array arguments to PostgreSQL unchanged.
-func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, p backend.EnqueueParams) (backend.EnqueueResult, error) {
+func (s *store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	return s.enqueueTx(ctx, sqlRunner{tx}, p)
 }
 
-func (s *Store) enqueueTx(ctx context.Context, r runner, p backend.EnqueueParams) (backend.EnqueueResult, error) {
+func (s *store) enqueueTx(ctx context.Context, r runner, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	if err := p.Prepare(); err != nil {
 		return backend.EnqueueResult{}, err
 	}

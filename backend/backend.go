@@ -27,7 +27,8 @@
 //     entry; reading the registry is Inspector's Workers.
 //
 // A new part of the contract is a new role (or a method of the role whose
-// callers use it) embedded in Backend.
+// callers use it) embedded in Backend, and a method of the wrapper that
+// Checked returns, which runs its check.
 //
 // # Optional abilities
 //
@@ -36,7 +37,8 @@
 // returns it from Subscribe and WatchFinished (callers poll), one without a
 // registry from RegisterWorker. Abilities beyond the contract are optional
 // interfaces that a caller finds with a type assertion, as
-// database/sql/driver does; there is no list of capability flags.
+// database/sql/driver does (PayloadLimiter is one); there is no list of
+// capability flags.
 //
 // # Time
 //

@@ -12,6 +12,10 @@ import "context"
 // conformance suite, run on what Open returns, proves that every store
 // refuses the same input. Checked of a Checked backend returns it as is.
 //
+// Checked covers the contract only: a store's methods beyond it (an
+// optional interface such as PostgreSQL's transactional enqueue) stay
+// reachable on the type its Open returns, and check their own input.
+//
 //   - Enqueue: EnqueueParams.Prepare (with the store's PayloadLimiter
 //     bound when MaxPayload is 0).
 //   - Claim, Heartbeat, Fail, Report, Subscribe, List, Stats, RetryQueue,

@@ -3,6 +3,7 @@ package backend_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -102,4 +103,20 @@ func BenchmarkChecked(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A store's Open hands its users the checked form of its implementation,
+// so bad input is refused before the store sees it.
+func ExampleChecked() {
+	impl := &spy{} // the store's own implementation of backend.Backend
+	b := backend.Checked(impl)
+	_, err := b.Enqueue(context.Background(), backend.EnqueueParams{
+		Jobs: []backend.NewJob{{Type: "mail", Priority: 1 << 20}},
+		Now:  time.Now(),
+	})
+	fmt.Println(err)
+	fmt.Println("calls that reached the store:", len(impl.enqueued))
+	// Output:
+	// kyu: invalid job 0: priority: 1048576 is outside [-100, 100]
+	// calls that reached the store: 0
 }

@@ -18,7 +18,7 @@ type ClientConfig struct {
 	MaxPayload int
 	// WaitPollInterval is how often Wait reads a job it waits for when no
 	// signal from the store has woken it: the fallback for stores that
-	// send none (Capabilities().Notify false) and for signals lost on the
+	// send none (WatchFinished: ErrNotSupported) and for signals lost on the
 	// way. Default 1s.
 	WaitPollInterval time.Duration
 }
@@ -29,13 +29,13 @@ const defaultWaitPollInterval = time.Second
 // Client enqueues, reads, waits for and manages jobs and queues. Every time
 // it gives the store comes from its Clock. It is safe for concurrent use.
 type Client struct {
-	b   backend.Backend
+	b   ClientBackend
 	cfg ClientConfig
 }
 
 // NewClient returns a Client over b. It panics when b is nil, a
 // programming error better found at construction than at the first call.
-func NewClient(b backend.Backend, cfg ClientConfig) *Client {
+func NewClient(b ClientBackend, cfg ClientConfig) *Client {
 	if b == nil {
 		panic("kyu: NewClient: nil backend")
 	}

@@ -28,7 +28,7 @@ const (
 // hands the new subscription over through got; meanwhile the fetcher
 // relies on its poll. Only the fetcher's loop calls its methods.
 type wakeups struct {
-	b      backend.Backend
+	b      backend.Runner
 	params backend.SubscribeParams
 	log    *slog.Logger
 
@@ -38,7 +38,7 @@ type wakeups struct {
 	tries sync.WaitGroup
 }
 
-func newWakeups(b backend.Backend, queue string, log *slog.Logger) *wakeups {
+func newWakeups(b backend.Runner, queue string, log *slog.Logger) *wakeups {
 	return &wakeups{
 		b:      b,
 		params: backend.SubscribeParams{Queues: []string{queue}},

@@ -109,5 +109,3 @@ func (f *fakeBackend) RegisterWorker(ctx context.Context, p backend.RegisterWork
 func (f *fakeBackend) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
 	return nil
 }
-
-func (f *fakeBackend) Capabilities() backend.Capabilities { return backend.Capabilities{Notify: true} }

@@ -62,7 +62,7 @@ const periodicRetry = time.Minute
 
 // newScheduler builds the scheduler of cfg.Periodic, or nil when there is
 // none.
-func newScheduler(b backend.Backend, jobs []PeriodicJob) (*periodic.Scheduler, error) {
+func newScheduler(b backend.Producer, jobs []PeriodicJob) (*periodic.Scheduler, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}

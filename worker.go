@@ -44,7 +44,7 @@ const outcomeTimeout = 10 * time.Second
 // jobs if there are any, and unless disabled three maintenance loops
 // promote due jobs, recover expired leases and apply retention.
 type Worker struct {
-	b   backend.Backend
+	b   WorkerBackend
 	cfg WorkerConfig
 	log *slog.Logger
 
@@ -103,7 +103,7 @@ const (
 // NewWorker returns a Worker over b; cfg takes the defaults documented on
 // WorkerConfig. It returns an error for an invalid config, and panics
 // when b is nil, as NewClient does.
-func NewWorker(b backend.Backend, cfg WorkerConfig) (*Worker, error) {
+func NewWorker(b WorkerBackend, cfg WorkerConfig) (*Worker, error) {
 	if b == nil {
 		panic("kyu: NewWorker: nil backend")
 	}

@@ -4,6 +4,44 @@
 // conformance suite in backend/backendtest proves that a store keeps every
 // promise written here.
 //
+// # Roles
+//
+// Backend is the whole contract, and every store implements it whole. Its
+// methods are grouped into small role interfaces by who calls them, so a
+// caller asks only for what it uses and a reader sees the contract in
+// pieces:
+//
+//   - Producer (Enqueue): whoever creates jobs (kyu.Client, the periodic
+//     scheduler, the REST API).
+//   - Runner (Claim, Heartbeat, Complete, Fail, Release, Report,
+//     Subscribe): a worker, for the jobs it holds under a lease; Subscribe
+//     is here because it wakes claimers.
+//   - Inspector (Get, List, Stats, Workers, WatchFinished): reads that
+//     change nothing (the dashboard, the CLI, kyu.Client); WatchFinished is
+//     here because it serves whoever waits to read a job's end.
+//   - Admin (Cancel, Retry, RunNow, RetryQueue, Purge, Delete,
+//     UpdateQueue): changes by request, outside any lease.
+//   - Maintainer (Promote, RecoverLeases, ApplyRetention): the repeatable
+//     steps a worker or server runs on a timer.
+//   - Registry (RegisterWorker, DeregisterWorker): a worker process's own
+//     entry; reading the registry is Inspector's Workers.
+//
+// A new part of the contract is a new role (or a method of the role whose
+// callers use it) embedded in Backend, and a method of the wrapper that
+// Checked returns, which runs its check.
+//
+// # Optional abilities
+//
+// An operation of the contract that a store cannot offer returns
+// ErrNotSupported, and callers fall back: a store that cannot signal
+// returns it from Subscribe and WatchFinished (callers poll), one without a
+// registry from RegisterWorker. Abilities beyond the contract are optional
+// interfaces that a caller finds with a type assertion, as
+// database/sql/driver does (PayloadLimiter is one); there is no list of
+// capability flags.
+//
+// # Time
+//
 // Every method takes the caller's time where it reads or sets one (the Now
 // fields): a backend never reads its own clock, so tests control time and
 // all processes sharing a store agree on one timeline up to their clock skew.
@@ -29,10 +67,11 @@
 //     attempt (recorded as lease_expired). Fail or RecoverLeases sends the
 //     job to failed when Attempt >= MaxAttempts. Release decrements Attempt
 //     again and records the attempt as interrupted.
-//   - Checks. Enqueue validates with EnqueueParams.Prepare, Claim with
-//     ClaimParams.Check, Heartbeat with HeartbeatParams.Check, Fail with
-//     FailParams.Check, and every call that takes a Now with CheckNow; a
-//     failed check returns its *ValidationError and changes nothing.
+//   - Checks. Enqueue validates with EnqueueParams.Prepare, every method
+//     whose params have a Check with it, and every other call that takes
+//     a Now with CheckNow; a failed check returns its *ValidationError and
+//     changes nothing. The checks run in one place, backend.Checked, which
+//     every store's Open puts in front of the store (see Checked).
 //   - Fencing. Each claim sets LeaseToken to one more than the job's previous
 //     token (the first claim gives 1). Heartbeat, Complete, Fail and Release
 //     act only when the job is active, its LeaseToken equals the token given
@@ -134,8 +173,25 @@ import (
 	"time"
 )
 
-// Backend is a job store. All methods are safe for concurrent use.
+// Backend is a job store: every role below, and Close. All methods are
+// safe for concurrent use. A store implements Backend whole, and the
+// conformance suite checks it whole; a caller asks only for the roles it
+// uses (kyu.Client for Producer, Inspector and Admin; kyu.Worker for
+// Producer, Runner, Maintainer and Registry).
 type Backend interface {
+	Producer
+	Runner
+	Inspector
+	Admin
+	Maintainer
+	Registry
+
+	// Close releases the store. Calls after Close return ErrClosed.
+	Close() error
+}
+
+// Producer writes new jobs.
+type Producer interface {
 	// Enqueue writes new jobs atomically. A job whose unique key is held is
 	// not an error: its item reports Duplicate with the holder's id.
 	// Validation always covers the whole batch before anything is written;
@@ -143,7 +199,11 @@ type Backend interface {
 	// still leave a batch spanning several queues written for some queues
 	// only (each queue's part stays atomic).
 	Enqueue(ctx context.Context, p EnqueueParams) (EnqueueResult, error)
+}
 
+// Runner is what a worker does with the jobs it runs: learn that work may
+// be there, claim it, and report under the lease until the job's end.
+type Runner interface {
 	// Claim leases up to Max claimable jobs from the given queues. Each
 	// claimed job is active, its Attempt incremented, and carries a fresh
 	// LeaseToken (greater than any the job had) valid until LeaseExpiresAt.
@@ -168,27 +228,43 @@ type Backend interface {
 	// MaxAttempts. For graceful shutdown.
 	Release(ctx context.Context, p ReleaseParams) (BatchResult, error)
 
+	// Report records progress and log lines of active jobs under their
+	// live leases (per item, as Complete does).
+	Report(ctx context.Context, p ReportParams) (BatchResult, error)
+
+	// Subscribe returns a subscription that receives a signal, soon after,
+	// whenever a job may have become claimable in one of the queues. Signals
+	// coalesce; a receiver must still claim to learn what is there, and must
+	// not rely on signals alone (poll now and then). A store that cannot
+	// signal returns ErrNotSupported, and its callers poll.
+	Subscribe(ctx context.Context, p SubscribeParams) (*Subscription, error)
+}
+
+// Inspector reads jobs, queues and workers without changing them.
+type Inspector interface {
 	// Get returns a job by id, or ErrNotFound.
 	Get(ctx context.Context, p GetParams) (*Job, error)
 
-	// Delete removes a job that is not active (ErrJobActive otherwise). A
-	// unique key with a UniqueFor period keeps holding until that period ends.
-	Delete(ctx context.Context, p DeleteParams) error
+	// List pages through jobs in id order (enqueue order) with filters.
+	List(ctx context.Context, p ListParams) (ListResult, error)
 
-	// Promote moves scheduled and retry jobs whose run-at has come to
-	// pending, and cancels (reason "deadline") waiting jobs whose deadline
-	// has passed.
-	Promote(ctx context.Context, p MaintenanceParams) (MaintenanceResult, error)
+	// Stats counts jobs per queue and state, with each queue's settings and
+	// oldest pending job, and the processed/failed counters per minute.
+	Stats(ctx context.Context, p StatsParams) (Stats, error)
 
-	// RecoverLeases ends expired leases: the attempt is recorded as
-	// lease_expired and the job goes back to pending, or to failed when its
-	// attempts are used up.
-	RecoverLeases(ctx context.Context, p MaintenanceParams) (MaintenanceResult, error)
+	// Workers lists the registry's entries not expired.
+	Workers(ctx context.Context, p WorkersParams) ([]WorkerInfo, error)
 
-	// ApplyRetention deletes final jobs whose retention has run out, and
-	// forgets unique keys whose UniqueFor period has ended.
-	ApplyRetention(ctx context.Context, p MaintenanceParams) (MaintenanceResult, error)
+	// WatchFinished returns a subscription signalled, soon after, whenever
+	// one of the named jobs may have become final or been deleted. As with
+	// Subscribe, a receiver must Get to learn what happened, and a store
+	// that cannot signal returns ErrNotSupported.
+	WatchFinished(ctx context.Context, p WatchParams) (*Subscription, error)
+}
 
+// Admin acts on jobs and queues by request (a person, the CLI, the API),
+// outside any lease.
+type Admin interface {
 	// Cancel cancels a job. A scheduled, pending or retry job becomes
 	// cancelled (reason "requested") at once; for an active job the request
 	// is recorded (CancelRequested), reported by the next Heartbeat, and the
@@ -208,52 +284,40 @@ type Backend interface {
 	RetryQueue(ctx context.Context, p RetryQueueParams) (CountResult, error)
 	Purge(ctx context.Context, p PurgeParams) (CountResult, error)
 
-	// Report records progress and log lines of active jobs under their
-	// live leases (per item, as Complete does).
-	Report(ctx context.Context, p ReportParams) (BatchResult, error)
-
-	// WatchFinished returns a subscription signalled, soon after, whenever
-	// one of the named jobs may have become final or been deleted. As with
-	// Subscribe, a receiver must Get to learn what happened.
-	WatchFinished(ctx context.Context, p WatchParams) (*Subscription, error)
+	// Delete removes a job that is not active (ErrJobActive otherwise). A
+	// unique key with a UniqueFor period keeps holding until that period ends.
+	Delete(ctx context.Context, p DeleteParams) error
 
 	// UpdateQueue changes a queue's settings (pause, retention overrides)
 	// and returns them. A queue needs no creation; settings persist.
 	UpdateQueue(ctx context.Context, p UpdateQueueParams) (QueueSettings, error)
-
-	// List pages through jobs in id order (enqueue order) with filters.
-	List(ctx context.Context, p ListParams) (ListResult, error)
-
-	// Stats counts jobs per queue and state, with each queue's settings and
-	// oldest pending job, and the processed/failed counters per minute.
-	Stats(ctx context.Context, p StatsParams) (Stats, error)
-
-	// RegisterWorker records or refreshes a worker process's entry;
-	// DeregisterWorker removes it; Workers lists the entries not expired.
-	RegisterWorker(ctx context.Context, p RegisterWorkerParams) error
-	DeregisterWorker(ctx context.Context, p DeregisterWorkerParams) error
-	Workers(ctx context.Context, p WorkersParams) ([]WorkerInfo, error)
-
-	// Subscribe returns a subscription that receives a signal, soon after,
-	// whenever a job may have become claimable in one of the queues. Signals
-	// coalesce; a receiver must still claim to learn what is there, and must
-	// not rely on signals alone (poll now and then).
-	Subscribe(ctx context.Context, p SubscribeParams) (*Subscription, error)
-
-	// Capabilities declares the optional abilities of this backend.
-	Capabilities() Capabilities
-
-	// Close releases the store. Calls after Close return ErrClosed.
-	Close() error
 }
 
-// Capabilities declares what a backend offers beyond the contract.
-type Capabilities struct {
-	// Notify: Subscribe and WatchFinished deliver their signals (otherwise
-	// the subscriptions never fire and callers rely on polling).
-	Notify bool
-	// Tx: the backend can enqueue inside a caller's database transaction.
-	Tx bool
+// Maintainer holds the steps that keep time moving in a store: each is
+// safe to repeat, and to run from several processes at once.
+type Maintainer interface {
+	// Promote moves scheduled and retry jobs whose run-at has come to
+	// pending, and cancels (reason "deadline") waiting jobs whose deadline
+	// has passed.
+	Promote(ctx context.Context, p MaintenanceParams) (MaintenanceResult, error)
+
+	// RecoverLeases ends expired leases: the attempt is recorded as
+	// lease_expired and the job goes back to pending, or to failed when its
+	// attempts are used up.
+	RecoverLeases(ctx context.Context, p MaintenanceParams) (MaintenanceResult, error)
+
+	// ApplyRetention deletes final jobs whose retention has run out, and
+	// forgets unique keys whose UniqueFor period has ended.
+	ApplyRetention(ctx context.Context, p MaintenanceParams) (MaintenanceResult, error)
+}
+
+// Registry is a worker process's own entry in the store's registry (which
+// Inspector.Workers lists).
+type Registry interface {
+	// RegisterWorker records or refreshes a worker process's entry;
+	// DeregisterWorker removes it.
+	RegisterWorker(ctx context.Context, p RegisterWorkerParams) error
+	DeregisterWorker(ctx context.Context, p DeregisterWorkerParams) error
 }
 
 // ClaimMode chooses how Claim orders its queues.

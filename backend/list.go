@@ -96,6 +96,17 @@ func (p *ListParams) Check() (after string, err error) {
 	return id, nil
 }
 
+// After is the id a checked listing's page starts after ("" for the
+// first page): what Check returned, for a store that Checked ran Check
+// for.
+func (p *ListParams) After() string {
+	raw, err := base64.RawURLEncoding.DecodeString(p.Cursor)
+	if err != nil || len(raw) < 5 {
+		return ""
+	}
+	return string(raw[4:])
+}
+
 // NextCursor returns the cursor of the page that follows the job with the
 // id last, for these (checked) filters.
 func (p *ListParams) NextCursor(last string) string {

@@ -89,6 +89,16 @@ func (p *FailParams) Check() error {
 	return nil
 }
 
+// Check validates a subscription: legal queue names.
+func (p *SubscribeParams) Check() error {
+	for _, q := range p.Queues {
+		if !ValidQueueName(q) {
+			return invalid("queues", "%q is not 1-128 characters of [A-Za-z0-9._:-]", q)
+		}
+	}
+	return nil
+}
+
 // CheckNow validates the caller's clock of any call that takes one.
 func CheckNow(now time.Time) error {
 	if now.IsZero() || !InTimeRange(now) {

@@ -15,7 +15,7 @@ import (
 // Any number of Schedulers, in any number of processes, may run the same
 // schedules against one store: each tick is enqueued once.
 type Scheduler struct {
-	b       backend.Backend
+	b       backend.Producer
 	opts    Options
 	entries []entry
 
@@ -28,7 +28,7 @@ type Scheduler struct {
 // needs a non-empty name unique in the slice, a spec that parses and a job
 // template that the store would accept; a schedule that fails gives a
 // *ScheduleError. At least one schedule is needed.
-func New(b backend.Backend, schedules []Schedule, opts Options) (*Scheduler, error) {
+func New(b backend.Producer, schedules []Schedule, opts Options) (*Scheduler, error) {
 	if b == nil {
 		return nil, fmt.Errorf("kyu: periodic: nil backend")
 	}

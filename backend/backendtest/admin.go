@@ -376,9 +376,6 @@ func testAdmin(t *testing.T, factory Factory) {
 	for _, c := range signals {
 		t.Run("Signals/"+c.name, func(t *testing.T) {
 			f := start(t, factory)
-			if !f.b.Capabilities().Notify {
-				t.Skip("the backend does not declare Capabilities().Notify; workers poll")
-			}
 			act := c.prepare(f)
 			sub := f.subscribe(f.queue)
 			act()

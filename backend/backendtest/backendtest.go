@@ -47,8 +47,8 @@
 //     of an active job already requested returns no error.
 //   - Retry keeps the job's attempt errors: RetryParams clears only what it
 //     names.
-//   - WatchFinished, like Subscribe, is checked only on a store that
-//     declares Capabilities().Notify.
+//   - Subscribe and WatchFinished are checked only on a store that offers
+//     them: one that returns ErrNotSupported skips those tests.
 //   - A page that ends with the last matching job has no NextCursor, and
 //     a cursor stays valid when only Limit changes.
 //   - Stats lists a queue that has settings and no jobs.
@@ -77,6 +77,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Enqueue", testEnqueue},
 		{"Validation", testValidation},
 		{"ParamChecks", testParamChecks},
+		{"NowChecks", testNowChecks},
 		{"Order", testOrder},
 		{"Queues", testQueues},
 		{"Claim", testClaim},

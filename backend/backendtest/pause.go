@@ -97,9 +97,6 @@ func testPause(t *testing.T, factory Factory) {
 
 	t.Run("ResumeSignals", func(t *testing.T) {
 		f := start(t, factory)
-		if !f.b.Capabilities().Notify {
-			t.Skip("the backend does not declare Capabilities().Notify; workers poll")
-		}
 		f.pause(f.queue, true)
 		id := f.enqueueOne(backend.NewJob{})
 		sub := f.subscribe(f.queue)

@@ -238,9 +238,6 @@ func TestOpenPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open(postgres URL): %v", err)
 	}
-	if !b.Capabilities().Tx {
-		t.Errorf("the PostgreSQL store does not declare Capabilities().Tx")
-	}
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

@@ -36,9 +36,15 @@ type hold struct {
 	state backend.State
 }
 
-// Store is an in-memory job store. All methods are safe for concurrent
-// use. A maintenance step with Limit 0 acts on every job it concerns.
+// Store is an in-memory job store, its input checked as every store's is
+// (backend.Checked). All methods are safe for concurrent use.
 type Store struct {
+	backend.Backend
+}
+
+// store implements backend.Backend on input that backend.Checked has
+// checked. A maintenance step with Limit 0 acts on every job it concerns.
+type store struct {
 	mu       sync.Mutex
 	closed   bool
 	jobs     map[string]*backend.Job
@@ -54,7 +60,11 @@ type Store struct {
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{
+	return &Store{Backend: backend.Checked(newStore())}
+}
+
+func newStore() *store {
+	return &store{
 		jobs:     map[string]*backend.Job{},
 		holds:    map[[2]string]*hold{},
 		subs:     map[chan struct{}][]string{},
@@ -65,9 +75,9 @@ func New() *Store {
 	}
 }
 
-var _ backend.Backend = (*Store)(nil)
+var _ backend.Backend = (*store)(nil)
 
-func (s *Store) lock() error {
+func (s *store) lock() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -77,7 +87,7 @@ func (s *Store) lock() error {
 }
 
 // holder returns the job holding (queue, key) at now, if any.
-func (s *Store) holder(queue, key string, now time.Time) *hold {
+func (s *store) holder(queue, key string, now time.Time) *hold {
 	h := s.holds[[2]string{queue, key}]
 	if h == nil {
 		return nil
@@ -97,7 +107,7 @@ func (s *Store) holder(queue, key string, now time.Time) *hold {
 	return nil
 }
 
-func (s *Store) signal(queue string) {
+func (s *store) signal(queue string) {
 	for c, qs := range s.subs {
 		if len(qs) == 0 || slices.Contains(qs, queue) {
 			select {
@@ -109,10 +119,7 @@ func (s *Store) signal(queue string) {
 }
 
 // Enqueue writes new jobs atomically (see backend.Backend).
-func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
-	if err := p.Prepare(); err != nil {
-		return backend.EnqueueResult{}, err
-	}
+func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.EnqueueResult{}, err
 	}
@@ -168,7 +175,7 @@ func (r *readyJobs) Pop() any {
 
 // finish moves j to a final state at now and applies backend.Expiry:
 // delete it at once, or set its ExpiresAt.
-func (s *Store) finish(j *backend.Job, state backend.State, now time.Time) {
+func (s *store) finish(j *backend.Job, state backend.State, now time.Time) {
 	j.State, j.FinishedAt = state, now
 	j.LeaseExpiresAt, j.WorkerID = time.Time{}, ""
 	at, deleteNow := backend.Expiry(j.Retention, s.queues[j.Queue].Retention, state, now, len(j.Result) > 0)
@@ -181,13 +188,13 @@ func (s *Store) finish(j *backend.Job, state backend.State, now time.Time) {
 }
 
 // remove deletes a job and tells those watching it.
-func (s *Store) remove(id string) {
+func (s *store) remove(id string) {
 	delete(s.jobs, id)
 	s.signalFinished(id)
 }
 
 // signalFinished wakes every WatchFinished subscription naming id.
-func (s *Store) signalFinished(id string) {
+func (s *store) signalFinished(id string) {
 	for c, ids := range s.watchers {
 		if slices.Contains(ids, id) {
 			select {
@@ -199,7 +206,7 @@ func (s *Store) signalFinished(id string) {
 }
 
 // count adds one ended attempt to the minute of now and the totals.
-func (s *Store) count(now time.Time, failed bool) {
+func (s *store) count(now time.Time, failed bool) {
 	m := backend.MinuteOf(now)
 	c := s.minutes[m]
 	if c == nil {
@@ -215,12 +222,12 @@ func (s *Store) count(now time.Time, failed bool) {
 }
 
 // endCancelled ends the attempt of a job whose cancel was requested.
-func (s *Store) endCancelled(j *backend.Job, reason string, now time.Time) {
+func (s *store) endCancelled(j *backend.Job, reason string, now time.Time) {
 	j.CancelReason = reason
 	s.finish(j, backend.StateCancelled, now)
 }
 
-func (s *Store) cancelForDeadline(j *backend.Job, now time.Time) bool {
+func (s *store) cancelForDeadline(j *backend.Job, now time.Time) bool {
 	if j.Deadline.IsZero() || now.Before(j.Deadline) {
 		return false
 	}
@@ -230,10 +237,7 @@ func (s *Store) cancelForDeadline(j *backend.Job, now time.Time) bool {
 }
 
 // Claim leases claimable jobs (see backend.Backend).
-func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.ClaimResult{}, err
-	}
+func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.ClaimResult{}, err
 	}
@@ -321,7 +325,7 @@ func pick(p backend.ClaimParams, ready map[string]readyJobs) string {
 }
 
 // live returns the job a lease names if the lease is live at now.
-func (s *Store) live(l backend.Lease, now time.Time) (*backend.Job, error) {
+func (s *store) live(l backend.Lease, now time.Time) (*backend.Job, error) {
 	j := s.jobs[l.JobID]
 	if j == nil {
 		return nil, backend.ErrNotFound
@@ -333,10 +337,7 @@ func (s *Store) live(l backend.Lease, now time.Time) (*backend.Job, error) {
 }
 
 // Heartbeat extends live leases.
-func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.HeartbeatResult{}, err
-	}
+func (s *store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.HeartbeatResult{}, err
 	}
@@ -355,7 +356,7 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 }
 
 // Complete finishes jobs under live leases, storing their results.
-func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
+func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -378,10 +379,7 @@ func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 }
 
 // Fail ends attempts with an error.
-func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -417,7 +415,7 @@ func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 }
 
 // Release hands active jobs back to pending at once.
-func (s *Store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
+func (s *store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -442,7 +440,7 @@ func (s *Store) Release(ctx context.Context, p backend.ReleaseParams) (backend.B
 }
 
 // Get returns a copy of a job, or backend.ErrNotFound.
-func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
+func (s *store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
@@ -455,7 +453,7 @@ func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, err
 }
 
 // Delete removes a job that is not active.
-func (s *Store) Delete(ctx context.Context, p backend.DeleteParams) error {
+func (s *store) Delete(ctx context.Context, p backend.DeleteParams) error {
 	if err := s.lock(); err != nil {
 		return err
 	}
@@ -472,7 +470,7 @@ func (s *Store) Delete(ctx context.Context, p backend.DeleteParams) error {
 }
 
 // step visits the jobs in order, at most limit of which fn may act on.
-func (s *Store) step(p backend.MaintenanceParams, fn func(j *backend.Job) bool) {
+func (s *store) step(p backend.MaintenanceParams, fn func(j *backend.Job) bool) {
 	all := make([]*backend.Job, 0, len(s.jobs))
 	for _, j := range s.jobs {
 		all = append(all, j)
@@ -490,7 +488,7 @@ func (s *Store) step(p backend.MaintenanceParams, fn func(j *backend.Job) bool) 
 }
 
 // Promote makes due scheduled and retry jobs pending and cancels those past their deadline.
-func (s *Store) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+func (s *store) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.MaintenanceResult{}, err
 	}
@@ -518,7 +516,7 @@ func (s *Store) Promote(ctx context.Context, p backend.MaintenanceParams) (backe
 }
 
 // RecoverLeases ends expired leases.
-func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.MaintenanceResult{}, err
 	}
@@ -548,7 +546,7 @@ func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 
 // ApplyRetention deletes final jobs whose retention has run out and
 // forgets expired unique keys, per-minute counters and worker entries.
-func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.MaintenanceResult{}, err
 	}
@@ -581,7 +579,7 @@ func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams)
 }
 
 // Subscribe signals when a job becomes pending in one of the queues.
-func (s *Store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
+func (s *store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
@@ -595,12 +593,9 @@ func (s *Store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*back
 	}), nil
 }
 
-// Capabilities declares Notify: Subscribe and WatchFinished signal.
-func (s *Store) Capabilities() backend.Capabilities { return backend.Capabilities{Notify: true} }
-
 // Close drops every job; later calls return backend.ErrClosed. It is
 // safe to call more than once.
-func (s *Store) Close() error {
+func (s *store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -610,10 +605,7 @@ func (s *Store) Close() error {
 }
 
 // Cancel cancels a waiting job, or asks an active one to stop.
-func (s *Store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
+func (s *store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
@@ -636,7 +628,7 @@ func (s *Store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Jo
 
 // retry sends a failed or cancelled job back to pending at now, as
 // RetryParams says.
-func (s *Store) retry(j *backend.Job, now time.Time) error {
+func (s *store) retry(j *backend.Job, now time.Time) error {
 	if j.State != backend.StateFailed && j.State != backend.StateCancelled {
 		return &backend.StateError{Op: "retry", ID: j.ID, State: j.State}
 	}
@@ -658,10 +650,7 @@ func (s *Store) retry(j *backend.Job, now time.Time) error {
 }
 
 // Retry sends a failed or cancelled job back to pending.
-func (s *Store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
+func (s *store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
@@ -677,10 +666,7 @@ func (s *Store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job,
 }
 
 // RunNow makes a scheduled or retry job pending at once.
-func (s *Store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
+func (s *store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
@@ -698,7 +684,7 @@ func (s *Store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Jo
 }
 
 // inQueue returns the jobs of queue in state, by id.
-func (s *Store) inQueue(queue string, state backend.State) []*backend.Job {
+func (s *store) inQueue(queue string, state backend.State) []*backend.Job {
 	var js []*backend.Job
 	for _, j := range s.jobs {
 		if j.Queue == queue && j.State == state {
@@ -710,10 +696,7 @@ func (s *Store) inQueue(queue string, state backend.State) []*backend.Job {
 }
 
 // RetryQueue retries up to Limit jobs of a queue, oldest first.
-func (s *Store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.CountResult{}, err
-	}
+func (s *store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.CountResult{}, err
 	}
@@ -731,10 +714,7 @@ func (s *Store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (bac
 }
 
 // Purge deletes up to Limit jobs of a queue in one state, oldest first.
-func (s *Store) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.CountResult{}, err
-	}
+func (s *store) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.CountResult{}, err
 	}
@@ -751,10 +731,7 @@ func (s *Store) Purge(ctx context.Context, p backend.PurgeParams) (backend.Count
 }
 
 // Report records progress and log lines of active jobs.
-func (s *Store) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -782,7 +759,7 @@ func (s *Store) Report(ctx context.Context, p backend.ReportParams) (backend.Bat
 }
 
 // WatchFinished signals when a named job becomes final or is deleted.
-func (s *Store) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
+func (s *store) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
@@ -797,10 +774,7 @@ func (s *Store) WatchFinished(ctx context.Context, p backend.WatchParams) (*back
 }
 
 // UpdateQueue changes a queue's settings.
-func (s *Store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
-	if err := p.Check(); err != nil {
-		return backend.QueueSettings{}, err
-	}
+func (s *store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
 	if err := s.lock(); err != nil {
 		return backend.QueueSettings{}, err
 	}
@@ -826,11 +800,8 @@ func (s *Store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (b
 }
 
 // List pages through jobs in id order.
-func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
-	after, err := p.Check()
-	if err != nil {
-		return backend.ListResult{}, err
-	}
+func (s *store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
+	after := p.After()
 	if err := s.lock(); err != nil {
 		return backend.ListResult{}, err
 	}
@@ -863,10 +834,7 @@ func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListRes
 }
 
 // Stats counts jobs per queue and state, and attempts per minute.
-func (s *Store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
-	if err := p.Check(); err != nil {
-		return backend.Stats{}, err
-	}
+func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
 	if err := s.lock(); err != nil {
 		return backend.Stats{}, err
 	}
@@ -905,10 +873,7 @@ func (s *Store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 }
 
 // RegisterWorker records or refreshes a worker's entry.
-func (s *Store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
-	if err := p.Check(); err != nil {
-		return err
-	}
+func (s *store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
 	if err := s.lock(); err != nil {
 		return err
 	}
@@ -918,7 +883,7 @@ func (s *Store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerPara
 }
 
 // DeregisterWorker removes a worker's entry.
-func (s *Store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
+func (s *store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
 	if err := s.lock(); err != nil {
 		return err
 	}
@@ -928,10 +893,7 @@ func (s *Store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorker
 }
 
 // Workers lists the worker entries not expired.
-func (s *Store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
+func (s *store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
 	if err := s.lock(); err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 // for any write of the job in flight, so the record it hands fn, and the
 // payload and logs it reads, are durable ones. fn's error is returned
 // as is, and fn must change nothing when it returns one.
-func (s *Store) jobOp(ctx context.Context, text string, fn func(id jobID, j *backend.Job, sd side) error) (*backend.Job, error) {
+func (s *store) jobOp(ctx context.Context, text string, fn func(id jobID, j *backend.Job, sd side) error) (*backend.Job, error) {
 	id, ok := parseID(text)
 	if !ok {
 		return nil, backend.ErrNotFound
@@ -55,10 +55,7 @@ func (s *Store) jobOp(ctx context.Context, text string, fn func(id jobID, j *bac
 
 // Retry sends a failed or cancelled job back to pending, as
 // backend.RetryParams describes.
-func (s *Store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
+func (s *store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
 	return s.jobOp(ctx, p.ID, func(id jobID, j *backend.Job, sd side) error {
 		if j.State != backend.StateFailed && j.State != backend.StateCancelled {
 			return &backend.StateError{Op: "retry", ID: j.ID, State: j.State}
@@ -70,7 +67,7 @@ func (s *Store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job,
 // retry makes a failed or cancelled job pending again, taking its unique
 // key back (an error matching ErrUniqueKeyHeld, and no change, when
 // another job holds it); mu must be held.
-func (s *Store) retry(id jobID, j *backend.Job, sd side, now time.Time) error {
+func (s *store) retry(id jobID, j *backend.Job, sd side, now time.Time) error {
 	var name string
 	if j.UniqueKey != "" && j.UniqueFor == 0 {
 		name = uniqueName(j.Queue, j.UniqueKey)
@@ -97,10 +94,7 @@ func (s *Store) retry(id jobID, j *backend.Job, sd side, now time.Time) error {
 }
 
 // RunNow makes a scheduled or retry job pending at once (RunAt = Now).
-func (s *Store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
+func (s *store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
 	return s.jobOp(ctx, p.ID, func(id jobID, j *backend.Job, sd side) error {
 		if j.State != backend.StateScheduled && j.State != backend.StateRetry {
 			return &backend.StateError{Op: "run now", ID: j.ID, State: j.State}
@@ -114,10 +108,7 @@ func (s *Store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Jo
 // RetryQueue retries up to p.Limit jobs of a queue in p.State, oldest
 // first (from the queue's per-state id set); jobs whose unique key is held
 // elsewhere are skipped and not counted.
-func (s *Store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.CountResult{}, err
-	}
+func (s *store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
 	return s.bulk(ctx, p.Queue, p.State, p.Limit, func(id jobID, j *backend.Job, sd side) (bool, error) {
 		err := s.retry(id, j, sd, p.Now)
 		if err != nil && !isUniqueHeld(err) {
@@ -129,10 +120,7 @@ func (s *Store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (bac
 
 // Purge deletes up to p.Limit jobs of a queue in p.State (never active),
 // oldest first, as Delete does.
-func (s *Store) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.CountResult{}, err
-	}
+func (s *store) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
 	return s.bulk(ctx, p.Queue, p.State, p.Limit, func(id jobID, j *backend.Job, sd side) (bool, error) {
 		s.deleteJob(id, j, sd, j.State)
 		return true, nil
@@ -143,7 +131,7 @@ func (s *Store) Purge(ctx context.Context, p backend.PurgeParams) (backend.Count
 // a queue in a state, oldest first, until fn has counted limit of them.
 // The ids are copied a batch at a time, since fn moves them out of the
 // set being walked.
-func (s *Store) bulk(ctx context.Context, queue string, state backend.State, limit int, fn func(id jobID, j *backend.Job, sd side) (bool, error)) (backend.CountResult, error) {
+func (s *store) bulk(ctx context.Context, queue string, state backend.State, limit int, fn func(id jobID, j *backend.Job, sd side) (bool, error)) (backend.CountResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.CountResult{}, err
 	}

@@ -10,10 +10,7 @@ import (
 // Cancel cancels a waiting job at once (reason "requested"), records the
 // request on an active one (CancelRequested), and refuses a final one with
 // a *backend.StateError.
-func (s *Store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
+func (s *store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
 	return s.jobOp(ctx, p.ID, func(id jobID, j *backend.Job, sd side) error {
 		switch {
 		case j.State.Final():
@@ -38,7 +35,7 @@ func (s *Store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Jo
 // the attempt's outcome would have made it. Callers record the attempt
 // (result, error) first. It reports whether it ended the job; mu must be
 // held.
-func (s *Store) cancelRequested(id jobID, j *backend.Job, sd side, now time.Time) bool {
+func (s *store) cancelRequested(id jobID, j *backend.Job, sd side, now time.Time) bool {
 	if !j.CancelRequested {
 		return false
 	}

@@ -26,10 +26,7 @@ type claimed struct {
 // queue's scheduled and retry jobs whose run-at has come, and cancels
 // instead of handing out a job whose deadline has passed. A paused queue
 // is skipped. All claimed jobs are written in one commit.
-func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.ClaimResult{}, err
-	}
+func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.ClaimResult{}, err
 	}
@@ -90,7 +87,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 // payload and of p.Types (looking past at most backend.ClaimTypeScan jobs
 // of other types per queue), and says whether it stopped for the budget;
 // mu must be held.
-func (s *Store) claimLocked(order []string, p backend.ClaimParams, now time.Time) (got []claimed, truncated bool, err error) {
+func (s *store) claimLocked(order []string, p backend.ClaimParams, now time.Time) (got []claimed, truncated bool, err error) {
 	var payloads pointReader // lengths of committed payloads, read under mu
 	if p.MaxBytes > 0 {
 		payloads = pointReader{db: s.db, prefix: prefixPayload}
@@ -176,7 +173,7 @@ func pushAll(qi *queueIndex, entries []readyEntry) {
 // enqueue's write may be in flight, otherwise read from Pebble (the
 // payload key is written with the record, so it is committed when the
 // record is). mu must be held.
-func (s *Store) payloadLen(r *pointReader, id jobID, sd side) (int, error) {
+func (s *store) payloadLen(r *pointReader, id jobID, sd side) (int, error) {
 	if !sd.payload {
 		return 0, nil
 	}
@@ -196,7 +193,7 @@ func (s *Store) payloadLen(r *pointReader, id jobID, sd side) (int, error) {
 // promoteQueue moves up to limit of a queue's scheduled and retry jobs
 // whose run-at has come to pending, cancelling those whose deadline has
 // passed; mu must be held.
-func (s *Store) promoteQueue(qi *queueIndex, now time.Time, limit int) (moved, cancelled int, err error) {
+func (s *store) promoteQueue(qi *queueIndex, now time.Time, limit int) (moved, cancelled int, err error) {
 	nowCode := timeCode(now)
 	for moved+cancelled < limit && qi.timers.len() > 0 && qi.timers.peek().at <= nowCode {
 		e := qi.timers.pop()

@@ -35,7 +35,7 @@ type dirtyRef struct {
 
 // group returns the group collecting writes now, starting one if needed;
 // mu must be held.
-func (s *Store) group() *commitGroup {
+func (s *store) group() *commitGroup {
 	s.writes++
 	if s.pending == nil {
 		s.pending = &commitGroup{
@@ -49,7 +49,7 @@ func (s *Store) group() *commitGroup {
 
 // wake asks for a signal to the queue's subscribers once the current group
 // is durable; mu must be held.
-func (s *Store) wake(queue string) {
+func (s *store) wake(queue string) {
 	g := s.group()
 	if g.wake == nil {
 		g.wake = make(map[string]struct{})
@@ -60,7 +60,7 @@ func (s *Store) wake(queue string) {
 // groupSince returns the group that holds the writes queued since mark (a
 // value of s.writes taken earlier in the same section under mu), or nil
 // when the section queued none; mu must be held.
-func (s *Store) groupSince(mark uint64) *commitGroup {
+func (s *store) groupSince(mark uint64) *commitGroup {
 	if s.writes == mark {
 		return nil
 	}
@@ -73,7 +73,7 @@ func (s *Store) groupSince(mark uint64) *commitGroup {
 // order, so once it is, so is everything a reader saw under mu: a reader
 // waits for it before it answers, and never reports a state that a crash
 // could take back. It costs nothing when no write is in flight.
-func (s *Store) lastGroup() *commitGroup {
+func (s *store) lastGroup() *commitGroup {
 	if s.pending != nil {
 		return s.pending
 	}
@@ -93,7 +93,7 @@ func wait(g *commitGroup) error {
 // a sync, clears the dirty entries it wrote, and wakes its waiters and
 // subscribers. It returns, after committing everything queued, once Close
 // sets stopping.
-func (s *Store) commitLoop() {
+func (s *store) commitLoop() {
 	defer close(s.committerDone)
 	s.mu.Lock()
 	for {
@@ -158,7 +158,7 @@ func (s *Store) commitLoop() {
 
 // commit writes one batch durably. It fails, too, once Pebble has
 // recorded a failure (engineFault).
-func (s *Store) commit(b *cpebble.Batch) (err error) {
+func (s *store) commit(b *cpebble.Batch) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("commit: %v", r)

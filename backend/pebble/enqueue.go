@@ -10,12 +10,10 @@ import (
 
 // Enqueue writes new jobs atomically, in one commit. An item whose unique
 // key is held reports Duplicate with the holder's id and state.
-func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
-	// Prepare fills defaults in its own copy of the items, and bounds
-	// every time to the range a timeCode holds.
-	if err := p.Prepare(); err != nil {
-		return backend.EnqueueResult{}, err
-	}
+func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
+	// Checked prepared p (backend.EnqueueParams.Prepare): defaults filled
+	// in its own copy of the items, every time within the range a
+	// timeCode holds.
 	if err := s.begin(ctx); err != nil {
 		return backend.EnqueueResult{}, err
 	}

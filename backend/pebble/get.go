@@ -8,7 +8,7 @@ import (
 
 // Get returns a job by id, or backend.ErrNotFound. It returns only durable
 // state: when the job has a write in flight, Get waits for it.
-func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
+func (s *store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
 	id, ok := parseID(p.ID)
 	if !ok {
 		return nil, backend.ErrNotFound
@@ -28,7 +28,7 @@ func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, err
 }
 
 // readJob reads a whole job, payload and log lines included, from r.
-func (s *Store) readJob(r iterSource, id jobID) (*backend.Job, error) {
+func (s *store) readJob(r iterSource, id jobID) (*backend.Job, error) {
 	j, sd, err := s.read(r, id)
 	switch {
 	case err != nil:
@@ -44,10 +44,7 @@ func (s *Store) readJob(r iterSource, id jobID) (*backend.Job, error) {
 
 // Delete removes a job that is not active. A unique key held for a
 // UniqueFor period keeps holding until the period ends.
-func (s *Store) Delete(ctx context.Context, p backend.DeleteParams) error {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return err
-	}
+func (s *store) Delete(ctx context.Context, p backend.DeleteParams) error {
 	id, ok := parseID(p.ID)
 	if !ok {
 		return backend.ErrNotFound

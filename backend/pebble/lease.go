@@ -12,7 +12,7 @@ import (
 // at now: the job is active, the token is its current one and the lease
 // has not expired. It returns ErrNotFound for an unknown job and
 // ErrLeaseLost for a lease that is not live; mu must be held.
-func (s *Store) checkLease(l backend.Lease, now time.Time) (jobID, error) {
+func (s *store) checkLease(l backend.Lease, now time.Time) (jobID, error) {
 	id, ok := parseID(l.JobID)
 	if !ok {
 		return id, backend.ErrNotFound
@@ -34,7 +34,7 @@ func (s *Store) checkLease(l backend.Lease, now time.Time) (jobID, error) {
 // for each live lease, with the job's current record; items whose lease is
 // not live get their error and change nothing. The caller has checked its
 // parameters.
-func (s *Store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Time, fn func(i int, id jobID, j *backend.Job, sd side)) ([]error, error) {
+func (s *store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Time, fn func(i int, id jobID, j *backend.Job, sd side)) ([]error, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -75,10 +75,7 @@ func (s *Store) leaseOp(ctx context.Context, leases []backend.Lease, now time.Ti
 
 // Heartbeat extends live leases to Now+Extend; the new expiry is durable
 // when it returns.
-func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.HeartbeatResult{}, err
-	}
+func (s *store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
 	res := backend.HeartbeatResult{Leases: make([]backend.LeaseStatus, len(p.Leases))}
 	expires := p.Now.Add(p.Extend)
 	errs, err := s.leaseOp(ctx, p.Leases, p.Now, func(i int, id jobID, j *backend.Job, sd side) {
@@ -101,10 +98,7 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 
 // Complete finishes jobs whose leases are live, storing their results. A
 // job whose cancel was requested ends cancelled, its result stored.
-func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
 	leases := make([]backend.Lease, len(p.Items))
 	for i, it := range p.Items {
 		leases[i] = it.Lease
@@ -127,10 +121,7 @@ func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 // An item with Cancel ends the job cancelled (reason "handler"); a job
 // whose cancel was requested ends cancelled (reason "requested") whatever
 // the item says.
-func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
 	leases := make([]backend.Lease, len(p.Items))
 	for i, it := range p.Items {
 		leases[i] = it.Lease
@@ -169,10 +160,7 @@ func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 // Release hands active jobs back to pending at once, keeping their RunAt;
 // the attempt is recorded as interrupted and given back. A job whose
 // cancel was requested ends cancelled instead.
-func (s *Store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
 	errs, err := s.leaseOp(ctx, p.Leases, p.Now, func(i int, id jobID, j *backend.Job, sd side) {
 		j.Errors = append(j.Errors, backend.AttemptError{
 			Attempt: j.Attempt, At: p.Now, Kind: backend.AttemptInterrupted, Message: "released",

@@ -11,7 +11,7 @@ import (
 // held by every caller.
 
 // toPending makes j pending (keeping its RunAt) and indexes it.
-func (s *Store) toPending(id jobID, j *backend.Job, sd side) {
+func (s *store) toPending(id jobID, j *backend.Job, sd side) {
 	s.idx.track(j.Queue, id, j.State, backend.StatePending)
 	j.State = backend.StatePending
 	s.clearLease(id, j)
@@ -23,7 +23,7 @@ func (s *Store) toPending(id jobID, j *backend.Job, sd side) {
 
 // toWaiting puts a job that left active back in line: pending when its
 // RunAt has come, retry otherwise. It watches the deadline again.
-func (s *Store) toWaiting(id jobID, j *backend.Job, sd side, now time.Time) {
+func (s *store) toWaiting(id jobID, j *backend.Job, sd side, now time.Time) {
 	if j.RunAt.After(now) {
 		s.idx.track(j.Queue, id, j.State, backend.StateRetry)
 		j.State = backend.StateRetry
@@ -41,7 +41,7 @@ func (s *Store) toWaiting(id jobID, j *backend.Job, sd side, now time.Time) {
 // its ExpiresAt, or deleted at once, as backend.Expiry decides with the
 // queue's retention override; its unique key is released as the contract
 // says, and its watchers are signalled.
-func (s *Store) toFinal(id jobID, j *backend.Job, sd side, state backend.State, now time.Time) {
+func (s *store) toFinal(id jobID, j *backend.Job, sd side, state backend.State, now time.Time) {
 	from := j.State
 	j.State = state
 	j.FinishedAt = now
@@ -60,7 +60,7 @@ func (s *Store) toFinal(id jobID, j *backend.Job, sd side, state backend.State, 
 }
 
 // cancelForDeadline discards a waiting job whose deadline has passed.
-func (s *Store) cancelForDeadline(id jobID, j *backend.Job, sd side, now time.Time) {
+func (s *store) cancelForDeadline(id jobID, j *backend.Job, sd side, now time.Time) {
 	j.CancelReason = backend.CancelReasonDeadline
 	s.toFinal(id, j, sd, backend.StateCancelled, now)
 }
@@ -68,7 +68,7 @@ func (s *Store) cancelForDeadline(id jobID, j *backend.Job, sd side, now time.Ti
 // deleteJob removes a job, its payload and its log lines; from is the
 // state the job's id is tracked under. A unique key without UniqueFor is
 // released; one with UniqueFor keeps holding, remembering the state.
-func (s *Store) deleteJob(id jobID, j *backend.Job, sd side, from backend.State) {
+func (s *store) deleteJob(id jobID, j *backend.Job, sd side, from backend.State) {
 	s.remove(id, sd)
 	s.idx.track(j.Queue, id, from, "")
 	s.finished(id)
@@ -90,7 +90,7 @@ func (s *Store) deleteJob(id jobID, j *backend.Job, sd side, from backend.State)
 
 // noteState keeps the state of a unique key's holder current, and releases
 // a key held until its job is final.
-func (s *Store) noteState(id jobID, j *backend.Job) {
+func (s *store) noteState(id jobID, j *backend.Job) {
 	if j.UniqueKey == "" {
 		return
 	}
@@ -109,7 +109,7 @@ func (s *Store) noteState(id jobID, j *backend.Job) {
 
 // clearLease ends the lease fields of a job leaving active (the token stays:
 // it only grows) and drops it from the lease map.
-func (s *Store) clearLease(id jobID, j *backend.Job) {
+func (s *store) clearLease(id jobID, j *backend.Job) {
 	j.LeaseExpiresAt = time.Time{}
 	delete(s.idx.leases, id)
 }

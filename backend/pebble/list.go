@@ -23,11 +23,8 @@ const listScanLimit = 5000
 // carry no Payload, Result or Logs. List answers once every write in
 // flight when it read is durable, so the page it returns, the jobs it
 // leaves out included, survives a crash.
-func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
-	afterText, err := p.Check()
-	if err != nil {
-		return backend.ListResult{}, err
-	}
+func (s *store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
+	afterText := p.After()
 	var after *jobID
 	if afterText != "" {
 		id, ok := parseID(afterText)

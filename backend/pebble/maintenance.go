@@ -8,10 +8,7 @@ import (
 )
 
 // maintain runs one maintenance step under mu and waits for its commit.
-func (s *Store) maintain(ctx context.Context, p backend.MaintenanceParams, step func(now time.Time, limit int) (backend.MaintenanceResult, error)) (backend.MaintenanceResult, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return backend.MaintenanceResult{}, err
-	}
+func (s *store) maintain(ctx context.Context, p backend.MaintenanceParams, step func(now time.Time, limit int) (backend.MaintenanceResult, error)) (backend.MaintenanceResult, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = s.opts.MaintenanceLimit
@@ -38,7 +35,7 @@ func (s *Store) maintain(ctx context.Context, p backend.MaintenanceParams, step 
 
 // Promote moves scheduled and retry jobs whose run-at has come to pending
 // and cancels waiting jobs whose deadline has passed, at most Limit in all.
-func (s *Store) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+func (s *store) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	return s.maintain(ctx, p, func(now time.Time, limit int) (backend.MaintenanceResult, error) {
 		var res backend.MaintenanceResult
 		for _, qi := range s.idx.queues {
@@ -74,7 +71,7 @@ func (s *Store) Promote(ctx context.Context, p backend.MaintenanceParams) (backe
 // RecoverLeases ends leases expired at Now, at most Limit: the attempt is
 // recorded as lease_expired and the job goes back to pending, or to failed
 // when its attempts are used up. Moved counts both; Failed the latter.
-func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	return s.maintain(ctx, p, func(now time.Time, limit int) (backend.MaintenanceResult, error) {
 		var res backend.MaintenanceResult
 		nowCode := timeCode(now)
@@ -118,7 +115,7 @@ func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 // come at Now (Moved), and forgets, at most Limit each, unique keys whose
 // UniqueFor period has ended, per-minute counters older than
 // backend.StatsHistory and expired worker entries.
-func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	return s.maintain(ctx, p, func(now time.Time, limit int) (backend.MaintenanceResult, error) {
 		var res backend.MaintenanceResult
 		nowCode := timeCode(now)

@@ -18,7 +18,7 @@ type subscriber struct {
 // Subscribe returns a subscription signalled, after the commit, whenever a
 // job becomes pending in one of p.Queues (every queue when none is named).
 // Signals coalesce in a buffer of one.
-func (s *Store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
+func (s *store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func (s *Store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*back
 }
 
 // signal wakes the subscribers of a queue without blocking.
-func (s *Store) signal(queue string) {
+func (s *store) signal(queue string) {
 	s.subsMu.Lock()
 	defer s.subsMu.Unlock()
 	for _, key := range [...]string{queue, anyQueue} {

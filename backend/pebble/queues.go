@@ -12,10 +12,7 @@ import (
 // settings live under their own key ('q' + queue) and in the queue's
 // in-memory index, loaded at open. Resuming a paused queue signals its
 // subscribers.
-func (s *Store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
-	if err := p.Check(); err != nil {
-		return backend.QueueSettings{}, err
-	}
+func (s *store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.QueueSettings{}, err
 	}

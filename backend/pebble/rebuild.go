@@ -11,7 +11,7 @@ import (
 // rebuild fills the in-memory indexes with one scan of the unique keys and
 // one of the job records. A record that does not decode fails the open with
 // ErrCorrupt; so does a panic from the engine on damaged files.
-func (s *Store) rebuild() (err error) {
+func (s *store) rebuild() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %s: reading the data files failed: %v", ErrCorrupt, s.dir, r)
@@ -73,7 +73,7 @@ func (s *Store) rebuild() (err error) {
 }
 
 // scan calls fn for every key with the given prefix, in key order.
-func (s *Store) scan(prefix byte, fn func(k, v []byte) error) error {
+func (s *store) scan(prefix byte, fn func(k, v []byte) error) error {
 	it, err := s.db.NewIter(&cpebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrCorrupt, s.dir, err)
@@ -96,7 +96,7 @@ func (s *Store) scan(prefix byte, fn func(k, v []byte) error) error {
 
 // rebuildSettings loads the queue settings, the counters and the worker
 // registry.
-func (s *Store) rebuildSettings() error {
+func (s *store) rebuildSettings() error {
 	err := s.scan(prefixSettings, func(k, v []byte) error {
 		st, err := decodeSettings(v)
 		if err != nil {

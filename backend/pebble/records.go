@@ -21,7 +21,7 @@ type dirtyEntry struct {
 // load returns the current record of a job, or nil when there is none; mu
 // must be held. The record may be changed in place and then passed to put.
 // A storage error breaks the store.
-func (s *Store) load(id jobID) (*backend.Job, side, error) {
+func (s *store) load(id jobID) (*backend.Job, side, error) {
 	if e, ok := s.dirty[id]; ok {
 		return e.job, e.sd, nil
 	}
@@ -39,7 +39,7 @@ func (s *Store) load(id jobID) (*backend.Job, side, error) {
 // reader, which must not outlive the section (it would miss later
 // commits), wakes the committer if it waits for this section, then
 // releases mu.
-func (s *Store) unlock() {
+func (s *store) unlock() {
 	if err := s.records.Close(); err != nil {
 		_ = s.breakStore(err)
 	}
@@ -56,7 +56,7 @@ type reader interface {
 }
 
 // read decodes a job's record from Pebble; nil when there is none.
-func (s *Store) read(r reader, id jobID) (*backend.Job, side, error) {
+func (s *store) read(r reader, id jobID) (*backend.Job, side, error) {
 	v, closer, err := r.Get(jobKey(id))
 	if errors.Is(err, cpebble.ErrNotFound) {
 		return nil, side{}, nil
@@ -75,7 +75,7 @@ func (s *Store) read(r reader, id jobID) (*backend.Job, side, error) {
 
 // put queues the write of a job's record and makes it the current one; mu
 // must be held.
-func (s *Store) put(id jobID, j *backend.Job, sd side) {
+func (s *store) put(id jobID, j *backend.Job, sd side) {
 	g := s.group()
 	s.buf = encodeJob(s.buf[:0], j, sd)
 	var k [17]byte
@@ -91,7 +91,7 @@ const logPointDeletes = 16
 
 // remove queues the deletion of a job's record, payload and log lines; mu
 // must be held.
-func (s *Store) remove(id jobID, sd side) {
+func (s *store) remove(id jobID, sd side) {
 	g := s.group()
 	_ = g.batch.Delete(jobKey(id), nil)
 	if sd.payload {
@@ -109,26 +109,26 @@ func (s *Store) remove(id jobID, sd side) {
 	s.markDirty(g, id, nil, side{})
 }
 
-func (s *Store) markDirty(g *commitGroup, id jobID, j *backend.Job, sd side) {
+func (s *store) markDirty(g *commitGroup, id jobID, j *backend.Job, sd side) {
 	s.ver++
 	s.dirty[id] = dirtyEntry{job: j, sd: sd, ver: s.ver, group: g}
 	g.dirty = append(g.dirty, dirtyRef{id: id, ver: s.ver})
 }
 
 // putUnique queues the write of a unique key; mu must be held.
-func (s *Store) putUnique(name string, u uniqueValue) {
+func (s *store) putUnique(name string, u uniqueValue) {
 	s.idx.uniques[name] = u
 	_ = s.group().batch.Set(uniqueKey(name), encodeUnique(u), nil)
 }
 
 // dropUnique forgets a unique key; mu must be held.
-func (s *Store) dropUnique(name string) {
+func (s *store) dropUnique(name string) {
 	delete(s.idx.uniques, name)
 	_ = s.group().batch.Delete(uniqueKey(name), nil)
 }
 
 // readPayload returns a job's payload from Pebble; nil when it has none.
-func (s *Store) readPayload(r reader, id jobID) ([]byte, error) {
+func (s *store) readPayload(r reader, id jobID) ([]byte, error) {
 	v, closer, err := r.Get(payloadKey(id))
 	if errors.Is(err, cpebble.ErrNotFound) {
 		return nil, nil

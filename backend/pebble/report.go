@@ -18,10 +18,7 @@ import (
 // leases. Progress replaces the previous one with At = Now; lines are
 // appended with At = Now until the job holds p.MaxLines(), then counted in
 // LogsDropped.
-func (s *Store) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
 	max := p.MaxLines()
 	leases := make([]backend.Lease, len(p.Items))
 	for i, it := range p.Items {
@@ -64,7 +61,7 @@ type iterSource interface {
 }
 
 // readSide reads a job's payload and log lines from r.
-func (s *Store) readSide(r iterSource, id jobID, sd side) (payload []byte, logs []backend.LogLine, err error) {
+func (s *store) readSide(r iterSource, id jobID, sd side) (payload []byte, logs []backend.LogLine, err error) {
 	if sd.payload {
 		if payload, err = s.readPayload(r, id); err != nil {
 			return nil, nil, err

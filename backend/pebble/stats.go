@@ -34,7 +34,7 @@ func newCounters() counters {
 
 // countAttempt counts an attempt that ended at now, failed or not (see
 // backend.MinuteCount); mu must be held.
-func (s *Store) countAttempt(now time.Time, failed bool) {
+func (s *store) countAttempt(now time.Time, failed bool) {
 	// backend.MinuteOf, for the times CheckNow allows (from 1970 on).
 	u := now.Unix()
 	m := u - u%60
@@ -60,7 +60,7 @@ func (s *Store) countAttempt(now time.Time, failed bool) {
 
 // writeCounters adds to g's batch the counters its operations changed;
 // mu must be held, and g taken from pending (nothing else writes to it).
-func (s *Store) writeCounters(g *commitGroup) {
+func (s *store) writeCounters(g *commitGroup) {
 	if len(g.minutes) == 0 {
 		return
 	}
@@ -77,7 +77,7 @@ func (s *Store) writeCounters(g *commitGroup) {
 // dropMinutes forgets the counters of minutes that no Stats call at now
 // can show any more (older than backend.StatsHistory), at most limit; mu
 // must be held.
-func (s *Store) dropMinutes(now time.Time, limit int) {
+func (s *store) dropMinutes(now time.Time, limit int) {
 	oldest := backend.MinuteOf(now).Add(-backend.StatsHistory + time.Minute).Unix()
 	n := 0
 	for m := range s.counters.minutes {
@@ -120,10 +120,7 @@ func decodeCounts(b []byte) (processed, failed int64, err error) {
 // sets (exact, O(queues) to read), finds each queue's oldest pending job,
 // and returns the counters of the last p.Minutes minutes. It answers once
 // every write it counted is durable.
-func (s *Store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
-	if err := p.Check(); err != nil {
-		return backend.Stats{}, err
-	}
+func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.Stats{}, err
 	}
@@ -144,7 +141,7 @@ func (s *Store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 }
 
 // statsLocked reads Stats' answer; mu must be held.
-func (s *Store) statsLocked(p backend.StatsParams) (backend.Stats, error) {
+func (s *store) statsLocked(p backend.StatsParams) (backend.Stats, error) {
 	var st backend.Stats
 	names := make([]string, 0, len(s.idx.queues))
 	for name := range s.idx.queues {
@@ -183,7 +180,7 @@ func (s *Store) statsLocked(p backend.StatsParams) (backend.Stats, error) {
 // The ready heap is in claim order (priority first), so it is scanned;
 // entries of jobs no longer pending are dropped on the way (once all of
 // them, when one is met, so a mass cancel costs one pass). mu must be held.
-func (s *Store) oldestPending(qi *queueIndex) (time.Time, error) {
+func (s *store) oldestPending(qi *queueIndex) (time.Time, error) {
 	pending := &qi.byState[stateCode(backend.StatePending)]
 	compacted := false
 	for pending.len() > 0 && qi.ready.len() > 0 {

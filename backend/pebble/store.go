@@ -34,9 +34,22 @@ import (
 	"github.com/kyuhq/kyu/backend"
 )
 
-// Store is an embedded kyu store in one directory. It implements
-// backend.Backend; build it with Open.
+// Store is an embedded kyu store in one directory, as Open returns it: a
+// backend.Backend whose every method checks its input first
+// (backend.Checked).
 type Store struct {
+	backend.Backend
+	unchecked
+}
+
+// unchecked is the store behind the checks. Embedded, it lends Store its
+// state and helpers (for the package's tests), never its Backend methods,
+// which the checked Backend shadows.
+type unchecked struct{ *store }
+
+// store implements backend.Backend on input that backend.Checked has
+// checked.
+type store struct {
 	dir  string
 	fs   vfs.FS
 	opts Options
@@ -118,7 +131,7 @@ type Store struct {
 	workers  map[string]*backend.WorkerInfo
 }
 
-var _ backend.Backend = (*Store)(nil)
+var _ backend.Backend = (*store)(nil)
 
 // Open opens the store in dir, creating it if dir is absent or empty.
 //
@@ -156,11 +169,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = lock.Close()
 		return nil, err
 	}
-	return s, nil
+	return &Store{Backend: backend.Checked(s), unchecked: unchecked{s}}, nil
 }
 
 // open does the work of Open once the directory is locked.
-func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err error) {
+func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *store, err error) {
 	kind, err := inspectDir(fs, dir)
 	if err != nil {
 		return nil, err
@@ -190,7 +203,7 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *Store, err er
 	if err != nil {
 		return nil, err
 	}
-	s = &Store{
+	s = &store{
 		dir:           dir,
 		fs:            fs,
 		opts:          opts,
@@ -296,15 +309,10 @@ func closePebble(db *cpebble.DB) (err error) {
 	return db.Close()
 }
 
-// Capabilities reports that Subscribe delivers signals.
-func (s *Store) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Notify: true}
-}
-
 // Close flushes queued writes, stops the committer, closes Pebble and
 // releases the directory. Later calls, and calls of any method after it,
 // return backend.ErrClosed.
-func (s *Store) Close() error {
+func (s *store) Close() error {
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	if s.closed {
@@ -332,7 +340,7 @@ func (s *Store) Close() error {
 }
 
 // begin starts an operation: it holds closeMu shared until end is called.
-func (s *Store) begin(ctx context.Context) error {
+func (s *store) begin(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -344,10 +352,10 @@ func (s *Store) begin(ctx context.Context) error {
 	return nil
 }
 
-func (s *Store) end() { s.closeMu.RUnlock() }
+func (s *store) end() { s.closeMu.RUnlock() }
 
 // lockState takes mu and reports a broken store.
-func (s *Store) lockState() error {
+func (s *store) lockState() error {
 	s.entered.Add(1)
 	s.mu.Lock()
 	if s.broken == nil {
@@ -366,7 +374,7 @@ func (s *Store) lockState() error {
 // lockSettled takes mu (as lockState does) once job id has no write in
 // flight, waiting for such writes first, so what the caller reads of the
 // job under mu is durable.
-func (s *Store) lockSettled(id jobID) error {
+func (s *store) lockSettled(id jobID) error {
 	for {
 		if err := s.lockState(); err != nil {
 			return err
@@ -384,7 +392,7 @@ func (s *Store) lockSettled(id jobID) error {
 }
 
 // breakStore records a storage failure; mu must be held.
-func (s *Store) breakStore(err error) error {
+func (s *store) breakStore(err error) error {
 	if s.broken == nil {
 		s.broken = fmt.Errorf("kyu/pebble: store %s failed and must be reopened: %w", s.dir, err)
 		s.log.Error("store failed", "err", err)

@@ -44,7 +44,7 @@ func checkDataPresent(fs vfs.FS, dir string, marked uint64, accept bool, log *sl
 // and refuses the store when it is below the count the marker records:
 // acknowledged writes are missing. With AcceptDataLoss it records the
 // count found instead, so later opens take it as the baseline.
-func (s *Store) checkCommits() error {
+func (s *store) checkCommits() error {
 	v, closer, err := s.db.Get([]byte{prefixCommits})
 	switch {
 	case errors.Is(err, cpebble.ErrNotFound):
@@ -77,7 +77,7 @@ func (s *Store) checkCommits() error {
 
 // markLoop records in the marker the count of durable commits soon after
 // a commit, then at most once per markInterval, until Close.
-func (s *Store) markLoop() {
+func (s *store) markLoop() {
 	defer close(s.markDone)
 	for {
 		select {
@@ -100,7 +100,7 @@ func (s *Store) markLoop() {
 
 // recordSynced writes the count of durable commits to the marker when it
 // grew; only markLoop, and Close once markLoop has stopped, call it.
-func (s *Store) recordSynced() error {
+func (s *store) recordSynced() error {
 	n := s.synced.Load()
 	if n <= s.marked {
 		return nil

@@ -11,7 +11,7 @@ import (
 // (Complete, Fail, Cancel, a deadline, RecoverLeases, Delete, Purge,
 // retention). Signals coalesce in a buffer of one; an id that is not a
 // job id is watched too and never signals.
-func (s *Store) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
+func (s *store) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func (s *Store) WatchFinished(ctx context.Context, p backend.WatchParams) (*back
 // finished queues a signal to the job's watchers for when the current
 // group is durable; mu must be held. It costs nothing while nobody
 // watches.
-func (s *Store) finished(id jobID) {
+func (s *store) finished(id jobID) {
 	if s.watching.Load() == 0 {
 		return
 	}
@@ -61,7 +61,7 @@ func (s *Store) finished(id jobID) {
 }
 
 // signalFinished wakes the watchers of the given jobs without blocking.
-func (s *Store) signalFinished(ids []jobID) {
+func (s *store) signalFinished(ids []jobID) {
 	s.subsMu.Lock()
 	defer s.subsMu.Unlock()
 	for _, id := range ids {

@@ -17,10 +17,7 @@ import (
 
 // RegisterWorker records or replaces a worker's entry, with LastSeen,
 // DeadAt and ExpiresAt set from p.Now; it is durable when it returns.
-func (s *Store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
-	if err := p.Check(); err != nil {
-		return err
-	}
+func (s *store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
 	w := p.Registered()
 	val, err := encodeWorker(w)
 	if err != nil {
@@ -42,7 +39,7 @@ func (s *Store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerPara
 
 // DeregisterWorker removes a worker's entry; an unknown id is not an
 // error.
-func (s *Store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
+func (s *store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -63,10 +60,7 @@ func (s *Store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorker
 // Workers lists the entries not expired at p.Now, by id, marking Dead
 // those silent since their DeadAt. It answers once the entries it read
 // are durable.
-func (s *Store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
+func (s *store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -102,7 +96,7 @@ func (s *Store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend
 
 // dropWorkers removes, at most limit, the entries expired at now; mu must
 // be held.
-func (s *Store) dropWorkers(now time.Time, limit int) {
+func (s *store) dropWorkers(now time.Time, limit int) {
 	n := 0
 	for id, w := range s.workers {
 		if n >= limit {

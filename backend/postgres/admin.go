@@ -26,7 +26,7 @@ type lockedJob struct {
 }
 
 // lockJob reads and locks the job id in tx; ErrNotFound when there is none.
-func (s *Store) lockJob(ctx context.Context, tx pgx.Tx, id string) (*lockedJob, error) {
+func (s *store) lockJob(ctx context.Context, tx pgx.Tx, id string) (*lockedJob, error) {
 	j := &lockedJob{id: id}
 	var state string
 	var retention int64
@@ -46,7 +46,7 @@ func (s *Store) lockJob(ctx context.Context, tx pgx.Tx, id string) (*lockedJob, 
 
 // queueRetention reads a queue's retention overrides (zero without
 // settings).
-func (s *Store) queueRetention(ctx context.Context, tx pgx.Tx, queue string) (backend.QueueRetention, error) {
+func (s *store) queueRetention(ctx context.Context, tx pgx.Tx, queue string) (backend.QueueRetention, error) {
 	var c, f, x int64
 	err := tx.QueryRow(ctx, s.sqls.queueRetention, queue).Scan(&c, &f, &x)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -68,13 +68,10 @@ func parseID(id string) (string, error) {
 	return u.String(), nil
 }
 
-// beginJobCall starts a call on one job: it checks the caller's clock,
-// enters the store (the caller defers s.end() when err is nil) and gives
-// the job id in its canonical form.
-func (s *Store) beginJobCall(ctx context.Context, now time.Time, rawID string) (string, error) {
-	if err := backend.CheckNow(now); err != nil {
-		return "", err
-	}
+// beginJobCall starts a call on one job: it enters the store (the caller
+// defers s.end() when err is nil) and gives the job id in its canonical
+// form.
+func (s *store) beginJobCall(ctx context.Context, now time.Time, rawID string) (string, error) {
 	if err := s.begin(ctx); err != nil {
 		return "", err
 	}
@@ -89,7 +86,7 @@ func (s *Store) beginJobCall(ctx context.Context, now time.Time, rawID string) (
 // Cancel cancels a waiting job at once (deciding its expiry with
 // backend.Expiry, deleting it under RetainNone) or records the request on
 // an active one, in one transaction holding the job's row.
-func (s *Store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
+func (s *store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
 	id, err := s.beginJobCall(ctx, p.Now, p.ID)
 	if err != nil {
 		return nil, err
@@ -134,7 +131,7 @@ func (s *Store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Jo
 }
 
 // notifyFinished announces in tx that a watched job ended.
-func (s *Store) notifyFinished(ctx context.Context, tx pgx.Tx, lj *lockedJob) error {
+func (s *store) notifyFinished(ctx context.Context, tx pgx.Tx, lj *lockedJob) error {
 	if !lj.watched {
 		return nil
 	}
@@ -144,7 +141,7 @@ func (s *Store) notifyFinished(ctx context.Context, tx pgx.Tx, lj *lockedJob) er
 
 // takeKeyAgain gives a retried job its unique key back (a key without a
 // UniqueFor period), or says which job holds it.
-func (s *Store) takeKeyAgain(ctx context.Context, tx pgx.Tx, lj *lockedJob, now pgtype.Timestamptz) error {
+func (s *store) takeKeyAgain(ctx context.Context, tx pgx.Tx, lj *lockedJob, now pgtype.Timestamptz) error {
 	if lj.uniqueKey == "" || lj.uniqueFor != 0 {
 		return nil
 	}
@@ -161,7 +158,7 @@ func (s *Store) takeKeyAgain(ctx context.Context, tx pgx.Tx, lj *lockedJob, now 
 
 // Retry sends a failed or cancelled job back to pending, taking its unique
 // key again, in one transaction.
-func (s *Store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
+func (s *store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
 	id, err := s.beginJobCall(ctx, p.Now, p.ID)
 	if err != nil {
 		return nil, err
@@ -190,7 +187,7 @@ func (s *Store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job,
 }
 
 // RunNow makes a scheduled or retry job pending at once.
-func (s *Store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
+func (s *store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
 	id, err := s.beginJobCall(ctx, p.Now, p.ID)
 	if err != nil {
 		return nil, err
@@ -217,10 +214,7 @@ func (s *Store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Jo
 // RetryQueue retries up to p.Limit jobs of a queue in one transaction,
 // oldest first. Jobs that take a unique key again are retried one by one
 // (so two of them with one key cannot both take it); the others together.
-func (s *Store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.CountResult{}, err
-	}
+func (s *store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.CountResult{}, err
 	}
@@ -277,7 +271,7 @@ func (s *Store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (bac
 
 // retryCandidates reads and locks up to limit jobs of a queue in a state
 // after the id after, in id order.
-func (s *Store) retryCandidates(ctx context.Context, tx pgx.Tx, queue string, state backend.State, after string, limit int) ([]*lockedJob, error) {
+func (s *store) retryCandidates(ctx context.Context, tx pgx.Tx, queue string, state backend.State, after string, limit int) ([]*lockedJob, error) {
 	rows, err := tx.Query(ctx, s.sqls.retryCandidates[state], queue, after, limit)
 	if err != nil {
 		return nil, err
@@ -296,10 +290,7 @@ func (s *Store) retryCandidates(ctx context.Context, tx pgx.Tx, queue string, st
 
 // Purge deletes up to p.Limit jobs of a queue in one state, oldest first,
 // in one statement.
-func (s *Store) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.CountResult{}, err
-	}
+func (s *store) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.CountResult{}, err
 	}
@@ -313,10 +304,7 @@ func (s *Store) Purge(ctx context.Context, p backend.PurgeParams) (backend.Count
 
 // UpdateQueue changes a queue's settings in one statement; resuming a
 // paused queue wakes its subscribers.
-func (s *Store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
-	if err := p.Check(); err != nil {
-		return backend.QueueSettings{}, err
-	}
+func (s *store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.QueueSettings{}, err
 	}

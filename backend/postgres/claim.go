@@ -19,10 +19,7 @@ import (
 // jobs queue by queue in the order p.Mode gives, each in claim order
 // (priority, run-at, id), skipping the rows other claimers hold. With
 // p.Types only the jobs of those types are read (sqlClaimTyped).
-func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.ClaimResult{}, err
-	}
+func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.ClaimResult{}, err
 	}
@@ -118,7 +115,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 // handBack releases jobs claimed by a Claim that then failed, so they are
 // pending again at once rather than after their lease; if that fails too,
 // lease recovery brings them back.
-func (s *Store) handBack(ctx context.Context, jobs []*backend.Job, now time.Time) {
+func (s *store) handBack(ctx context.Context, jobs []*backend.Job, now time.Time) {
 	if len(jobs) == 0 {
 		return
 	}

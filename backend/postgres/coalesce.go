@@ -71,7 +71,7 @@ type lineMember struct {
 // its group had not started, its jobs are left out and not written;
 // otherwise they may be (the group goes on for the members still waiting,
 // and is cancelled when none is).
-func (s *Store) enqueueLined(ctx context.Context, plan *enqueuePlan) (backend.EnqueueResult, error) {
+func (s *store) enqueueLined(ctx context.Context, plan *enqueuePlan) (backend.EnqueueResult, error) {
 	l := &s.line
 	l.mu.Lock()
 	if l.calls < lineCalls && len(l.waiting) == 0 {
@@ -131,7 +131,7 @@ func (g *enqueueGroup) result(plan *enqueuePlan) (backend.EnqueueResult, error) 
 
 // lineDone ends a call or group on its way: the oldest waiting group, if
 // any, takes its place.
-func (s *Store) lineDone() {
+func (s *store) lineDone() {
 	l := &s.line
 	l.mu.Lock()
 	if len(l.waiting) == 0 {
@@ -167,7 +167,7 @@ func (s *Store) lineDone() {
 
 // runGroup writes a group's plans, notifies the queues that got pending
 // jobs, releases the members and passes the turn on.
-func (s *Store) runGroup(ctx context.Context, g *enqueueGroup, plans []*enqueuePlan) {
+func (s *store) runGroup(ctx context.Context, g *enqueueGroup, plans []*enqueuePlan) {
 	defer s.lineDone()
 	defer g.cancel()
 	switch len(plans) {
@@ -197,7 +197,7 @@ func (s *Store) runGroup(ctx context.Context, g *enqueueGroup, plans []*enqueueP
 
 // writeGroup writes the plans of several callers atomically: with one
 // INSERT when none takes a unique key, else in a transaction.
-func (s *Store) writeGroup(ctx context.Context, plans []*enqueuePlan) error {
+func (s *store) writeGroup(ctx context.Context, plans []*enqueuePlan) error {
 	op := fmt.Sprintf("enqueue (%d calls coalesced)", len(plans))
 	keyed := slices.ContainsFunc(plans, func(p *enqueuePlan) bool { return len(p.keyed) > 0 })
 	if !keyed {
@@ -235,7 +235,7 @@ type groupItem struct {
 // Each layer's items are in key order, and a later layer only asks for keys
 // whose rows an earlier one locked, so concurrent groups lock keys in one
 // order. Without shared keys, that is one takeKeysAt and one INSERT.
-func (s *Store) enqueueGroupIn(ctx context.Context, r runner, plans []*enqueuePlan) error {
+func (s *store) enqueueGroupIn(ctx context.Context, r runner, plans []*enqueuePlan) error {
 	var layers [][]groupItem
 	seen := map[[2]string]int{}
 	for _, p := range plans {
@@ -284,7 +284,7 @@ func (s *Store) enqueueGroupIn(ctx context.Context, r runner, plans []*enqueuePl
 // takeKeysAt takes the unique keys of items, which are of distinct keys,
 // in one statement, each at its plan's clock, marking the items whose key
 // was held as duplicates.
-func (s *Store) takeKeysAt(ctx context.Context, r runner, items []groupItem) error {
+func (s *store) takeKeysAt(ctx context.Context, r runner, items []groupItem) error {
 	slices.SortFunc(items, func(a, b groupItem) int {
 		ja, jb := a.plan.jobs[a.i], b.plan.jobs[b.i]
 		return cmp.Or(cmp.Compare(ja.Queue, jb.Queue), cmp.Compare(ja.UniqueKey, jb.UniqueKey))
@@ -319,7 +319,7 @@ func (s *Store) takeKeysAt(ctx context.Context, r runner, items []groupItem) err
 
 // insertAt writes the jobs of items with one INSERT, each created at its
 // plan's clock.
-func (s *Store) insertAt(ctx context.Context, r runner, items []groupItem) error {
+func (s *store) insertAt(ctx context.Context, r runner, items []groupItem) error {
 	if len(items) == 0 {
 		return nil
 	}

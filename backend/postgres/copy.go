@@ -32,7 +32,7 @@ var errNoCopy = errors.New("kyu/postgres: no COPY on this runner")
 // into the jobs table. The stream is encoded here, column by known column,
 // rather than through pgx's CopyFrom, which looks up an encoder for every
 // value and cost the client more CPU than the server saved.
-func (s *Store) copyJobs(ctx context.Context, r pgxRunner, rows [][]any, now time.Time) error {
+func (s *store) copyJobs(ctx context.Context, r pgxRunner, rows [][]any, now time.Time) error {
 	data, err := encodeCopy(rows, now)
 	if err != nil {
 		return err

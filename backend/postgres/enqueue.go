@@ -20,10 +20,7 @@ import (
 // Calls of up to lineMaxJobs jobs that come while lineCalls others are on
 // their way are coalesced: they wait, and go together in one transaction
 // (see enqueueLined).
-func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
-	if err := p.Prepare(); err != nil {
-		return backend.EnqueueResult{}, err
-	}
+func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.EnqueueResult{}, err
 	}
@@ -40,7 +37,7 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 
 // enqueueAlone writes one call's plan in a transaction of its own and
 // notifies the queues that got pending jobs.
-func (s *Store) enqueueAlone(ctx context.Context, plan *enqueuePlan) (backend.EnqueueResult, error) {
+func (s *store) enqueueAlone(ctx context.Context, plan *enqueuePlan) (backend.EnqueueResult, error) {
 	if len(plan.keyed) == 0 {
 		// One statement: its own transaction.
 		if err := s.insert(ctx, pgxRunner{s.pool}, plan, false); err != nil {
@@ -66,7 +63,7 @@ func (s *Store) enqueueAlone(ctx context.Context, plan *enqueuePlan) (backend.En
 
 // notifyPending wakes the subscribers of queues, here at once and in other
 // processes through the notifier.
-func (s *Store) notifyPending(queues []string) {
+func (s *store) notifyPending(queues []string) {
 	for _, q := range queues {
 		s.listen.signal(q)
 	}
@@ -75,7 +72,7 @@ func (s *Store) notifyPending(queues []string) {
 
 // enqueueIn takes the plan's unique keys and writes its new jobs within one
 // transaction, r; with notify, the INSERT also notifies on commit.
-func (s *Store) enqueueIn(ctx context.Context, r runner, plan *enqueuePlan, notify bool) error {
+func (s *store) enqueueIn(ctx context.Context, r runner, plan *enqueuePlan, notify bool) error {
 	if err := s.takeKeys(ctx, r, plan); err != nil {
 		return err
 	}
@@ -169,7 +166,7 @@ func (plan *enqueuePlan) result() backend.EnqueueResult {
 
 // takeKeys takes the unique keys of plan.keyed in one statement, marking
 // the items whose key was held as duplicates.
-func (s *Store) takeKeys(ctx context.Context, r runner, plan *enqueuePlan) error {
+func (s *store) takeKeys(ctx context.Context, r runner, plan *enqueuePlan) error {
 	n := len(plan.keyed)
 	if n == 0 {
 		plan.settleSameKey()
@@ -210,7 +207,7 @@ func (s *Store) takeKeys(ctx context.Context, r runner, plan *enqueuePlan) error
 // also notifies the queues that got pending jobs when its transaction
 // commits; without notify, and on a pgx runner, it writes copyMinJobs or
 // more with COPY instead.
-func (s *Store) insert(ctx context.Context, r runner, plan *enqueuePlan, notify bool) error {
+func (s *store) insert(ctx context.Context, r runner, plan *enqueuePlan, notify bool) error {
 	fresh := plan.fresh()
 	n := len(fresh)
 	if n == 0 {

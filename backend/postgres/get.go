@@ -11,7 +11,7 @@ import (
 )
 
 // Get returns the job with the given id, or ErrNotFound.
-func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
+func (s *store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -32,10 +32,7 @@ func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, err
 
 // Delete removes a job that is not active. A unique key the job held for a
 // UniqueFor period keeps holding, remembering the job's last state.
-func (s *Store) Delete(ctx context.Context, p backend.DeleteParams) error {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return err
-	}
+func (s *store) Delete(ctx context.Context, p backend.DeleteParams) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -68,7 +65,7 @@ func (s *Store) Delete(ctx context.Context, p backend.DeleteParams) error {
 
 // deleteAgain is Delete's second try after a job left the active state
 // between its statements.
-func (s *Store) deleteAgain(ctx context.Context, id, name string) error {
+func (s *store) deleteAgain(ctx context.Context, id, name string) error {
 	var n int64
 	if err := s.pool.QueryRow(ctx, s.sqls.delete, id).Scan(&n); err != nil {
 		return s.wrap("delete "+name, err)

@@ -64,7 +64,7 @@ func (b *leaseBatch) sortByID() {
 // settle reads the ids a statement acted on and sets the error of every
 // other item: ErrNotFound when its job does not exist, ErrLeaseLost
 // otherwise. Rows with an empty id (notifications) are skipped.
-func (s *Store) settle(ctx context.Context, b *leaseBatch, rows pgx.Rows) error {
+func (s *store) settle(ctx context.Context, b *leaseBatch, rows pgx.Rows) error {
 	done := map[string]bool{}
 	if err := readDone(rows, done); err != nil {
 		return err
@@ -91,7 +91,7 @@ func readDone(rows pgx.Rows, done map[string]bool) error {
 
 // settleDone sets the error of every item of b whose id is not in done, as
 // settle does.
-func (s *Store) settleDone(ctx context.Context, b *leaseBatch, done map[string]bool) error {
+func (s *store) settleDone(ctx context.Context, b *leaseBatch, done map[string]bool) error {
 	var missing []string
 	for _, i := range b.pos {
 		if !done[b.canon[i]] {
@@ -132,10 +132,7 @@ func (s *Store) settleDone(ctx context.Context, b *leaseBatch, done map[string]b
 
 // Heartbeat extends the live leases among p.Leases to p.Now+p.Extend in
 // one statement.
-func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.HeartbeatResult{}, err
-	}
+func (s *store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.HeartbeatResult{}, err
 	}
@@ -176,10 +173,7 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 
 // Complete finishes the jobs of the live leases among p.Items in one
 // statement, storing their results (and deleting those kept for no time).
-func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -242,10 +236,7 @@ func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 
 // Fail ends the attempts of the live leases among p.Items in one
 // statement: to retry, to pending at once, or to failed.
-func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.BatchResult{}, err
 	}
@@ -278,10 +269,7 @@ func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 
 // Release hands the jobs of the live leases among p.Leases back to pending
 // in one statement, recording their attempts as interrupted.
-func (s *Store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.BatchResult{}, err
 	}

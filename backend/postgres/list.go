@@ -27,11 +27,8 @@ const (
 // tags array, exact and case-sensitive); type and search are matched in Go with
 // backend.ListParams.Matches over bounded reads, so they mean exactly what
 // the contract says.
-func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
-	after, err := p.Check()
-	if err != nil {
-		return backend.ListResult{}, err
-	}
+func (s *store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
+	after := p.After()
 	if err := s.begin(ctx); err != nil {
 		return backend.ListResult{}, err
 	}

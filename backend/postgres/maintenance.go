@@ -7,7 +7,7 @@ import (
 )
 
 // limit is a step's bound: p.Limit, or the store's own for 0.
-func (s *Store) limit(p backend.MaintenanceParams) int {
+func (s *store) limit(p backend.MaintenanceParams) int {
 	if p.Limit > 0 {
 		return p.Limit
 	}
@@ -17,10 +17,7 @@ func (s *Store) limit(p backend.MaintenanceParams) int {
 // Promote moves up to Limit due scheduled and retry jobs to pending, and
 // cancels the waiting jobs past their deadline among them, in one
 // statement that takes no row another transaction holds.
-func (s *Store) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return backend.MaintenanceResult{}, err
-	}
+func (s *store) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.MaintenanceResult{}, err
 	}
@@ -34,10 +31,7 @@ func (s *Store) Promote(ctx context.Context, p backend.MaintenanceParams) (backe
 }
 
 // RecoverLeases ends up to Limit expired leases in one statement.
-func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return backend.MaintenanceResult{}, err
-	}
+func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.MaintenanceResult{}, err
 	}
@@ -55,10 +49,7 @@ func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 // folds the per-minute counters older than StatsHistory into the totals
 // and removes expired worker entries.
 // Each is one short statement, so neither holds many locks for long.
-func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return backend.MaintenanceResult{}, err
-	}
+func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.MaintenanceResult{}, err
 	}

@@ -73,7 +73,7 @@ func SchemaVersion() int {
 // calls apply each step once and a failed step leaves the schema at the
 // previous version. A schema at a newer version is refused
 // (ErrSchemaNewer) and left alone.
-func (s *Store) Migrate(ctx context.Context) error {
+func (s *store) Migrate(ctx context.Context) error {
 	ms, err := migrations()
 	if err != nil {
 		return err
@@ -88,7 +88,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 // migrateStep applies the next migration, if any; done reports that the
 // schema is at the latest version.
-func (s *Store) migrateStep(ctx context.Context, ms []migration) (done bool, err error) {
+func (s *store) migrateStep(ctx context.Context, ms []migration) (done bool, err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("kyu/postgres: migrate: %w", err)
@@ -151,7 +151,7 @@ func readVersion(ctx context.Context, q pgx.Tx, schema string) (int, error) {
 
 // version reads the schema's recorded version; ErrNotMigrated when the
 // schema or its version table does not exist.
-func (s *Store) version(ctx context.Context) (int, error) {
+func (s *store) version(ctx context.Context) (int, error) {
 	var v int
 	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s.schema+`.schema_versions`).Scan(&v)
 	if err != nil {
@@ -164,7 +164,7 @@ func (s *Store) version(ctx context.Context) (int, error) {
 }
 
 // checkSchema refuses a schema at another version than this code's.
-func (s *Store) checkSchema(ctx context.Context) error {
+func (s *store) checkSchema(ctx context.Context) error {
 	v, err := s.version(ctx)
 	if err != nil {
 		return err
@@ -182,7 +182,7 @@ func (s *Store) checkSchema(ctx context.Context) error {
 
 // checkObjects refuses a schema whose recorded version is right but which
 // lacks one of its tables or functions (dropped by hand, say).
-func (s *Store) checkObjects(ctx context.Context) error {
+func (s *store) checkObjects(ctx context.Context) error {
 	// The tables and functions of the current version, as to_regclass and
 	// to_regprocedure name them after the schema and a dot.
 	objects := []struct{ kind, name string }{

@@ -17,7 +17,7 @@ const notifyTimeout = 5 * time.Second
 // enqueue rate. A notification lost to a crash between the commit and the
 // NOTIFY costs a waiting worker one poll interval.
 type notifier struct {
-	s *Store
+	s *store
 
 	mu     sync.Mutex
 	queues map[string]struct{}
@@ -27,7 +27,7 @@ type notifier struct {
 	done   chan struct{}
 }
 
-func newNotifier(s *Store) *notifier {
+func newNotifier(s *store) *notifier {
 	return &notifier{s: s, queues: map[string]struct{}{}, wake: make(chan struct{}, 1)}
 }
 

@@ -27,7 +27,7 @@ const readyWait = 5 * time.Second
 // and reconnects when its connection is lost, waking every subscriber
 // then, since notifications may have been missed meanwhile.
 type listener struct {
-	s *Store
+	s *store
 
 	mu      sync.Mutex
 	subs    map[string]map[*subscriber]struct{}
@@ -44,7 +44,7 @@ type subscriber struct {
 	c chan struct{}
 }
 
-func newListener(s *Store) *listener {
+func newListener(s *store) *listener {
 	return &listener{s: s, subs: map[string]map[*subscriber]struct{}{}, watches: map[string]map[*subscriber]struct{}{},
 		ready: make(chan struct{})}
 }
@@ -54,7 +54,7 @@ func newListener(s *Store) *listener {
 // directly, and by any process through NOTIFY. Signals coalesce in a buffer
 // of one. It returns once the LISTEN is in place, so every later event is
 // heard (or after readyWait when the database cannot be reached).
-func (s *Store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
+func (s *store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (s *Store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*back
 // finished channel (statements that end unwatched jobs send none). A job
 // that ended before the mark is found final by the caller's Get; the
 // marks stay after the subscription closes, costing at most one NOTIFY.
-func (s *Store) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
+func (s *store) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}

@@ -13,10 +13,7 @@ import (
 // Report records progress and log lines under the live leases among
 // p.Items in one statement: progress replaces the job's, lines go to
 // job_logs up to the cap and are counted in logs_dropped past it.
-func (s *Store) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.BatchResult{}, err
 	}

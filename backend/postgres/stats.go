@@ -15,10 +15,7 @@ import (
 // Stats counts the jobs per queue and state in one statement (so the
 // counts are one moment's, as List sees it), adds the queues' settings and
 // reads the per-minute counters, summing their shards.
-func (s *Store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
-	if err := p.Check(); err != nil {
-		return backend.Stats{}, err
-	}
+func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.Stats{}, err
 	}

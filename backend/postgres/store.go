@@ -13,9 +13,23 @@ import (
 	"github.com/kyuhq/kyu/backend"
 )
 
-// Store is a kyu store in one schema of a PostgreSQL database. It
-// implements backend.Backend; build it with Open.
+// Store is a kyu store in one schema of a PostgreSQL database, as Open
+// returns it: a backend.Backend whose every method checks its input first
+// (backend.Checked), with the methods of its own (EnqueueTx, Migrate,
+// Pool, Schema) beside.
 type Store struct {
+	backend.Backend
+	unchecked
+}
+
+// unchecked is the store behind the checks. Embedded, it lends Store its
+// own methods, its state and helpers (for the package's tests), never its
+// Backend methods, which the checked Backend shadows.
+type unchecked struct{ *store }
+
+// store implements backend.Backend on input that backend.Checked has
+// checked.
+type store struct {
 	opts   Options
 	log    *slog.Logger
 	pool   *pgxpool.Pool
@@ -38,7 +52,7 @@ type Store struct {
 	vacuum   *vacuumer // nil when the store leaves vacuuming to autovacuum
 }
 
-var _ backend.Backend = (*Store)(nil)
+var _ backend.Backend = (*store)(nil)
 
 // Open connects to the PostgreSQL database named by connString (a
 // postgres:// or postgresql:// URL, or a key=value connection string) and
@@ -57,7 +71,7 @@ func Open(ctx context.Context, connString string, opts Options) (*Store, error) 
 	}
 	s.notifier.start()
 	s.vacuum.start()
-	return s, nil
+	return &Store{Backend: backend.Checked(s), unchecked: unchecked{s}}, nil
 }
 
 // Migrate connects to the database named by connString (read as Open
@@ -83,7 +97,7 @@ func Migrate(ctx context.Context, connString string, opts Options) (from, to int
 }
 
 // connect builds a Store with its pool, before any check.
-func connect(ctx context.Context, connString string, opts Options) (*Store, error) {
+func connect(ctx context.Context, connString string, opts Options) (*store, error) {
 	cfg, opts, err := parseConfig(connString, opts)
 	if err != nil {
 		return nil, err
@@ -120,7 +134,7 @@ func connect(ctx context.Context, connString string, opts Options) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("kyu/postgres: connect: %w", err)
 	}
-	s := &Store{
+	s := &store{
 		opts:     opts,
 		log:      opts.Logger,
 		pool:     pool,
@@ -135,7 +149,7 @@ func connect(ctx context.Context, connString string, opts Options) (*Store, erro
 }
 
 // open checks the server and the schema, migrating it when asked.
-func (s *Store) open(ctx context.Context) error {
+func (s *store) open(ctx context.Context) error {
 	autovacuum, err := checkServer(ctx, s.pool)
 	if err != nil {
 		return err
@@ -158,16 +172,10 @@ func (s *Store) open(ctx context.Context) error {
 	return s.checkSchema(ctx)
 }
 
-// Capabilities: notifications through LISTEN/NOTIFY, and enqueue inside the
-// caller's transaction.
-func (s *Store) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Notify: true, Tx: true}
-}
-
 // Close waits for the operations in flight, stops the subscriptions and
 // closes the connections. Later calls return ErrClosed; a second Close does
 // nothing.
-func (s *Store) Close() error {
+func (s *store) Close() error {
 	s.closeMu.Lock()
 	if s.closed {
 		s.closeMu.Unlock()
@@ -183,7 +191,7 @@ func (s *Store) Close() error {
 }
 
 // inTx runs fn in a transaction of its own, committed when fn returns nil.
-func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+func (s *store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -197,14 +205,14 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 
 // wakeQueue tells the subscribers of queue, here and in other processes,
 // that it got pending jobs.
-func (s *Store) wakeQueue(queue string) {
+func (s *store) wakeQueue(queue string) {
 	s.listen.signal(queue)
 	s.notifier.notify([]string{queue})
 }
 
 // begin starts an operation: it fails with ErrClosed after Close, and
 // otherwise holds Close off until end.
-func (s *Store) begin(ctx context.Context) error {
+func (s *store) begin(ctx context.Context) error {
 	s.closeMu.RLock()
 	if s.closed {
 		s.closeMu.RUnlock()
@@ -218,14 +226,14 @@ func (s *Store) begin(ctx context.Context) error {
 }
 
 // end finishes an operation begun with begin.
-func (s *Store) end() { s.closeMu.RUnlock() }
+func (s *store) end() { s.closeMu.RUnlock() }
 
 // Schema returns the name of the store's schema.
-func (s *Store) Schema() string { return s.opts.Schema }
+func (s *store) Schema() string { return s.opts.Schema }
 
 // Pool returns the store's connection pool, for tests and tools that need
 // the database itself; kyu's tables are in Schema.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+func (s *store) Pool() *pgxpool.Pool { return s.pool }
 
 // validSchemaName reports whether name is a schema name this package
 // accepts: 1 to 63 characters of [A-Za-z0-9_], not starting with a digit.
@@ -269,7 +277,7 @@ func finishedChannelName(schema string) string {
 
 // wrap names the operation in an error from the database, turning the
 // pool's "closed" error into ErrClosed.
-func (s *Store) wrap(op string, err error) error {
+func (s *store) wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -22,7 +22,7 @@ var _ backend.TxEnqueuer = (*Store)(nil)
 // matching backend.ErrNotSupported. The result's ids are final, but a
 // worker sees the jobs only after the commit. A failed call leaves tx
 // aborted, as any failed statement does; roll it back.
-func (s *Store) EnqueueTx(ctx context.Context, tx any, p backend.EnqueueParams) (backend.EnqueueResult, error) {
+func (s *store) EnqueueTx(ctx context.Context, tx any, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	var r runner
 	switch tx := tx.(type) {
 	case *sql.Tx:
@@ -53,7 +53,7 @@ func txTypeName(tx any) string {
 	return fmt.Sprintf("%T", tx)
 }
 
-func (s *Store) enqueueTx(ctx context.Context, r runner, p backend.EnqueueParams) (backend.EnqueueResult, error) {
+func (s *store) enqueueTx(ctx context.Context, r runner, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	if err := p.Prepare(); err != nil {
 		return backend.EnqueueResult{}, err
 	}

@@ -19,7 +19,7 @@ const vacuumTimeout = 5 * time.Minute
 // steps over all of them, so without vacuuming a long drain slows down as
 // it goes.
 type vacuumer struct {
-	s     *Store
+	s     *store
 	every int64
 
 	claimed atomic.Int64
@@ -29,7 +29,7 @@ type vacuumer struct {
 }
 
 // newVacuumer returns a vacuumer, or nil when every is not positive.
-func newVacuumer(s *Store, every int) *vacuumer {
+func newVacuumer(s *store, every int) *vacuumer {
 	if every <= 0 {
 		return nil
 	}

@@ -10,10 +10,7 @@ import (
 
 // RegisterWorker records or replaces a worker's entry (its WorkerInfo as
 // JSON, with the expiry in a column of its own for Workers and retention).
-func (s *Store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
-	if err := p.Check(); err != nil {
-		return err
-	}
+func (s *store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -30,7 +27,7 @@ func (s *Store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerPara
 }
 
 // DeregisterWorker removes a worker's entry; an unknown id is no error.
-func (s *Store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
+func (s *store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -43,10 +40,7 @@ func (s *Store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorker
 
 // Workers lists the entries that have not expired at p.Now, by id, marking
 // the dead ones.
-func (s *Store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
+func (s *store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}

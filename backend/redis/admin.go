@@ -12,10 +12,7 @@ import (
 
 // jobOp runs a script that acts on one job and answers with a view (see
 // view in scripts.go): Cancel, Retry and RunNow. args follow the id.
-func (s *Store) jobOp(ctx context.Context, op, id string, now time.Time, sc *script, args func(queue string) []string) (*backend.Job, error) {
-	if err := backend.CheckNow(now); err != nil {
-		return nil, err
-	}
+func (s *store) jobOp(ctx context.Context, op, id string, now time.Time, sc *script, args func(queue string) []string) (*backend.Job, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
@@ -58,26 +55,23 @@ func noArgs(string) []string { return nil }
 
 // Cancel cancels a waiting job at once, or records the request on an
 // active one (cancelScript).
-func (s *Store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
+func (s *store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
 	return s.jobOp(ctx, "cancel", p.ID, p.Now, cancelScript, noArgs)
 }
 
 // Retry sends a failed or cancelled job back to pending (retryScript).
-func (s *Store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
+func (s *store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
 	return s.jobOp(ctx, "retry", p.ID, p.Now, retryScript, s.wakeArg)
 }
 
 // RunNow makes a scheduled or retry job pending at once (runNowScript).
-func (s *Store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
+func (s *store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
 	return s.jobOp(ctx, "run now", p.ID, p.Now, runNowScript, s.wakeArg)
 }
 
 // RetryQueue retries up to p.Limit failed or cancelled jobs of a queue,
 // oldest first, in one script run.
-func (s *Store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.CountResult{}, err
-	}
+func (s *store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
 	return s.bulk(ctx, "retry queue "+p.Queue, p.Queue, retryQueueScript, func(uint32) ([]string, error) {
 		return []string{ms(p.Now.UnixMilli()), s.keys.wakeChannel(p.Queue), stateCode(p.State), strconv.Itoa(p.Limit)}, nil
 	})
@@ -87,10 +81,7 @@ func (s *Store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (bac
 // in one script run. Pending jobs have no id-ordered set (keys.go): their
 // ids are read from the ready set and sorted here, and the script deletes
 // those still pending.
-func (s *Store) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.CountResult{}, err
-	}
+func (s *store) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
 	code := stateCode(p.State)
 	return s.bulk(ctx, "purge "+p.Queue, p.Queue, purgeScript, func(num uint32) ([]string, error) {
 		args := []string{ms(p.Now.UnixMilli()), code, strconv.Itoa(p.Limit)}
@@ -109,7 +100,7 @@ func (s *Store) Purge(ctx context.Context, p backend.PurgeParams) (backend.Count
 }
 
 // allOf reads every member of a sorted set.
-func (s *Store) allOf(ctx context.Context, key string) ([]string, error) {
+func (s *store) allOf(ctx context.Context, key string) ([]string, error) {
 	var ids []string
 	err := s.retry(ctx, func(int) error {
 		var err error
@@ -123,7 +114,7 @@ func (s *Store) allOf(ctx context.Context, key string) ([]string, error) {
 }
 
 // bulk runs a script over one queue that answers with a count.
-func (s *Store) bulk(ctx context.Context, op, queue string, sc *script, args func(num uint32) ([]string, error)) (backend.CountResult, error) {
+func (s *store) bulk(ctx context.Context, op, queue string, sc *script, args func(num uint32) ([]string, error)) (backend.CountResult, error) {
 	if err := s.enter(); err != nil {
 		return backend.CountResult{}, err
 	}
@@ -151,10 +142,7 @@ func (s *Store) bulk(ctx context.Context, op, queue string, sc *script, args fun
 // per queue, all in one round trip. Lines are encoded here, stamped with
 // p.Now; the script keeps the first p.MaxLines() of a job's lines and
 // counts the rest as dropped.
-func (s *Store) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
 	ids := make([]string, len(p.Items))
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
@@ -181,10 +169,7 @@ func (s *Store) Report(ctx context.Context, p backend.ReportParams) (backend.Bat
 
 // UpdateQueue changes a queue's settings (its settings hash, keys.go) and
 // returns them. The queue gets its number if it has none.
-func (s *Store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
-	if err := p.Check(); err != nil {
-		return backend.QueueSettings{}, err
-	}
+func (s *store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
 	if err := s.enter(); err != nil {
 		return backend.QueueSettings{}, err
 	}

@@ -22,10 +22,7 @@ const promoteBound = 1000
 // p.Mode gives, until p.Max jobs are claimed or every queue was asked.
 // With p.Types the script walks the queue's ready set past the jobs of
 // other types, up to backend.ClaimTypeScan of them.
-func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.ClaimResult{}, err
-	}
+func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	if err := s.enter(); err != nil {
 		return backend.ClaimResult{}, err
 	}
@@ -75,7 +72,7 @@ func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 // claimQueue runs the claim script on one queue. When the queue's keys are
 // not marked as its own (the data was lost, and the cached number may be
 // another queue's now), it asks the registry again, once.
-func (s *Store) claimQueue(ctx context.Context, q string, args []string) (queueClaim, error) {
+func (s *store) claimQueue(ctx context.Context, q string, args []string) (queueClaim, error) {
 	for try := 0; ; try++ {
 		num, ok, err := s.queues.number(ctx, q, false)
 		if err != nil || !ok {
@@ -112,7 +109,7 @@ type queueClaim struct {
 
 // claimed decodes a claim script's reply. The jobs share one allocation
 // (and their strings the reply's), as they come and go together.
-func (s *Store) claimed(queue string, reply rueidis.RedisResult) (queueClaim, error) {
+func (s *store) claimed(queue string, reply rueidis.RedisResult) (queueClaim, error) {
 	flat, err := reply.AsStrSlice()
 	if err != nil || len(flat) < 2 || (len(flat)-2)%3 != 0 {
 		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply %s", reply.String())

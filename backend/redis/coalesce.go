@@ -72,7 +72,7 @@ type enqueueBatch struct {
 // waits returns ctx's error, and its job may still be written; the caller
 // that sends a run of several callers' jobs sends it whatever its own ctx
 // does (the call's retries are bounded by Options.RetryFor).
-func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
+func (s *store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	q := p.Jobs[0].Queue
 	ls := &s.lines
 	ls.mu.Lock()
@@ -138,7 +138,7 @@ func (s *Store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 // a connection of its own, a call already sent ends at ctx's deadline,
 // not at its cancellation; see ownCtx), a batch of several callers'
 // whatever ctx does.
-func (s *Store) sendBatch(ctx context.Context, q string, l *line, b *enqueueBatch, p backend.EnqueueParams) {
+func (s *store) sendBatch(ctx context.Context, q string, l *line, b *enqueueBatch, p backend.EnqueueParams) {
 	ls := &s.lines
 	ls.mu.Lock()
 	if l.next == b {
@@ -183,7 +183,7 @@ func batchParams(jobs []backend.NewJob, nows []time.Time) backend.EnqueueParams 
 
 // lineDone ends a call of queue q's line: the batch waiting, if any, takes
 // its place.
-func (s *Store) lineDone(q string, l *line) {
+func (s *store) lineDone(q string, l *line) {
 	ls := &s.lines
 	ls.mu.Lock()
 	defer ls.mu.Unlock()

@@ -24,10 +24,7 @@ func appendReadyScore(b []byte, priority int, runAt int64) []byte {
 // spanning several queues is one MULTI on a single server; on a Cluster
 // each queue's part is atomic on its own (their slots differ). A single
 // job may share its script run with other callers' (enqueueOne).
-func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
-	if err := p.Prepare(); err != nil {
-		return backend.EnqueueResult{}, err
-	}
+func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	if err := s.enter(); err != nil {
 		return backend.EnqueueResult{}, err
 	}
@@ -43,7 +40,7 @@ func (s *Store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 // then the latest of them. own marks a run of single enqueues
 // (coalesce.go), which goes on a connection of its own when one is free
 // (runconn.go).
-func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []time.Time, own bool) (backend.EnqueueResult, error) {
+func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []time.Time, own bool) (backend.EnqueueResult, error) {
 	var groups []*enqueueGroup
 	byName := map[string]*enqueueGroup{}
 	for i := range p.Jobs {
@@ -182,7 +179,7 @@ type enqueueGroup struct {
 }
 
 // buildEnqueue gives the group's jobs their ids and records.
-func (s *Store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.EnqueueParams) error {
+func (s *store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.EnqueueParams) error {
 	num, _, err := s.queues.number(ctx, g.name, true)
 	if err != nil {
 		return err
@@ -332,7 +329,7 @@ func staleQueue(err error) bool {
 // runEnqueue sends the enqueue scripts: one MULTI with every script's
 // source when several queues share one server, so the batch is atomic;
 // one pipelined round trip otherwise.
-func (s *Store) runEnqueue(ctx context.Context, calls []call) []rueidis.RedisResult {
+func (s *store) runEnqueue(ctx context.Context, calls []call) []rueidis.RedisResult {
 	if len(calls) == 1 || s.opts.Cluster {
 		return s.evalMany(ctx, calls)
 	}

@@ -18,7 +18,7 @@ type call struct {
 	args []string
 }
 
-func (s *Store) evalCmd(c call, full bool) rueidis.Completed {
+func (s *store) evalCmd(c call, full bool) rueidis.Completed {
 	b := s.client.B()
 	if full {
 		return b.Eval().Script(c.s.src).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
@@ -28,7 +28,7 @@ func (s *Store) evalCmd(c call, full bool) rueidis.Completed {
 
 // fcallCmd is c as an FCALL of its function in the library, if it has one
 // and the server runs functions.
-func (s *Store) fcallCmd(c call) (rueidis.Completed, bool) {
+func (s *store) fcallCmd(c call) (rueidis.Completed, bool) {
 	fn, ok := functions.fn[c.s]
 	if !ok || s.noFunctions.Load() {
 		return rueidis.Completed{}, false
@@ -38,13 +38,13 @@ func (s *Store) fcallCmd(c call) (rueidis.Completed, bool) {
 
 // eval runs one script: FCALL (loading the library if the server lacks
 // it), else EVALSHA, then EVAL if the server lacks the script.
-func (s *Store) eval(ctx context.Context, sc *script, keys, args []string) rueidis.RedisResult {
+func (s *store) eval(ctx context.Context, sc *script, keys, args []string) rueidis.RedisResult {
 	return s.evalOn(ctx, s.client, call{s: sc, keys: keys, args: args})
 }
 
 // evalOn is eval of c through d: the shared client, or a connection of its
 // own (runconn.go).
-func (s *Store) evalOn(ctx context.Context, d rueidis.CoreClient, c call) rueidis.RedisResult {
+func (s *store) evalOn(ctx context.Context, d rueidis.CoreClient, c call) rueidis.RedisResult {
 	if cmd, ok := s.fcallCmd(c); ok {
 		res := d.Do(ctx, cmd)
 		if !noFunction(res.Error()) {
@@ -67,7 +67,7 @@ func (s *Store) evalOn(ctx context.Context, d rueidis.CoreClient, c call) rueidi
 
 // evalMany runs scripts in one pipelined round trip (one per node on a
 // cluster), each on its own; results come in the order of calls.
-func (s *Store) evalMany(ctx context.Context, calls []call) []rueidis.RedisResult {
+func (s *store) evalMany(ctx context.Context, calls []call) []rueidis.RedisResult {
 	if len(calls) == 1 {
 		return []rueidis.RedisResult{s.eval(ctx, calls[0].s, calls[0].keys, calls[0].args)}
 	}
@@ -108,7 +108,7 @@ func noFunction(err error) bool {
 // refuses it for good (older than Redis 7, or a managed one that forbids
 // FUNCTION) is not asked again: the scripts then run by EVALSHA. A server
 // that is loading, busy or failing over is asked again at the next call.
-func (s *Store) loadFunctions(ctx context.Context) error {
+func (s *store) loadFunctions(ctx context.Context) error {
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
 	for addr, node := range s.client.Nodes() {
@@ -134,7 +134,7 @@ func (s *Store) loadFunctions(ctx context.Context) error {
 // try's number (0 first), so a script can tell that an earlier try may
 // have run. Connection errors and a server that is loading, busy or
 // failing over are retried with exponential backoff and jitter.
-func (s *Store) retry(ctx context.Context, fn func(try int) error) error {
+func (s *store) retry(ctx context.Context, fn func(try int) error) error {
 	start := time.Now()
 	wait := 5 * time.Millisecond
 	for try := 0; ; try++ {

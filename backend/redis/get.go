@@ -10,7 +10,7 @@ import (
 
 // jobQueue finds the queue of a job from its id; ok is false when the id
 // names no queue (so no job).
-func (s *Store) jobQueue(ctx context.Context, id string) (num uint32, queue string, ok bool, err error) {
+func (s *store) jobQueue(ctx context.Context, id string) (num uint32, queue string, ok bool, err error) {
 	num, ok = queueNumOf(id)
 	if !ok {
 		return 0, "", false, nil
@@ -20,7 +20,7 @@ func (s *Store) jobQueue(ctx context.Context, id string) (num uint32, queue stri
 }
 
 // runOne runs one script on one queue's keys, retrying as retry does.
-func (s *Store) runOne(ctx context.Context, op string, num uint32, sc *script, args []string) (rueidis.RedisResult, error) {
+func (s *store) runOne(ctx context.Context, op string, num uint32, sc *script, args []string) (rueidis.RedisResult, error) {
 	var reply rueidis.RedisResult
 	err := s.retry(ctx, func(int) error {
 		reply = s.eval(ctx, sc, s.queueKeysOf(num), args)
@@ -93,7 +93,7 @@ func jobOfView(id, queue string, v []rueidis.RedisMessage) (*backend.Job, error)
 
 // Get reads a job: its record, errors, result, reports and expiry in one
 // script run.
-func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
+func (s *store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
@@ -120,10 +120,7 @@ func (s *Store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, err
 }
 
 // Delete removes a job that is not active.
-func (s *Store) Delete(ctx context.Context, p backend.DeleteParams) error {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return err
-	}
+func (s *store) Delete(ctx context.Context, p backend.DeleteParams) error {
 	if err := s.enter(); err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ type leaseGroup struct {
 // the tries of the round trip, 0 first), then item's values for each of
 // its jobs (i indexes ids). It is the body of Heartbeat, Complete, Fail,
 // Release and Report.
-func (s *Store) leaseCall(ctx context.Context, op string, sc *script, ids []string,
+func (s *store) leaseCall(ctx context.Context, op string, sc *script, ids []string,
 	head func(queue string, try int) []string, item func(args []string, i int) []string) (*leaseBatch, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func (s *Store) leaseCall(ctx context.Context, op string, sc *script, ids []stri
 
 // group sorts the job ids into queue groups; ids naming no queue are
 // marked "no such job".
-func (s *Store) group(ctx context.Context, ids []string) (*leaseBatch, error) {
+func (s *store) group(ctx context.Context, ids []string) (*leaseBatch, error) {
 	b := &leaseBatch{codes: make([]int64, len(ids))}
 	byNum := map[uint32]*leaseGroup{}
 	for i, id := range ids {
@@ -86,7 +86,7 @@ func (s *Store) group(ctx context.Context, ids []string) (*leaseBatch, error) {
 
 // runBatch sends one script per group, retrying the whole round trip while the
 // server cannot be reached; args builds a group's ARGV for the given try.
-func (s *Store) runBatch(ctx context.Context, op string, sc *script, b *leaseBatch, args func(g *leaseGroup, try int) []string) error {
+func (s *store) runBatch(ctx context.Context, op string, sc *script, b *leaseBatch, args func(g *leaseGroup, try int) []string) error {
 	if len(b.groups) == 0 {
 		return nil
 	}
@@ -141,7 +141,7 @@ func batchResult(b *leaseBatch) backend.BatchResult {
 
 // nowAndWake is the head of a script that takes now and the queue's wake
 // channel (Fail and Release wake the queue when a job becomes pending).
-func (s *Store) nowAndWake(now time.Time) func(queue string, try int) []string {
+func (s *store) nowAndWake(now time.Time) func(queue string, try int) []string {
 	return func(q string, _ int) []string { return []string{ms(now.UnixMilli()), s.keys.wakeChannel(q)} }
 }
 
@@ -164,10 +164,7 @@ func flag(b bool) string {
 }
 
 // Heartbeat extends every live lease to p.Now+p.Extend.
-func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.HeartbeatResult{}, err
-	}
+func (s *store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
 	exp := p.Now.Add(p.Extend)
 	b, err := s.leaseCall(ctx, "heartbeat", heartbeatScript, leaseIDs(p.Leases),
 		func(string, int) []string { return []string{ms(p.Now.UnixMilli()), ms(exp.UnixMilli())} },
@@ -189,10 +186,7 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 }
 
 // Complete finishes the jobs whose leases are live.
-func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
 	ids := make([]string, len(p.Items))
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
@@ -211,10 +205,7 @@ func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 }
 
 // Fail ends the attempts: retry, pending at once, or failed.
-func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
 	ids := make([]string, len(p.Items))
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
@@ -231,10 +222,7 @@ func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 }
 
 // Release hands the jobs back to pending, their attempt not counted.
-func (s *Store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return backend.BatchResult{}, err
-	}
+func (s *store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
 	b, err := s.leaseCall(ctx, "release", releaseScript, leaseIDs(p.Leases), s.nowAndWake(p.Now),
 		func(args []string, i int) []string {
 			return append(args, p.Leases[i].JobID, strconv.FormatInt(p.Leases[i].Token, 10))

@@ -24,11 +24,8 @@ import (
 // The type and search filters read records in id order and keep the
 // matching ones: their cost grows with the jobs passed over, with no
 // bound but the end of the listing.
-func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
-	after, err := p.Check()
-	if err != nil {
-		return backend.ListResult{}, err
-	}
+func (s *store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
+	after := p.After()
 	if err := s.enter(); err != nil {
 		return backend.ListResult{}, err
 	}
@@ -43,8 +40,11 @@ func (s *Store) List(ctx context.Context, p backend.ListParams) (backend.ListRes
 			return backend.ListResult{}, nil
 		}
 		queues[p.Queue] = num
-	} else if queues, err = s.queues.all(ctx); err != nil {
-		return backend.ListResult{}, err
+	} else {
+		var err error
+		if queues, err = s.queues.all(ctx); err != nil {
+			return backend.ListResult{}, err
+		}
 	}
 	states := backend.States()
 	if p.State != "" {
@@ -102,7 +102,7 @@ type listSource struct {
 
 // merger merges the sources in id order, from after on.
 type merger struct {
-	s      *Store
+	s      *store
 	srcs   []*listSource
 	newest bool
 	after  string
@@ -227,7 +227,7 @@ func (m *merger) cmd(src *listSource, n int) rueidis.Completed {
 // listed reads the jobs of ids (one script per queue, in one round trip),
 // in the order of ids; a job deleted meanwhile, or whose record does not
 // parse, is nil. Listed jobs carry no payload, result or log lines.
-func (s *Store) listed(ctx context.Context, ids []string) ([]*backend.Job, error) {
+func (s *store) listed(ctx context.Context, ids []string) ([]*backend.Job, error) {
 	type group struct {
 		num   uint32
 		queue string

@@ -18,10 +18,7 @@ const defaultStepLimit = 1000
 // the step has room left; its ARGV are now, the room left and what extra
 // gives for the queue. step reads a script's reply and says how many jobs
 // it acted on.
-func (s *Store) eachQueue(ctx context.Context, op string, p backend.MaintenanceParams, sc *script, extra func(queue string) []string, step func(reply rueidis.RedisResult) (int, error)) error {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return err
-	}
+func (s *store) eachQueue(ctx context.Context, op string, p backend.MaintenanceParams, sc *script, extra func(queue string) []string, step func(reply rueidis.RedisResult) (int, error)) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -64,7 +61,7 @@ func (s *Store) eachQueue(ctx context.Context, op string, p backend.MaintenanceP
 
 // Promote makes due scheduled and retry jobs pending and cancels waiting
 // jobs whose deadline has passed.
-func (s *Store) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+func (s *store) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	var res backend.MaintenanceResult
 	err := s.eachQueue(ctx, "promote", p, promoteScript, s.wakeArg, func(reply rueidis.RedisResult) (int, error) {
 		v, err := reply.AsIntSlice()
@@ -79,7 +76,7 @@ func (s *Store) Promote(ctx context.Context, p backend.MaintenanceParams) (backe
 }
 
 // RecoverLeases ends expired leases.
-func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	var res backend.MaintenanceResult
 	err := s.eachQueue(ctx, "recover leases", p, recoverScript, s.wakeArg, func(reply rueidis.RedisResult) (int, error) {
 		v, err := reply.AsIntSlice()
@@ -94,12 +91,12 @@ func (s *Store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 }
 
 // wakeArg is the ARGV that names a queue's wake channel.
-func (s *Store) wakeArg(queue string) []string { return []string{s.keys.wakeChannel(queue)} }
+func (s *store) wakeArg(queue string) []string { return []string{s.keys.wakeChannel(queue)} }
 
 // ApplyRetention deletes final jobs whose retention has run out, forgets
 // unique keys whose period has ended, drops per-minute counters older
 // than backend.StatsHistory and removes expired worker entries.
-func (s *Store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	var res backend.MaintenanceResult
 	keep := ms(backend.MinuteOf(p.Now).Add(time.Minute - backend.StatsHistory).UnixMilli())
 	err := s.eachQueue(ctx, "apply retention", p, retentionScript, func(string) []string { return []string{keep} }, func(reply rueidis.RedisResult) (int, error) {

@@ -34,7 +34,7 @@ import (
 // and signals every subscription, since signals may have been missed
 // meanwhile.
 type notifier struct {
-	s            *Store
+	s            *store
 	pattern      string
 	probeChannel string
 	// route says which waiters a message on channel concerns.
@@ -57,7 +57,7 @@ type waiter struct {
 	c      chan struct{}
 }
 
-func newNotifier(s *Store, pattern, probeChannel string, route func(channel, message string) func(*waiter) bool) *notifier {
+func newNotifier(s *store, pattern, probeChannel string, route func(channel, message string) func(*waiter) bool) *notifier {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return &notifier{
@@ -68,7 +68,7 @@ func newNotifier(s *Store, pattern, probeChannel string, route func(channel, mes
 
 // newWakeNotifier carries wake-ups; its probe channel is on the wake
 // pattern but names no queue (queue names are never empty).
-func newWakeNotifier(s *Store) *notifier {
+func newWakeNotifier(s *store) *notifier {
 	prefix := s.keys.wakeChannel("")
 	return newNotifier(s, s.keys.wakePattern(), prefix, func(channel, _ string) func(*waiter) bool {
 		queue := strings.TrimPrefix(channel, prefix)
@@ -77,7 +77,7 @@ func newWakeNotifier(s *Store) *notifier {
 }
 
 // newDoneNotifier carries the ends of jobs.
-func newDoneNotifier(s *Store) *notifier {
+func newDoneNotifier(s *store) *notifier {
 	return newNotifier(s, s.keys.donePattern(), s.keys.doneProbe(), func(_, message string) func(*waiter) bool {
 		ids := strings.Fields(message)
 		return func(w *waiter) bool {
@@ -93,12 +93,7 @@ func newDoneNotifier(s *Store) *notifier {
 
 // Subscribe returns a subscription that is signalled whenever a job
 // becomes pending in one of p.Queues (in any queue when none is named).
-func (s *Store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
-	for _, q := range p.Queues {
-		if !backend.ValidQueueName(q) {
-			return nil, &backend.ValidationError{Index: -1, Field: "queues", Reason: fmt.Sprintf("%q is not 1-128 characters of [A-Za-z0-9._:-]", q)}
-		}
-	}
+func (s *store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
@@ -108,7 +103,7 @@ func (s *Store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*back
 
 // WatchFinished returns a subscription that is signalled whenever one of
 // p.IDs becomes final or is deleted.
-func (s *Store) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
+func (s *store) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}

@@ -18,13 +18,13 @@ import (
 // cross-queue steps (maintenance) read the list of queues from there and
 // then run one script per queue.
 type registry struct {
-	s      *Store
+	s      *store
 	mu     sync.RWMutex
 	byName map[string]uint32
 	byNum  map[uint32]string
 }
 
-func newRegistry(s *Store) *registry {
+func newRegistry(s *store) *registry {
 	return &registry{s: s, byName: map[string]uint32{}, byNum: map[uint32]string{}}
 }
 

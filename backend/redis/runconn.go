@@ -140,7 +140,7 @@ func ownCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // evalOwn runs one script call on a connection of its own when one is
 // free, else (or on a Cluster) on the shared connection (see runConns).
-func (s *Store) evalOwn(ctx context.Context, c call) rueidis.RedisResult {
+func (s *store) evalOwn(ctx context.Context, c call) rueidis.RedisResult {
 	var rc *runConn
 	if !s.opts.Cluster {
 		rc = s.runConns.take(s.client)

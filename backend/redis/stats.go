@@ -16,10 +16,7 @@ import (
 // sets that hold each state's jobs (ready, leases and the in sets), so
 // they agree with List; the per-minute counters and totals are summed
 // over the queues here.
-func (s *Store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
-	if err := p.Check(); err != nil {
-		return backend.Stats{}, err
-	}
+func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
 	if err := s.enter(); err != nil {
 		return backend.Stats{}, err
 	}

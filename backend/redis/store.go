@@ -40,9 +40,22 @@ import (
 // Format 2 added the in sets, settings, minutes and reports (keys.go).
 const formatVersion = 2
 
-// Store is a kyu store in Redis. It implements backend.Backend; build it
-// with Open or OpenURL.
+// Store is a kyu store in Redis, as Open and OpenURL return it: a
+// backend.Backend whose every method checks its input first
+// (backend.Checked).
 type Store struct {
+	backend.Backend
+	unchecked
+}
+
+// unchecked is the store behind the checks. Embedded, it lends Store its
+// state and helpers (for the package's tests), never its Backend methods,
+// which the checked Backend shadows.
+type unchecked struct{ *store }
+
+// store implements backend.Backend on input that backend.Checked has
+// checked.
+type store struct {
 	opts   Options
 	log    *slog.Logger
 	client rueidis.Client
@@ -70,15 +83,15 @@ type Store struct {
 	done chan struct{}
 }
 
-var _ backend.Backend = (*Store)(nil)
+var _ backend.Backend = (*store)(nil)
 
 // queueKeysOf is every key of queue num, as the scripts take them; the
 // list is shared and must not be changed.
-func (s *Store) queueKeysOf(num uint32) []string { return s.keyLists.of(s.keys, num).all }
+func (s *store) queueKeysOf(num uint32) []string { return s.keyLists.of(s.keys, num).all }
 
 // enqueueKeysOf is the keys of queue num that the enqueue script takes
 // (enqueueSlots); the list is shared and must not be changed.
-func (s *Store) enqueueKeysOf(num uint32) []string { return s.keyLists.of(s.keys, num).enqueue }
+func (s *store) enqueueKeysOf(num uint32) []string { return s.keyLists.of(s.keys, num).enqueue }
 
 // OpenURL opens the store a redis://, rediss://, redis-cluster:// or
 // redis-sentinel:// URL names (see ParseURL). opts supplies what a URL
@@ -118,7 +131,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kyu/redis: connect to %s: %w", where, explainConnect(err))
 	}
-	s := &Store{
+	s := &store{
 		opts:   opts,
 		log:    opts.Logger,
 		client: client,
@@ -133,13 +146,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("kyu/redis: %s, prefix %q: %w", where, opts.Prefix, err)
 	}
 	s.checkEviction(ctx)
-	return s, nil
+	return &Store{Backend: backend.Checked(s), unchecked: unchecked{s}}, nil
 }
 
 // checkEviction warns when the server may evict keys under memory
 // pressure: an evicted job is a lost job. Servers that refuse CONFIG (many
 // managed ones) are not checked.
-func (s *Store) checkEviction(ctx context.Context) {
+func (s *store) checkEviction(ctx context.Context) {
 	m, err := s.client.Do(ctx, s.client.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
 	if err != nil {
 		return
@@ -167,7 +180,7 @@ func explainConnect(err error) error {
 }
 
 // checkMarker runs markerScript: a prefix is kyu's only if its marker says so.
-func (s *Store) checkMarker(ctx context.Context) error {
+func (s *store) checkMarker(ctx context.Context) error {
 	var out string
 	err := s.retry(ctx, func(int) error {
 		var err error
@@ -202,7 +215,7 @@ func (s *Store) checkMarker(ctx context.Context) error {
 }
 
 // enter starts a call; it fails once the store is closed.
-func (s *Store) enter() error {
+func (s *store) enter() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed.Load() {
@@ -212,15 +225,12 @@ func (s *Store) enter() error {
 	return nil
 }
 
-func (s *Store) leave() { s.ops.Done() }
-
-// Capabilities: Redis notifies (Pub/Sub) and has no caller transactions.
-func (s *Store) Capabilities() backend.Capabilities { return backend.Capabilities{Notify: true} }
+func (s *store) leave() { s.ops.Done() }
 
 // Close waits for calls in flight, stops the subscriptions and closes the
 // connections. Calls after Close return backend.ErrClosed; a second Close
 // does nothing.
-func (s *Store) Close() error {
+func (s *store) Close() error {
 	s.mu.Lock()
 	if s.closed.Load() {
 		s.mu.Unlock()

@@ -18,10 +18,7 @@ import (
 // touch one slot.
 
 // RegisterWorker records or refreshes a worker's entry.
-func (s *Store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
-	if err := p.Check(); err != nil {
-		return err
-	}
+func (s *store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -35,7 +32,7 @@ func (s *Store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerPara
 }
 
 // DeregisterWorker removes a worker's entry; an unknown id is not an error.
-func (s *Store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
+func (s *store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -48,7 +45,7 @@ func (s *Store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorker
 
 // pruneWorkers removes the entries expired at now, a bounded number per
 // call (ApplyRetention's caller repeats it).
-func (s *Store) pruneWorkers(ctx context.Context, now time.Time) error {
+func (s *store) pruneWorkers(ctx context.Context, now time.Time) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -56,7 +53,7 @@ func (s *Store) pruneWorkers(ctx context.Context, now time.Time) error {
 	return s.workerScript(ctx, "remove expired workers", deregisterWorkerScript, "", ms(now.UnixMilli()))
 }
 
-func (s *Store) workerScript(ctx context.Context, op string, sc *script, args ...string) error {
+func (s *store) workerScript(ctx context.Context, op string, sc *script, args ...string) error {
 	err := s.retry(ctx, func(int) error {
 		return s.eval(ctx, sc, []string{s.keys.workers(), s.keys.workerEnds()}, args).Error()
 	})
@@ -68,10 +65,7 @@ func (s *Store) workerScript(ctx context.Context, op string, sc *script, args ..
 
 // Workers lists the entries not expired at p.Now, by id, marking dead
 // those whose DeadAt is not after p.Now.
-func (s *Store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
-	if err := backend.CheckNow(p.Now); err != nil {
-		return nil, err
-	}
+func (s *store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // maintain runs one maintenance step on the server.
-func (b *Backend) maintain(ctx context.Context, step string, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+func (b *httpBackend) maintain(ctx context.Context, step string, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	var out api.MaintenanceResult
 	if err := b.call(ctx, "POST", "/api/v1/maintenance/"+step, true, p.Now, api.MaintenanceRequest{Limit: p.Limit}, &out); err != nil {
 		return backend.MaintenanceResult{}, err
@@ -21,17 +21,17 @@ func (b *Backend) maintain(ctx context.Context, step string, p backend.Maintenan
 
 // Promote runs the server's promotion step once. A server runs it by
 // itself too; calling it is for tests and operators.
-func (b *Backend) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+func (b *httpBackend) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	return b.maintain(ctx, "promote", p)
 }
 
 // RecoverLeases runs the server's lease recovery once.
-func (b *Backend) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+func (b *httpBackend) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	return b.maintain(ctx, "recover", p)
 }
 
 // ApplyRetention runs the server's retention step once.
-func (b *Backend) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
+func (b *httpBackend) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	return b.maintain(ctx, "retention", p)
 }
 
@@ -41,24 +41,18 @@ func queuePath(name, rest string) string {
 }
 
 // RetryQueue retries up to Limit jobs of a queue in one request.
-func (b *Backend) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.CountResult{}, err
-	}
+func (b *httpBackend) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
 	return b.bulk(ctx, "POST", p.Queue, "/retry", p.State, p.Limit, p.Now)
 }
 
 // Purge deletes up to Limit jobs of a queue in one state in one request.
-func (b *Backend) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
-	if err := p.Check(); err != nil {
-		return backend.CountResult{}, err
-	}
+func (b *httpBackend) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
 	return b.bulk(ctx, "DELETE", p.Queue, "/jobs", p.State, p.Limit, p.Now)
 }
 
 // bulk sends one checked bulk request on the jobs of a queue in one state
 // (retry or purge) and reads how many it changed.
-func (b *Backend) bulk(ctx context.Context, method, queue, rest string, state backend.State, limit int, now time.Time) (backend.CountResult, error) {
+func (b *httpBackend) bulk(ctx context.Context, method, queue, rest string, state backend.State, limit int, now time.Time) (backend.CountResult, error) {
 	if b.closed.Load() {
 		return backend.CountResult{}, backend.ErrClosed
 	}
@@ -71,12 +65,9 @@ func (b *Backend) bulk(ctx context.Context, method, queue, rest string, state ba
 }
 
 // UpdateQueue changes a queue's settings.
-func (b *Backend) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
+func (b *httpBackend) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (backend.QueueSettings, error) {
 	if b.closed.Load() {
 		return backend.QueueSettings{}, backend.ErrClosed
-	}
-	if err := p.Check(); err != nil {
-		return backend.QueueSettings{}, err
 	}
 	var out backend.QueueSettings
 	err := b.call(ctx, "PATCH", queuePath(p.Queue, ""), true, p.Now, api.QueueUpdate{Paused: p.Paused, Retention: p.Retention}, &out)
@@ -84,7 +75,7 @@ func (b *Backend) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) 
 }
 
 // Stats reads the server's statistics.
-func (b *Backend) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
+func (b *httpBackend) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
 	var out api.Stats
 	if err := b.call(ctx, "GET", "/api/v1/stats?minutes="+strconv.Itoa(p.Minutes), true, p.Now, nil, &out); err != nil {
 		return backend.Stats{}, err
@@ -93,19 +84,16 @@ func (b *Backend) Stats(ctx context.Context, p backend.StatsParams) (backend.Sta
 }
 
 // RegisterWorker records a worker process's entry.
-func (b *Backend) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
+func (b *httpBackend) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
 	if b.closed.Load() {
 		return backend.ErrClosed
-	}
-	if err := p.Check(); err != nil {
-		return err
 	}
 	in := api.WorkerRegistration{Worker: p.Worker, DeadAfter: api.Duration(p.DeadAfter), ExpireAfter: api.Duration(p.ExpireAfter)}
 	return b.call(ctx, "PUT", "/api/v1/workers/"+url.PathEscape(p.Worker.ID), true, p.Now, in, nil)
 }
 
 // DeregisterWorker removes a worker process's entry.
-func (b *Backend) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
+func (b *httpBackend) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {
 	if p.ID == "" {
 		return nil
 	}
@@ -113,7 +101,7 @@ func (b *Backend) DeregisterWorker(ctx context.Context, p backend.DeregisterWork
 }
 
 // Workers lists the registry's live entries.
-func (b *Backend) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
+func (b *httpBackend) Workers(ctx context.Context, p backend.WorkersParams) ([]backend.WorkerInfo, error) {
 	var out api.WorkerList
 	if err := b.call(ctx, "GET", "/api/v1/workers", true, p.Now, nil, &out); err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package remote
 
 import (
 	"context"
-	"math"
 	"net/url"
 	"strconv"
 	"time"
@@ -11,27 +10,17 @@ import (
 	"github.com/kyuhq/kyu/server/api"
 )
 
-// Enqueue sends the jobs as one array (atomic on the server), after the
-// contract's checks (a MaxPayload smaller than the server's included).
-func (b *Backend) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
+// Enqueue sends the jobs as one array (atomic on the server). The
+// contract's checks ran before it, in Checked: here too, since JSON would
+// silently mend text that is not valid UTF-8 before the server could
+// refuse it. The payload bound is the server's unless the caller set a
+// smaller one (see MaxPayload).
+func (b *httpBackend) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	if b.closed.Load() {
 		return backend.EnqueueResult{}, backend.ErrClosed
 	}
 	if len(p.Jobs) == 0 {
-		if err := backend.CheckNow(p.Now); err != nil {
-			return backend.EnqueueResult{}, err
-		}
 		return backend.EnqueueResult{Jobs: []backend.EnqueuedJob{}}, nil
-	}
-	// The contract's checks run here too, on a copy: JSON would silently
-	// mend text that is not valid UTF-8 before the server could refuse it.
-	// The payload bound is the server's unless the caller set a smaller one.
-	local := p
-	if local.MaxPayload <= 0 {
-		local.MaxPayload = math.MaxInt
-	}
-	if err := local.Prepare(); err != nil {
-		return backend.EnqueueResult{}, err
 	}
 	in := make([]api.NewJob, len(p.Jobs))
 	for i, j := range p.Jobs {
@@ -49,7 +38,7 @@ func (b *Backend) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend
 }
 
 // Get reads a job.
-func (b *Backend) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
+func (b *httpBackend) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
 	if p.ID == "" {
 		if b.closed.Load() {
 			return nil, backend.ErrClosed
@@ -64,13 +53,10 @@ func (b *Backend) Get(ctx context.Context, p backend.GetParams) (*backend.Job, e
 }
 
 // Delete removes a job that is not active.
-func (b *Backend) Delete(ctx context.Context, p backend.DeleteParams) error {
+func (b *httpBackend) Delete(ctx context.Context, p backend.DeleteParams) error {
 	if p.ID == "" {
 		if b.closed.Load() {
 			return backend.ErrClosed
-		}
-		if err := backend.CheckNow(p.Now); err != nil {
-			return err
 		}
 		return backend.ErrNotFound
 	}
@@ -78,13 +64,10 @@ func (b *Backend) Delete(ctx context.Context, p backend.DeleteParams) error {
 }
 
 // jobOp posts to a job's operation and returns the job it answers.
-func (b *Backend) jobOp(ctx context.Context, id, op string, now time.Time) (*backend.Job, error) {
+func (b *httpBackend) jobOp(ctx context.Context, id, op string, now time.Time) (*backend.Job, error) {
 	if id == "" {
 		if b.closed.Load() {
 			return nil, backend.ErrClosed
-		}
-		if err := backend.CheckNow(now); err != nil {
-			return nil, err
 		}
 		return nil, backend.ErrNotFound
 	}
@@ -96,22 +79,22 @@ func (b *Backend) jobOp(ctx context.Context, id, op string, now time.Time) (*bac
 }
 
 // Cancel cancels a job.
-func (b *Backend) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
+func (b *httpBackend) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
 	return b.jobOp(ctx, p.ID, "cancel", p.Now)
 }
 
 // Retry runs a failed or cancelled job again.
-func (b *Backend) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
+func (b *httpBackend) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
 	return b.jobOp(ctx, p.ID, "retry", p.Now)
 }
 
 // RunNow makes a scheduled or retry job pending at once.
-func (b *Backend) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
+func (b *httpBackend) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
 	return b.jobOp(ctx, p.ID, "run", p.Now)
 }
 
 // List pages through jobs.
-func (b *Backend) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
+func (b *httpBackend) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
 	q := url.Values{}
 	set := func(k, v string) {
 		if v != "" {

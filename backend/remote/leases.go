@@ -17,7 +17,7 @@ import (
 // bound too (as max_bytes), and one answer is the claim: a second
 // request could not tell whether its first job still fits, so Claim
 // reports Truncated instead and the caller claims again.
-func (b *Backend) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+func (b *httpBackend) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	res := backend.ClaimResult{Jobs: []*backend.Job{}}
 	for want := p.Max; ; {
 		step := p
@@ -45,15 +45,12 @@ func (b *Backend) Claim(ctx context.Context, p backend.ClaimParams) (backend.Cla
 }
 
 // claimOnce sends one claim and says whether the server stopped early.
-func (b *Backend) claimOnce(ctx context.Context, p backend.ClaimParams) ([]*backend.Job, bool, error) {
+func (b *httpBackend) claimOnce(ctx context.Context, p backend.ClaimParams) ([]*backend.Job, bool, error) {
 	if b.closed.Load() {
 		return nil, false, backend.ErrClosed
 	}
-	// Checked here too: the API gives defaults to absent fields where the
-	// contract refuses them (a zero lease).
-	if err := p.Check(); err != nil {
-		return nil, false, err
-	}
+	// Checked already refused what the API would mend with a default (a
+	// zero lease).
 	if p.MaxBytes < 0 {
 		p.MaxBytes = 0 // no bound, as 0
 	}
@@ -75,12 +72,9 @@ func (b *Backend) claimOnce(ctx context.Context, p backend.ClaimParams) ([]*back
 }
 
 // Heartbeat extends leases in one request.
-func (b *Backend) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
+func (b *httpBackend) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
 	if b.closed.Load() {
 		return backend.HeartbeatResult{}, backend.ErrClosed
-	}
-	if err := p.Check(); err != nil {
-		return backend.HeartbeatResult{}, err
 	}
 	in := api.HeartbeatRequest{Leases: api.FromLeases(p.Leases), Extend: api.Duration(p.Extend)}
 	var out api.HeartbeatResponse
@@ -95,7 +89,7 @@ func (b *Backend) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (bac
 }
 
 // Complete finishes jobs in one request.
-func (b *Backend) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
+func (b *httpBackend) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
 	in := api.CompleteRequest{Items: make([]api.CompleteItem, len(p.Items))}
 	for i, it := range p.Items {
 		in.Items[i] = api.FromCompleteItem(it)
@@ -104,12 +98,9 @@ func (b *Backend) Complete(ctx context.Context, p backend.CompleteParams) (backe
 }
 
 // Fail ends attempts in one request.
-func (b *Backend) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
+func (b *httpBackend) Fail(ctx context.Context, p backend.FailParams) (backend.BatchResult, error) {
 	if b.closed.Load() {
 		return backend.BatchResult{}, backend.ErrClosed
-	}
-	if err := p.Check(); err != nil {
-		return backend.BatchResult{}, err
 	}
 	in := api.FailRequest{Items: make([]api.FailItem, len(p.Items))}
 	for i, it := range p.Items {
@@ -124,17 +115,14 @@ func (b *Backend) Fail(ctx context.Context, p backend.FailParams) (backend.Batch
 }
 
 // Release hands jobs back in one request.
-func (b *Backend) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
+func (b *httpBackend) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
 	return b.batch(ctx, "/api/v1/leases/release", p.Now, api.ReleaseRequest{Leases: api.FromLeases(p.Leases)}, len(p.Leases))
 }
 
 // Report records progress and log lines in one request.
-func (b *Backend) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
+func (b *httpBackend) Report(ctx context.Context, p backend.ReportParams) (backend.BatchResult, error) {
 	if b.closed.Load() {
 		return backend.BatchResult{}, backend.ErrClosed
-	}
-	if err := p.Check(); err != nil {
-		return backend.BatchResult{}, err
 	}
 	in := api.ReportRequest{Items: make([]api.ReportItem, len(p.Items)), MaxLogLines: p.MaxLogLines}
 	for i, it := range p.Items {
@@ -144,7 +132,7 @@ func (b *Backend) Report(ctx context.Context, p backend.ReportParams) (backend.B
 }
 
 // batch posts a batch call and returns its per-item errors.
-func (b *Backend) batch(ctx context.Context, path string, now time.Time, in any, n int) (backend.BatchResult, error) {
+func (b *httpBackend) batch(ctx context.Context, path string, now time.Time, in any, n int) (backend.BatchResult, error) {
 	var out api.BatchResponse
 	if err := b.call(ctx, "POST", path, true, now, in, &out); err != nil {
 		return backend.BatchResult{}, err

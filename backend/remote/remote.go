@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -55,8 +56,22 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Backend talks to one kyu server. It is safe for concurrent use.
+// Backend talks to one kyu server, as Open returns it: a backend.Backend
+// whose every method checks its input first (backend.Checked), before any
+// request. It is safe for concurrent use.
 type Backend struct {
+	backend.Backend
+	unchecked
+}
+
+// unchecked is the backend behind the checks. Embedded, it lends Backend
+// its state and helpers (for the package's tests), never its
+// backend.Backend methods, which the checked Backend shadows.
+type unchecked struct{ *httpBackend }
+
+// httpBackend implements backend.Backend over HTTP on input that
+// backend.Checked has checked.
+type httpBackend struct {
 	base    string // scheme://host[:port][/prefix], no trailing slash
 	token   string
 	hc      *http.Client
@@ -68,7 +83,7 @@ type Backend struct {
 	cancel context.CancelFunc
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var _ backend.Backend = (*httpBackend)(nil)
 
 // Open returns a backend for the server at rawURL (http:// or https://).
 // It does not contact the server.
@@ -106,17 +121,19 @@ func Open(rawURL string, opts Options) (*Backend, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	base := u.Scheme + "://" + u.Host + strings.TrimRight(u.Path, "/")
-	return &Backend{base: base, token: token, hc: opts.HTTPClient, timeout: opts.RequestTimeout, log: opts.Logger, ctx: ctx, cancel: cancel}, nil
+	b := &httpBackend{base: base, token: token, hc: opts.HTTPClient, timeout: opts.RequestTimeout, log: opts.Logger, ctx: ctx, cancel: cancel}
+	return &Backend{Backend: backend.Checked(b), unchecked: unchecked{b}}, nil
 }
 
-// Capabilities: wake-ups arrive over a server-sent event stream.
-func (b *Backend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Notify: true}
-}
+// MaxPayload is the payload bound backend.Checked applies to an Enqueue
+// whose MaxPayload is 0: none here, since the server applies its own
+// (which may be above backend.DefaultMaxPayload). A caller's smaller
+// MaxPayload still applies before any request.
+func (b *httpBackend) MaxPayload() int { return math.MaxInt }
 
 // Close ends the wake-up streams and refuses later calls with ErrClosed.
 // It does not touch the server. It is safe to call more than once.
-func (b *Backend) Close() error {
+func (b *httpBackend) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
@@ -128,7 +145,7 @@ func (b *Backend) Close() error {
 // call sends one request and decodes a success answer into out (when not
 // nil). withNow sends now as the Kyu-Now header. An error answer becomes
 // the contract's error.
-func (b *Backend) call(ctx context.Context, method, path string, withNow bool, now time.Time, in, out any) error {
+func (b *httpBackend) call(ctx context.Context, method, path string, withNow bool, now time.Time, in, out any) error {
 	if b.closed.Load() {
 		return backend.ErrClosed
 	}
@@ -202,7 +219,7 @@ func wrapErr(err error) error {
 }
 
 // authorize adds the bearer token.
-func (b *Backend) authorize(req *http.Request) {
+func (b *httpBackend) authorize(req *http.Request) {
 	if b.token != "" {
 		req.Header.Set("Authorization", "Bearer "+b.token)
 	}

@@ -20,7 +20,7 @@ import (
 // is named). It returns once the server has its subscription in place, so
 // every later change is heard. A stream that breaks is reopened, with a
 // signal, since a change may have been missed meanwhile.
-func (b *Backend) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
+func (b *httpBackend) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
 	q := url.Values{}
 	for _, name := range p.Queues {
 		q.Add("queue", name)
@@ -29,7 +29,7 @@ func (b *Backend) Subscribe(ctx context.Context, p backend.SubscribeParams) (*ba
 }
 
 // WatchFinished opens a wake-up stream for the named jobs' ends.
-func (b *Backend) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
+func (b *httpBackend) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
 	if len(p.IDs) == 0 {
 		if b.closed.Load() {
 			return nil, backend.ErrClosed
@@ -46,7 +46,7 @@ func (b *Backend) WatchFinished(ctx context.Context, p backend.WatchParams) (*ba
 
 // wakeups opens /api/v1/wakeups with the query q and feeds its "wake"
 // events into a subscription.
-func (b *Backend) wakeups(ctx context.Context, q url.Values) (*backend.Subscription, error) {
+func (b *httpBackend) wakeups(ctx context.Context, q url.Values) (*backend.Subscription, error) {
 	if b.closed.Load() {
 		return nil, backend.ErrClosed
 	}
@@ -74,7 +74,7 @@ func (b *Backend) wakeups(ctx context.Context, q url.Values) (*backend.Subscript
 
 // openStream opens the stream under sctx and reads up to its "ready"
 // event, giving up when ctx ends first.
-func (b *Backend) openStream(ctx, sctx context.Context, q url.Values) (*bufio.Reader, error) {
+func (b *httpBackend) openStream(ctx, sctx context.Context, q url.Values) (*bufio.Reader, error) {
 	req, err := http.NewRequestWithContext(sctx, "GET", b.base+"/api/v1/wakeups?"+q.Encode(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("remote: wake-ups: %w", err)
@@ -127,7 +127,7 @@ func (b *Backend) openStream(ctx, sctx context.Context, q url.Values) (*bufio.Re
 // stream (with a signal) when it breaks: after 100 ms, then doubling up to
 // 5 s. It logs the first failed reopen of a break and the recovery, not
 // every attempt.
-func (b *Backend) readStream(sctx context.Context, r *bufio.Reader, q url.Values, signal func()) {
+func (b *httpBackend) readStream(sctx context.Context, r *bufio.Reader, q url.Values, signal func()) {
 	backoff := 100 * time.Millisecond
 	failed := false
 	for sctx.Err() == nil {

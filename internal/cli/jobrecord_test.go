@@ -68,4 +68,3 @@ func setNonZero(t *testing.T, name string, v reflect.Value) {
 		t.Fatalf("field %s: no non-zero value for kind %s", name, v.Kind())
 	}
 }
-

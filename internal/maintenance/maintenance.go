@@ -27,7 +27,7 @@ type Step struct {
 }
 
 // Steps returns b's three steps.
-func Steps(b backend.Backend) [3]Step {
+func Steps(b backend.Maintainer) [3]Step {
 	return [3]Step{
 		{"promote", b.Promote, PromoteWork},
 		{"recover", b.RecoverLeases, MovedWork},

@@ -41,7 +41,9 @@ type PoolQueue struct {
 
 	// Max caps how many of the queue's jobs may run at once, so that a
 	// slow queue cannot take the whole pool. Default 0: no cap beyond the
-	// pool's Concurrency.
+	// pool's Concurrency. A claim takes no more jobs than the room left
+	// under the cap of any queue it asks, so while a capped queue is one
+	// or two jobs short of its cap the pool claims in small batches.
 	Max int
 }
 

@@ -275,7 +275,9 @@ func TestNewWorkerValidatesPool(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	h := kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil })
-	q := func(name string, weight, most int) kyu.PoolQueue { return kyu.PoolQueue{Name: name, Weight: weight, Max: most} }
+	q := func(name string, weight, most int) kyu.PoolQueue {
+		return kyu.PoolQueue{Name: name, Weight: weight, Max: most}
+	}
 	for _, tc := range []struct {
 		pool    kyu.PoolConfig
 		own     map[string]int

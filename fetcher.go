@@ -40,9 +40,11 @@ type fetcher struct {
 	idle       chan *jobRun
 	goroutines atomic.Int32
 
-	// order and names are reused by claimOrder; only the loop uses them.
+	// order, names and parts are reused by claimPlan; only the loop uses
+	// them.
 	order []*poolQueue
 	names []string
+	parts []claimPart
 }
 
 // newFetcher returns the fetcher of a pool of queues sharing concurrency
@@ -84,30 +86,81 @@ func (f *fetcher) queueOf(name string) *poolQueue {
 	return f.queues[0]
 }
 
-// claimOrder returns the queues one claim of up to n jobs asks for, in the
-// order to serve them (strict, or drawn by weight), leaving out the queues
-// at their cap, and how many jobs the claim may take so that no queue it
-// asks goes over its cap.
-func (f *fetcher) claimOrder(n int32) ([]string, int32) {
+// claimPart is one Claim call of a claim round: the queues
+// names[from:to], and room, the most jobs the call may take because of a
+// cap, or -1 when only the round's size bounds it.
+type claimPart struct {
+	from, to int
+	room     int32
+}
+
+// claimPlan returns the Claim calls of a round of up to n jobs, in f.names
+// and f.parts. The queues not at their cap are taken in order (strict, or
+// drawn by weight) and asked in one call, except that a queue whose cap
+// leaves it less room than n is asked alone, for no more than its room,
+// so that it never goes over its cap and does not shrink the claim for
+// the others. The calls are made in order until the round has n jobs:
+// a call that takes fewer jobs than it asked for found its queues empty
+// (or the one queue at its cap), so the order is kept.
+func (f *fetcher) claimPlan(n int32) []claimPart {
 	f.order = f.order[:0]
 	for _, q := range f.queues {
-		room := q.room()
-		if room == 0 {
-			continue
+		if q.room() != 0 {
+			f.order = append(f.order, q)
 		}
-		if room > 0 {
-			n = min(n, room)
-		}
-		f.order = append(f.order, q)
 	}
 	if f.weighted {
 		weightedOrder(f.rng, f.order)
 	}
-	f.names = f.names[:0]
-	for _, q := range f.order {
+	f.names, f.parts = f.names[:0], f.parts[:0]
+	from := 0
+	for i, q := range f.order {
 		f.names = append(f.names, q.name)
+		room := q.room()
+		if room < 0 || room >= n {
+			continue
+		}
+		if from < i {
+			f.parts = append(f.parts, claimPart{from: from, to: i, room: -1})
+		}
+		f.parts = append(f.parts, claimPart{from: i, to: i + 1, room: room})
+		from = i + 1
 	}
-	return f.names, n
+	if from < len(f.order) {
+		f.parts = append(f.parts, claimPart{from: from, to: len(f.order), room: -1})
+	}
+	return f.parts
+}
+
+// claim makes the Claim calls of a round of up to n jobs (see claimPlan)
+// and starts the jobs claimed, even if ctx has ended meanwhile: they are
+// ours now, and shutdown will wait for them. It returns how many it
+// claimed, and stops at the first error.
+func (f *fetcher) claim(ctx context.Context, n int32) (got int32, err error) {
+	for _, part := range f.claimPlan(n) {
+		want := n - got
+		if part.room >= 0 {
+			want = min(want, part.room)
+		}
+		res, err := f.w.b.Claim(ctx, backend.ClaimParams{
+			Queues:   f.names[part.from:part.to],
+			Mode:     backend.ClaimStrict,
+			Max:      int(want),
+			Lease:    f.w.cfg.Lease,
+			WorkerID: f.w.cfg.ID,
+			Now:      f.w.cfg.Clock.Now(),
+		})
+		for _, rec := range res.Jobs {
+			q := f.queueOf(rec.Queue)
+			f.slots.acquire(q)
+			f.w.startJob(f, q, rec)
+		}
+		got += int32(len(res.Jobs))
+		if err != nil || got >= n {
+			return got, err
+		}
+	}
+	return got, nil
 }
 
 // weightedOrder reorders queues at random by weight: the first is drawn
@@ -165,26 +218,7 @@ func (f *fetcher) run(ctx context.Context) {
 					linger.Stop()
 				}
 				lingering, lingered = false, false
-				queues, n := f.claimOrder(n)
-				if len(queues) == 0 {
-					more = false // every queue is at its cap
-					break
-				}
-				res, err := f.w.b.Claim(ctx, backend.ClaimParams{
-					Queues:   queues,
-					Mode:     backend.ClaimStrict,
-					Max:      int(n),
-					Lease:    f.w.cfg.Lease,
-					WorkerID: f.w.cfg.ID,
-					Now:      f.w.cfg.Clock.Now(),
-				})
-				// Claimed jobs are started even if ctx has ended meanwhile:
-				// they are ours now, and shutdown will wait for them.
-				for _, rec := range res.Jobs {
-					q := f.queueOf(rec.Queue)
-					f.slots.acquire(q)
-					f.w.startJob(f, q, rec)
-				}
+				got, err := f.claim(ctx, n)
 				switch {
 				case err != nil:
 					if ctx.Err() != nil {
@@ -192,7 +226,9 @@ func (f *fetcher) run(ctx context.Context) {
 					}
 					log.Error("kyu: claim failed; retrying at the next poll", "error", err)
 					more = false
-				case len(res.Jobs) < int(n):
+				case got < n:
+					// Every queue asked is empty or at its cap (a queue
+					// that drops below its cap sets more again).
 					more = false
 				default:
 					continue // a full claim: there may be more

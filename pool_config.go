@@ -8,7 +8,8 @@ import (
 
 // PoolConfig is a set of queues that share one number of handlers
 // (WorkerConfig.Pool). Each claim takes jobs from the pool's queues in one
-// call, as many as the pool has free slots (up to ClaimBatch):
+// Claim call (see Max for the exception), as many as the pool has free
+// slots (up to ClaimBatch):
 //
 //   - with no weights (every Weight 0), in strict order: the first queue
 //     listed that has claimable jobs gives them, then the next one, so a
@@ -41,9 +42,9 @@ type PoolQueue struct {
 
 	// Max caps how many of the queue's jobs may run at once, so that a
 	// slow queue cannot take the whole pool. Default 0: no cap beyond the
-	// pool's Concurrency. A claim takes no more jobs than the room left
-	// under the cap of any queue it asks, so while a capped queue is one
-	// or two jobs short of its cap the pool claims in small batches.
+	// pool's Concurrency. A queue whose cap leaves it less room than the
+	// claim's size is asked in a Claim call of its own, for no more jobs
+	// than its room, in its place in the order.
 	Max int
 }
 

@@ -1,8 +1,10 @@
 package kyu
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -24,13 +26,14 @@ func TestWeightedOrderMatchesWeights(t *testing.T) {
 	const claims = 10_000
 	first := map[string]int{}
 	for range claims {
-		order, n := f.claimOrder(50)
-		if n != 50 || len(order) != 3 {
-			t.Fatalf("claimOrder gave %v, max %d; want all three queues and 50", order, n)
+		parts := f.claimPlan(50)
+		if len(parts) != 1 || parts[0].room != -1 {
+			t.Fatalf("claimPlan gave %+v; want one call", parts)
 		}
+		order := f.names[parts[0].from:parts[0].to]
 		sorted := slices.Sorted(slices.Values(order))
 		if !slices.Equal(sorted, []string{"critical", "default", "low"}) {
-			t.Fatalf("claimOrder gave %v; want each queue once", order)
+			t.Fatalf("claimPlan gave %v; want each queue once", order)
 		}
 		first[order[0]]++
 	}
@@ -43,42 +46,67 @@ func TestWeightedOrderMatchesWeights(t *testing.T) {
 	}
 }
 
-// Strict order is the configured order, every time.
+// plan renders a claim plan as "[a b] [c]≤2": the queues of each call,
+// and the room a cap leaves when it bounds the call.
+func plan(f *fetcher, n int32) string {
+	var b strings.Builder
+	for i, p := range f.claimPlan(n) {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprint(&b, f.names[p.from:p.to])
+		if p.room >= 0 {
+			fmt.Fprintf(&b, "≤%d", p.room)
+		}
+	}
+	return b.String()
+}
+
+// Strict order is the configured order, every time, in one call.
 func TestStrictOrderIsConfigured(t *testing.T) {
 	t.Parallel()
 	f := &fetcher{queues: []*poolQueue{{name: "a"}, {name: "b"}, {name: "c"}}}
 	for range 100 {
-		if order, _ := f.claimOrder(10); !slices.Equal(order, []string{"a", "b", "c"}) {
-			t.Fatalf("strict claimOrder gave %v; want [a b c]", order)
+		if got := plan(f, 10); got != "[a b c]" {
+			t.Fatalf("strict claimPlan gave %s; want [a b c]", got)
 		}
 	}
 }
 
-// A queue at its cap is left out of the claim, and the claim takes no more
-// jobs than the smallest room left under a cap of the queues it asks.
-func TestClaimOrderKeepsCaps(t *testing.T) {
+// A queue at its cap is left out of the claim; one whose cap leaves it
+// less room than the claim's size is asked alone, for no more than its
+// room, in its place in the order; a cap with room enough changes nothing.
+func TestClaimPlanKeepsCaps(t *testing.T) {
 	t.Parallel()
-	capped := &poolQueue{name: "slow", max: 3}
-	f := &fetcher{queues: []*poolQueue{capped, {name: "fast"}}}
+	slow := &poolQueue{name: "slow", max: 3}
+	f := &fetcher{queues: []*poolQueue{{name: "first"}, slow, {name: "fast"}, {name: "last"}}}
 	s := newSlots(10)
-	for want := int32(3); want > 0; want-- {
-		order, n := f.claimOrder(10)
-		if !slices.Equal(order, []string{"slow", "fast"}) || n != want {
-			t.Fatalf("with %d of slow's 3 slots taken: claimOrder gave %v, max %d; want [slow fast], max %d",
-				capped.taken.Load(), order, n, want)
-		}
-		s.acquire(capped)
+	if got, want := plan(f, 3), "[first slow fast last]"; got != want {
+		t.Fatalf("claim of 3 with slow's cap 3 free: plan %s; want %s", got, want)
 	}
-	if order, n := f.claimOrder(10); !slices.Equal(order, []string{"fast"}) || n != 10 {
-		t.Fatalf("with slow at its cap: claimOrder gave %v, max %d; want [fast], max 10", order, n)
+	for room := int32(3); room > 0; room-- {
+		want := fmt.Sprintf("[first] [slow]≤%d [fast last]", room)
+		if got := plan(f, 10); got != want {
+			t.Fatalf("with %d of slow's 3 slots taken: plan %s; want %s", slow.taken.Load(), got, want)
+		}
+		s.acquire(slow)
+	}
+	if got, want := plan(f, 10), "[first fast last]"; got != want {
+		t.Fatalf("with slow at its cap: plan %s; want %s", got, want)
 	}
 	// A slot given back makes the fetcher claim again, slow included.
-	s.release(capped)
+	s.release(slow)
 	if !s.uncapped.Load() {
 		t.Fatal("a slot of a queue at its cap came back without telling the fetcher")
 	}
-	if order, n := f.claimOrder(10); !slices.Equal(order, []string{"slow", "fast"}) || n != 1 {
-		t.Fatalf("after a release: claimOrder gave %v, max %d; want [slow fast], max 1", order, n)
+	if got, want := plan(f, 10), "[first] [slow]≤1 [fast last]"; got != want {
+		t.Fatalf("after a release: plan %s; want %s", got, want)
+	}
+	// Every queue at its cap: no call.
+	f.queues = []*poolQueue{{name: "full", max: 1}}
+	s.acquire(f.queues[0])
+	if got := plan(f, 10); got != "" {
+		t.Fatalf("with every queue at its cap: plan %s; want no call", got)
 	}
 }
 

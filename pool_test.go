@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kyuhq/kyu"
 )
@@ -305,6 +306,46 @@ func TestNewWorkerValidatesPool(t *testing.T) {
 	} {
 		if _, err := kyu.NewWorker(s, kyu.WorkerConfig{Handler: h, Queues: map[string]int{"own": 2}, Pool: &pool}); err != nil {
 			t.Errorf("pool %+v: %v", pool, err)
+		}
+	}
+}
+
+// A handler of a capped queue that ignores its context past its timeout
+// is abandoned, and gives back its queue's slot under the cap as well as
+// the pool's: the job's next attempt runs in the same queue, which the
+// cap would otherwise keep out of every claim. Nothing is left active.
+func TestWorkerPoolCapFreedByAbandonedHandler(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	hang := make(chan struct{})
+	t.Cleanup(sync.OnceFunc(func() { close(hang) }))
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			if job.Attempt == 1 {
+				<-hang // ignores its context
+			}
+			return nil
+		}),
+		Pool: &kyu.PoolConfig{Concurrency: 3, Queues: []kyu.PoolQueue{
+			{Name: "stubborn", Max: 1}, {Name: "other"},
+		}},
+		Lease:   time.Second, // also the grace past the timeout
+		Backoff: kyu.FixedBackoff(0),
+		Logger:  new(logBuffer).logger(),
+	})
+	id := enqueue(t, c, "work", nil, kyu.EnqueueOptions{Queue: "stubborn", Timeout: 50 * time.Millisecond})
+	job := waitState(t, c, id, kyu.StateCompleted)
+	if job.Attempt != 2 {
+		t.Fatalf("completed at attempt %d; want 2, after the abandoned first", job.Attempt)
+	}
+	st, err := c.Stats(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range st.Queues {
+		if n := q.Counts[kyu.StateActive]; n != 0 {
+			t.Errorf("queue %s has %d active jobs after the run", q.Name, n)
 		}
 	}
 }

@@ -29,7 +29,9 @@
 // # Workers
 //
 // A Worker serves each queue in WorkerConfig.Queues with its own
-// concurrency. It claims jobs in batches as slots free up, waking on the
+// concurrency, and the queues of WorkerConfig.Pool with one concurrency
+// they share, in strict or weighted order, each queue optionally capped
+// (see PoolConfig). It claims jobs in batches as slots free up, waking on the
 // backend's signals and polling as a fallback, and runs each job in its own
 // goroutine with a context that ends at the job's timeout, when its lease is
 // lost or about to expire unrenewed (the cause is then ErrLeaseLost), or at

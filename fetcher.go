@@ -2,6 +2,7 @@ package kyu
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -9,53 +10,28 @@ import (
 	"github.com/kyuhq/kyu/internal/lifecycle"
 )
 
-// earlyFactor is how many times its concurrency a queue may have in jobs
-// whose handler has returned and whose slot was freed before their outcome
-// was recorded (see freeEarly). At one, a drain of no-op handlers waited for
-// each batch's outcomes to be recorded before the next claim could take
-// their slots; at two, the claim and the recording of the batch before
-// overlap (PostgreSQL and Redis drains with 50 handlers about 10-20 %
-// faster, docs/benchmarks.md).
-const earlyFactor = 2
-
 // fetcherLinger bounds how long a fetcher with some free slots waits for
 // running handlers to free more before it claims a partial batch.
 const fetcherLinger = 100 * time.Microsecond
 
-// fetcher claims the jobs of one queue: up to min(free slots, batch) per
-// Claim call, whenever slots are free and the queue may hold claimable
-// jobs. It learns that the queue may hold jobs from a full claim, from the
-// backend's wake-up signals (see wakeups) and from a poll every
-// PollInterval.
+// fetcher claims the jobs of one pool: a queue with its own concurrency,
+// or the queues of WorkerConfig.Pool. It claims up to min(free slots,
+// batch) jobs per Claim call, from all its queues at once, whenever slots
+// are free and a queue may hold claimable jobs. It learns that a queue may
+// hold jobs from a full claim, from the backend's wake-up signals (see
+// wakeups), from a poll every PollInterval, and from a queue that drops
+// below its cap.
 type fetcher struct {
-	w     *Worker
-	queue string
-	limit int32 // concurrency
-	batch int32 // most jobs per claim
-
-	// running counts the slots taken: jobs whose handler runs, and jobs
-	// whose handler has returned but whose slot is held until their
-	// outcome is recorded (see freeEarly).
-	running atomic.Int32
-	// held counts the jobs among running whose handler has returned and
-	// whose slot is held until their outcome is recorded. It is its own
-	// counter, not a difference of two, so a reader never sees a transient
-	// value: it is raised before the outcome is queued and lowered, in
-	// finish, before the slot is freed and the fetcher woken.
-	held atomic.Int32
-	// early counts the jobs whose slot was freed when their handler
-	// returned and whose outcome is not yet recorded; it never exceeds
-	// earlyFactor*limit, so a queue holds at most (1+earlyFactor) times its
-	// concurrency in leases.
-	early atomic.Int32
-	freed chan struct{} // signalled (coalescing) when slots free up
-	// want is how many free slots make a free worth waking the fetcher
-	// for: one while none is free (to begin lingering), a full batch while
-	// it lingers, none (more than limit) while the queue is thought empty.
-	// Handlers return one by one, and waking the fetcher for each would
-	// cost a wake-up per job for nothing.
-	want atomic.Int32
-	loop lifecycle.Loop
+	w *Worker
+	// queues are the pool's queues in their configured order; weighted
+	// says whether each claim orders them at random by weight (rng, used
+	// only by the fetcher's loop) instead of strictly.
+	queues   []*poolQueue
+	weighted bool
+	rng      *rand.Rand
+	slots    *slots
+	batch    int32 // most jobs per claim
+	loop     lifecycle.Loop
 
 	// idle hands a job to a handler goroutine waiting for one (see
 	// Worker.handlerLoop); it is closed when the fetcher's loop ends, which
@@ -63,69 +39,165 @@ type fetcher struct {
 	// goroutines, running a handler or waiting.
 	idle       chan *jobRun
 	goroutines atomic.Int32
+
+	// order, names and parts are reused by claimPlan; only the loop uses
+	// them.
+	order []*poolQueue
+	names []string
+	parts []claimPart
 }
 
-func newFetcher(w *Worker, queue string, concurrency, batch int) *fetcher {
-	f := &fetcher{
-		w:     w,
-		queue: queue,
-		limit: int32(concurrency),
-		batch: int32(batch),
-		freed: make(chan struct{}, 1),
-		idle:  make(chan *jobRun),
+// newFetcher returns the fetcher of a pool of queues sharing concurrency
+// slots.
+func newFetcher(w *Worker, queues []*poolQueue, weighted bool, concurrency, batch int) *fetcher {
+	return &fetcher{
+		w:        w,
+		queues:   queues,
+		weighted: weighted,
+		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		slots:    newSlots(concurrency),
+		batch:    int32(batch),
+		idle:     make(chan *jobRun),
 	}
-	f.want.Store(1)
-	return f
 }
 
-// free gives back n slots, and wakes the fetcher when it wants that many
-// free slots.
-func (f *fetcher) free(n int32) {
-	if f.limit-f.running.Add(-n) >= f.want.Load() {
-		f.wake()
+// queueNames lists the fetcher's queues.
+func (f *fetcher) queueNames() []string {
+	names := make([]string, len(f.queues))
+	for i, q := range f.queues {
+		names[i] = q.name
 	}
+	return names
 }
 
-// freeEarly frees the slot of a job whose handler has returned and whose
-// outcome is about to be queued to the completer, so that the next claim
-// need not wait for the outcome to be recorded: the claim and the
-// completions then share a commit. It does so unless earlyFactor*limit
-// jobs with early-freed slots are already unrecorded, in which case the slot stays
-// taken until the outcome is recorded; it reports whether it freed the
-// slot.
-func (f *fetcher) freeEarly() bool {
-	for {
-		n := f.early.Load()
-		if n >= earlyFactor*f.limit {
-			return false
+// queueOf returns the pool's queue of a claimed job.
+func (f *fetcher) queueOf(name string) *poolQueue {
+	if len(f.queues) == 1 {
+		return f.queues[0]
+	}
+	for _, q := range f.queues {
+		if q.name == name {
+			return q
 		}
-		if f.early.CompareAndSwap(n, n+1) {
-			break
-		}
 	}
-	f.free(1)
-	return true
+	// A store handed out a job of a queue not asked for: count its slot
+	// in the first queue rather than lose track of it.
+	f.w.log.Error("kyu: claim returned a job of a queue not asked for", "queue", name)
+	return f.queues[0]
 }
 
-// wake signals the fetcher that slots may have freed up.
-func (f *fetcher) wake() {
-	select {
-	case f.freed <- struct{}{}:
-	default:
+// claimPart is one Claim call of a claim round: the queues
+// names[from:to], and room, the most jobs the call may take because of a
+// cap, or -1 when only the round's size bounds it.
+type claimPart struct {
+	from, to int
+	room     int32
+}
+
+// claimPlan returns the Claim calls of a round of up to n jobs, in f.names
+// and f.parts. The queues not at their cap are taken in order (strict, or
+// drawn by weight) and asked in one call, except that a queue whose cap
+// leaves it less room than n is asked alone, for no more than its room,
+// so that it never goes over its cap and does not shrink the claim for
+// the others. The calls are made in order until the round has n jobs:
+// a call that takes fewer jobs than it asked for found its queues empty
+// (or the one queue at its cap), so the order is kept.
+func (f *fetcher) claimPlan(n int32) []claimPart {
+	f.order = f.order[:0]
+	for _, q := range f.queues {
+		if q.room() != 0 {
+			f.order = append(f.order, q)
+		}
+	}
+	if f.weighted {
+		weightedOrder(f.rng, f.order)
+	}
+	f.names, f.parts = f.names[:0], f.parts[:0]
+	from := 0
+	for i, q := range f.order {
+		f.names = append(f.names, q.name)
+		room := q.room()
+		if room < 0 || room >= n {
+			continue
+		}
+		if from < i {
+			f.parts = append(f.parts, claimPart{from: from, to: i, room: -1})
+		}
+		f.parts = append(f.parts, claimPart{from: i, to: i + 1, room: room})
+		from = i + 1
+	}
+	if from < len(f.order) {
+		f.parts = append(f.parts, claimPart{from: from, to: len(f.order), room: -1})
+	}
+	return f.parts
+}
+
+// claim makes the Claim calls of a round of up to n jobs (see claimPlan)
+// and starts the jobs claimed, even if ctx has ended meanwhile: they are
+// ours now, and shutdown will wait for them. It returns how many it
+// claimed, and stops at the first error.
+func (f *fetcher) claim(ctx context.Context, n int32) (got int32, err error) {
+	for _, part := range f.claimPlan(n) {
+		want := n - got
+		if part.room >= 0 {
+			want = min(want, part.room)
+		}
+		res, err := f.w.b.Claim(ctx, backend.ClaimParams{
+			Queues:   f.names[part.from:part.to],
+			Mode:     backend.ClaimStrict,
+			Max:      int(want),
+			Lease:    f.w.cfg.Lease,
+			WorkerID: f.w.cfg.ID,
+			Now:      f.w.cfg.Clock.Now(),
+		})
+		for _, rec := range res.Jobs {
+			q := f.queueOf(rec.Queue)
+			f.slots.acquire(q)
+			f.w.startJob(f, q, rec)
+		}
+		got += int32(len(res.Jobs))
+		if err != nil || got >= n {
+			return got, err
+		}
+	}
+	return got, nil
+}
+
+// weightedOrder reorders queues at random by weight: the first is drawn
+// with a chance in proportion to its weight, the next likewise from those
+// left, and so on.
+func weightedOrder(rng *rand.Rand, queues []*poolQueue) {
+	for i := range queues {
+		total := 0
+		for _, q := range queues[i:] {
+			total += q.weight
+		}
+		r := rng.IntN(total)
+		j := i
+		for ; j < len(queues)-1; j++ {
+			r -= queues[j].weight
+			if r < 0 {
+				break
+			}
+		}
+		queues[i], queues[j] = queues[j], queues[i]
 	}
 }
 
 func (f *fetcher) run(ctx context.Context) {
 	// Only this loop hands jobs to handler goroutines.
 	defer close(f.idle)
-	log := f.w.log.With("queue", f.queue)
-	wakeups := newWakeups(f.w.b, f.queue, log)
+	names := f.queueNames()
+	log := f.w.log.With("queue", names[0])
+	if len(names) > 1 {
+		log = f.w.log.With("queues", names)
+	}
+	wakeups := newWakeups(f.w.b, names, log)
 	wakeups.start(ctx)
 	defer wakeups.close()
 	poll := time.NewTicker(f.w.cfg.PollInterval)
 	defer poll.Stop()
 
-	queues := []string{f.queue}
 	// more is true while the queue may hold claimable jobs.
 	more := true
 	// linger runs while the fetcher waits for more slots before a partial
@@ -136,7 +208,7 @@ func (f *fetcher) run(ctx context.Context) {
 	var lingering, lingered bool
 	for {
 		if more {
-			n, wait := f.claimSize(lingered)
+			n, wait := f.slots.claimSize(f.batch, lingered)
 			switch {
 			case wait && !lingering:
 				linger.Reset(fetcherLinger)
@@ -146,20 +218,7 @@ func (f *fetcher) run(ctx context.Context) {
 					linger.Stop()
 				}
 				lingering, lingered = false, false
-				res, err := f.w.b.Claim(ctx, backend.ClaimParams{
-					Queues:   queues,
-					Mode:     backend.ClaimStrict,
-					Max:      int(n),
-					Lease:    f.w.cfg.Lease,
-					WorkerID: f.w.cfg.ID,
-					Now:      f.w.cfg.Clock.Now(),
-				})
-				// Claimed jobs are started even if ctx has ended meanwhile:
-				// they are ours now, and shutdown will wait for them.
-				for _, rec := range res.Jobs {
-					f.running.Add(1)
-					f.w.startJob(f, rec)
-				}
+				got, err := f.claim(ctx, n)
 				switch {
 				case err != nil:
 					if ctx.Err() != nil {
@@ -167,7 +226,9 @@ func (f *fetcher) run(ctx context.Context) {
 					}
 					log.Error("kyu: claim failed; retrying at the next poll", "error", err)
 					more = false
-				case len(res.Jobs) < int(n):
+				case got < n:
+					// Every queue asked is empty or at its cap (a queue
+					// that drops below its cap sets more again).
 					more = false
 				default:
 					continue // a full claim: there may be more
@@ -176,15 +237,10 @@ func (f *fetcher) run(ctx context.Context) {
 		}
 		// Say how many free slots are worth a wake-up, then look again:
 		// a slot freed before the store was judged by the old want.
-		want := f.limit + 1
-		if more {
-			want = f.batch
-			if f.running.Load() >= f.limit {
-				want = 1
-			}
+		if f.slots.uncapped.Swap(false) {
+			more = true
 		}
-		f.want.Store(want)
-		if f.limit-f.running.Load() >= want {
+		if f.slots.setWant(more, f.batch) {
 			continue
 		}
 		var lingerC <-chan time.Time
@@ -194,7 +250,7 @@ func (f *fetcher) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-f.freed:
+		case <-f.slots.freed:
 		case _, open := <-wakeups.signals():
 			if !open {
 				wakeups.ended(ctx)
@@ -210,28 +266,4 @@ func (f *fetcher) run(ctx context.Context) {
 			lingering, lingered = false, true
 		}
 	}
-}
-
-// claimSize returns how many jobs to claim now: none when no slot is
-// free. A partial batch waits (wait is true) while slots are about to free
-// up, since one full claim costs one commit and several small ones cost
-// several: while outcomes that hold their slots are being recorded, and,
-// for at most fetcherLinger (lingered reports that it has passed), while
-// handlers are still running.
-func (f *fetcher) claimSize(lingered bool) (n int32, wait bool) {
-	free := f.limit - f.running.Load()
-	switch {
-	case free <= 0:
-		return 0, false
-	case free >= f.batch:
-		return f.batch, false
-	}
-	if f.held.Load() > 0 {
-		return 0, false // the completer frees them and wakes us
-	}
-	// Every taken slot is a running handler now.
-	if free < f.limit && !lingered {
-		return 0, true
-	}
-	return free, false
 }

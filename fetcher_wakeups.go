@@ -38,10 +38,10 @@ type wakeups struct {
 	tries sync.WaitGroup
 }
 
-func newWakeups(b backend.Runner, queue string, log *slog.Logger) *wakeups {
+func newWakeups(b backend.Runner, queues []string, log *slog.Logger) *wakeups {
 	return &wakeups{
 		b:      b,
-		params: backend.SubscribeParams{Queues: []string{queue}},
+		params: backend.SubscribeParams{Queues: queues},
 		log:    log,
 		got:    make(chan *backend.Subscription),
 	}

@@ -94,13 +94,13 @@ func (w *Worker) beat(ctx context.Context, runs []*jobRun, leases []backend.Leas
 			}
 			run.expires.Store(expires.UnixNano())
 			renewed[i] = true
-			if st.CancelRequested && run.state.Load() == runRunning && !run.cancelled.Swap(true) {
+			if st.CancelRequested && run.state.requestCancel() {
 				w.log.Info("kyu: job cancel requested; cancelling the job's handler", "job_id", run.lease.JobID, "type", run.jobType)
 				run.cancel(ErrCancelled)
 			}
 			continue
 		}
-		if run.state.Load() != runRunning || run.lost.Swap(true) {
+		if !run.state.loseLease() {
 			continue
 		}
 		w.log.Warn("kyu: lease lost; cancelling the job's handler", "job_id", run.lease.JobID, "type", run.jobType)
@@ -122,18 +122,14 @@ func (w *Worker) checkRuns(ctx context.Context, runs []*jobRun, renewed []bool) 
 	margin := w.cfg.leaseMargin().Nanoseconds()
 	grace := w.cfg.timeoutGrace()
 	for i, run := range runs {
-		if run.state.Load() != runRunning {
+		if !run.state.load().live() {
 			continue
 		}
 		if run.timeout > 0 && time.Since(run.started) >= run.timeout+grace {
 			w.abandonTimedOut(ctx, run)
 			continue
 		}
-		if renewed[i] || run.lost.Load() || now < run.expires.Load()-margin {
-			continue
-		}
-		run.expired.Store(true) // before lost: settle drops the outcome on either
-		if run.lost.Swap(true) {
+		if renewed[i] || now < run.expires.Load()-margin || !run.state.expireLease() {
 			continue
 		}
 		w.log.Warn("kyu: lease about to expire without renewal; cancelling the job's handler",
@@ -149,7 +145,7 @@ func (w *Worker) checkRuns(ctx context.Context, runs []*jobRun, renewed []bool) 
 // its slot is freed. The handler's goroutine cannot be stopped: it is
 // leaked, and the log says so.
 func (w *Worker) abandonTimedOut(ctx context.Context, run *jobRun) {
-	if !run.state.CompareAndSwap(runRunning, runTimedOut) {
+	if !run.state.timeOut() {
 		return
 	}
 	w.untrack(run)
@@ -171,7 +167,8 @@ func (w *Worker) abandonTimedOut(ctx context.Context, run *jobRun) {
 	default:
 		w.stats.failed.Add(1)
 	}
-	run.f.free(1)
+	run.f.slots.release(run.q)
+	run.state.record()
 }
 
 // snapshotLeases appends every tracked run and its lease.

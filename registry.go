@@ -91,16 +91,12 @@ func (w *Worker) registryEntry() backend.WorkerInfo {
 	w.runsMu.Unlock()
 	slices.Sort(running)
 	failed := w.stats.failed.Load()
-	concurrency := 0
-	for _, n := range w.cfg.Queues {
-		concurrency += n
-	}
 	return backend.WorkerInfo{
 		ID:          w.cfg.ID,
 		Host:        w.host,
 		PID:         os.Getpid(),
-		Queues:      w.cfg.queueNames(),
-		Concurrency: concurrency,
+		Queues:      w.cfg.servedQueues(),
+		Concurrency: w.cfg.concurrency(),
 		StartedAt:   w.startedAt,
 		Version:     w.cfg.Version,
 		Running:     running,

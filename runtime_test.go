@@ -450,7 +450,7 @@ func (s gatedComplete) Complete(ctx context.Context, p backend.CompleteParams) (
 
 // While no outcome is recorded, a queue holds at most three times its
 // concurrency in leases: its running handlers, and twice its concurrency
-// of returned handlers whose slots were freed early (fetcher.freeEarly).
+// of returned handlers whose slots were freed early (slots.releaseEarly).
 // Once outcomes are recorded, the rest of the jobs run.
 //
 // Claims take one job each, so every freed slot is claimed at once and the

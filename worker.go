@@ -35,8 +35,9 @@ const outcomeTimeout = 10 * time.Second
 // with NewWorker, then call Run, or Start and Shutdown. A Worker runs once:
 // after Shutdown it cannot be started again.
 //
-// For each queue a fetcher claims jobs in batches, as slots free up, when
-// the backend signals new work, or every PollInterval. Each job runs on a
+// For each pool (a queue of Queues, or the queues of Pool) a fetcher
+// claims jobs in batches, as slots free up, when the backend signals new
+// work, or every PollInterval. Each job runs on a
 // handler goroutine, reused from job to job; one heartbeater extends all leases (and passes on cancel
 // requests), one completer records outcomes of many jobs in one backend
 // call, one reporter sends handlers' progress and log lines in batches, one
@@ -128,16 +129,21 @@ func NewWorker(b WorkerBackend, cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	w.sched = sched
-	total := 0
 	for _, q := range cfg.queueNames() {
 		n := cfg.Queues[q]
-		total += n
-		w.fetchers = append(w.fetchers, newFetcher(w, q, n, cfg.claimBatch(n)))
+		w.fetchers = append(w.fetchers, newFetcher(w, []*poolQueue{{name: q}}, false, n, cfg.claimBatch(n)))
 	}
-	// A queue has at most 1+earlyFactor times its concurrency of outcomes
-	// unrecorded (see fetcher.freeEarly): the completer's queue is sized
+	if p := cfg.Pool; p != nil {
+		queues := make([]*poolQueue, len(p.Queues))
+		for i, q := range p.Queues {
+			queues[i] = &poolQueue{name: q.Name, weight: q.Weight, max: int32(q.Max)}
+		}
+		w.fetchers = append(w.fetchers, newFetcher(w, queues, p.weighted(), p.Concurrency, cfg.claimBatch(p.Concurrency)))
+	}
+	// A pool has at most 1+earlyFactor times its concurrency of outcomes
+	// unrecorded (see slots.releaseEarly): the completer's queue is sized
 	// for that.
-	w.comp = newCompleter(w, (1+earlyFactor)*total)
+	w.comp = newCompleter(w, (1+earlyFactor)*cfg.concurrency())
 	w.reports = newReporter(w)
 	return w, nil
 }
@@ -193,7 +199,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.periodic.Start(base, w.periodicLoop)
 	}
 	w.state = workerRunning
-	w.log.Info("kyu: worker started", "queues", w.cfg.Queues)
+	w.log.Info("kyu: worker started", "queues", w.cfg.Queues, "pool", w.cfg.Pool)
 	return nil
 }
 
@@ -301,7 +307,7 @@ func (w *Worker) abandonRunning() []*jobRun {
 	w.runsMu.Lock()
 	var abandoned []*jobRun
 	for _, run := range w.runs {
-		if run.state.CompareAndSwap(runRunning, runAbandoned) {
+		if run.state.abandon() {
 			abandoned = append(abandoned, run)
 		}
 	}
@@ -331,16 +337,13 @@ func (w *Worker) releaseAbandoned(runs []*jobRun) error {
 		w.log.Error("kyu: could not hand interrupted jobs back; they return when their leases expire", "count", len(runs), "error", err)
 	}
 	for i, run := range runs {
-		run.f.free(1)
+		run.f.slots.release(run.q)
+		run.state.record()
 		if err == nil && i < len(res.Errors) && res.Errors[i] != nil {
 			w.log.Debug("kyu: interrupted job not released", "job_id", run.lease.JobID, "type", run.jobType, "error", res.Errors[i])
 		}
-		if run.exited.Load() {
-			w.log.Info("kyu: job interrupted by shutdown", "job_id", run.lease.JobID, "type", run.jobType)
-		} else {
-			w.log.Warn("kyu: handler did not return by the end of the shutdown grace; job handed back",
-				"job_id", run.lease.JobID, "type", run.jobType)
-		}
+		w.log.Warn("kyu: handler did not return by the end of the shutdown grace; job handed back",
+			"job_id", run.lease.JobID, "type", run.jobType)
 	}
 	return err
 }
@@ -360,18 +363,11 @@ func (w *Worker) finish(runs []*jobRun) {
 	var woken *fetcher
 	for _, run := range runs {
 		f := run.f
-		if run.early {
-			f.early.Add(-1)
-			continue
-		}
-		if run.held {
-			f.held.Add(-1)
-		}
-		f.running.Add(-1)
-		if f != woken {
-			f.wake()
+		if f.slots.releaseOnRecord(run.q, run.hold) && f != woken {
+			f.slots.wake()
 			woken = f
 		}
+		run.state.record()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"time"
 
@@ -45,9 +46,15 @@ type WorkerConfig struct {
 	// Handler runs every job; usually a *Mux. Required.
 	Handler Handler
 
-	// Queues maps each queue to serve to its concurrency: how many of its
-	// jobs may run at once. Default {"default": 10}.
+	// Queues maps each queue to serve with a pool of its own to its
+	// concurrency: how many of its jobs may run at once. Default
+	// {"default": 10} when Pool is nil too.
 	Queues map[string]int
+
+	// Pool, if set, serves more queues with one shared number of handlers,
+	// in strict or weighted order, each queue optionally capped (see
+	// PoolConfig). A queue is either in Queues or in Pool.
+	Pool *PoolConfig
 
 	// ID names this worker in the store (Job.WorkerID). Default
 	// "host-pid-random".
@@ -73,7 +80,7 @@ type WorkerConfig struct {
 	HeartbeatInterval time.Duration
 
 	// ClaimBatch is the most jobs one claim call may take. Default, per
-	// queue, the smaller of its concurrency and 50.
+	// queue (or pool), the smaller of its concurrency and 50.
 	ClaimBatch int
 
 	// PollInterval is how often an idle queue is polled when no wake-up
@@ -145,7 +152,12 @@ type WorkerConfig struct {
 // withDefaults returns a copy of c with every zero field set to its
 // default. Maps are copied, so the caller may change its own afterwards.
 func (c WorkerConfig) withDefaults() WorkerConfig {
-	if len(c.Queues) == 0 {
+	if c.Pool != nil {
+		p := *c.Pool
+		p.Queues = slices.Clone(p.Queues)
+		c.Pool = &p
+	}
+	if len(c.Queues) == 0 && c.Pool == nil {
 		c.Queues = map[string]int{backend.DefaultQueue: defaultConcurrency}
 	} else {
 		q := make(map[string]int, len(c.Queues))
@@ -229,6 +241,11 @@ func (c WorkerConfig) validate() error {
 			return fmt.Errorf("kyu: WorkerConfig.Queues: queue %q has concurrency %d, want at least 1", name, n)
 		}
 	}
+	if c.Pool != nil {
+		if err := c.Pool.validate(c.Queues); err != nil {
+			return err
+		}
+	}
 	for t, f := range c.BackoffByType {
 		if f == nil {
 			return fmt.Errorf("kyu: WorkerConfig.BackoffByType: nil backoff for type %q", t)
@@ -247,8 +264,32 @@ func (c WorkerConfig) queueNames() []string {
 	return names
 }
 
-// claimBatch is the most jobs one claim may take for a queue of the given
-// concurrency.
+// servedQueues lists every queue the worker serves: those of Queues in
+// sorted order, then those of Pool in its order.
+func (c WorkerConfig) servedQueues() []string {
+	names := c.queueNames()
+	if c.Pool != nil {
+		for _, q := range c.Pool.Queues {
+			names = append(names, q.Name)
+		}
+	}
+	return names
+}
+
+// concurrency is how many handlers the worker may run at once, in all.
+func (c WorkerConfig) concurrency() int {
+	n := 0
+	for _, q := range c.Queues {
+		n += q
+	}
+	if c.Pool != nil {
+		n += c.Pool.Concurrency
+	}
+	return n
+}
+
+// claimBatch is the most jobs one claim may take for a pool (or queue) of
+// the given concurrency.
 func (c WorkerConfig) claimBatch(concurrency int) int {
 	n := c.ClaimBatch
 	if n == 0 {

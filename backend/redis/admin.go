@@ -11,7 +11,7 @@ import (
 )
 
 // jobOp runs a script that acts on one job and answers with a view (see
-// view in scripts.go): Cancel, Retry and RunNow. args follow the id.
+// view in lua/common.lua): Cancel, Retry and RunNow. args follow the id.
 func (s *Store) jobOp(ctx context.Context, op, id string, now time.Time, sc *script, args func(queue string) []string) (*backend.Job, error) {
 	if err := backend.CheckNow(now); err != nil {
 		return nil, err
@@ -57,19 +57,19 @@ func (s *Store) jobOp(ctx context.Context, op, id string, now time.Time, sc *scr
 func noArgs(string) []string { return nil }
 
 // Cancel cancels a waiting job at once, or records the request on an
-// active one (cancelScript).
+// active one (lua/cancel.lua).
 func (s *Store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
-	return s.jobOp(ctx, "cancel", p.ID, p.Now, cancelScript, noArgs)
+	return s.jobOp(ctx, "cancel", p.ID, p.Now, s.scripts.cancel, noArgs)
 }
 
-// Retry sends a failed or cancelled job back to pending (retryScript).
+// Retry sends a failed or cancelled job back to pending (lua/retry.lua).
 func (s *Store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
-	return s.jobOp(ctx, "retry", p.ID, p.Now, retryScript, s.wakeArg)
+	return s.jobOp(ctx, "retry", p.ID, p.Now, s.scripts.retry, s.wakeArg)
 }
 
-// RunNow makes a scheduled or retry job pending at once (runNowScript).
+// RunNow makes a scheduled or retry job pending at once (lua/run_now.lua).
 func (s *Store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
-	return s.jobOp(ctx, "run now", p.ID, p.Now, runNowScript, s.wakeArg)
+	return s.jobOp(ctx, "run now", p.ID, p.Now, s.scripts.runNow, s.wakeArg)
 }
 
 // RetryQueue retries up to p.Limit failed or cancelled jobs of a queue,
@@ -78,7 +78,7 @@ func (s *Store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (bac
 	if err := p.Check(); err != nil {
 		return backend.CountResult{}, err
 	}
-	return s.bulk(ctx, "retry queue "+p.Queue, p.Queue, retryQueueScript, func(uint32) ([]string, error) {
+	return s.bulk(ctx, "retry queue "+p.Queue, p.Queue, s.scripts.retryQueue, func(uint32) ([]string, error) {
 		return []string{ms(p.Now.UnixMilli()), s.keys.wakeChannel(p.Queue), stateCode(p.State), strconv.Itoa(p.Limit)}, nil
 	})
 }
@@ -92,7 +92,7 @@ func (s *Store) Purge(ctx context.Context, p backend.PurgeParams) (backend.Count
 		return backend.CountResult{}, err
 	}
 	code := stateCode(p.State)
-	return s.bulk(ctx, "purge "+p.Queue, p.Queue, purgeScript, func(num uint32) ([]string, error) {
+	return s.bulk(ctx, "purge "+p.Queue, p.Queue, s.scripts.purge, func(num uint32) ([]string, error) {
 		args := []string{ms(p.Now.UnixMilli()), code, strconv.Itoa(p.Limit)}
 		if hasInSet(code) {
 			return args, nil
@@ -159,7 +159,7 @@ func (s *Store) Report(ctx context.Context, p backend.ReportParams) (backend.Bat
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
 	}
-	b, err := s.leaseCall(ctx, "report", reportScript, ids,
+	b, err := s.leaseCall(ctx, "report", s.scripts.report, ids,
 		func(string, int) []string { return []string{ms(p.Now.UnixMilli()), strconv.Itoa(p.MaxLines())} },
 		func(args []string, i int) []string {
 			it := p.Items[i]
@@ -206,7 +206,7 @@ func (s *Store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (b
 		if err != nil {
 			return backend.QueueSettings{}, err
 		}
-		reply, err := s.runOne(ctx, "update queue "+p.Queue, num, updateQueueScript, args)
+		reply, err := s.runOne(ctx, "update queue "+p.Queue, num, s.scripts.updateQueue, args)
 		if err != nil && staleQueue(reply.Error()) && try == 0 {
 			s.queues.forget(p.Queue)
 			continue
@@ -222,7 +222,7 @@ func (s *Store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (b
 	}
 }
 
-// decodeSettings reads {paused, tc, tf, tx} (see updateQueueScript).
+// decodeSettings reads {paused, tc, tf, tx} (see lua/update_queue.lua).
 func decodeSettings(queue string, v []string) (backend.QueueSettings, error) {
 	qs := backend.QueueSettings{Paused: v[0] == "1"}
 	for i, dst := range []*backend.Retention{&qs.Retention.Completed, &qs.Retention.Failed, &qs.Retention.Cancelled} {

@@ -81,7 +81,7 @@ func (s *Store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 		}
 		calls := make([]call, len(groups))
 		for i, g := range groups {
-			calls[i] = call{s: enqueueScript, keys: s.enqueueKeysOf(g.num), args: g.args}
+			calls[i] = call{s: s.scripts.enqueue, keys: s.keysOf(s.scripts.enqueue, g.num), args: g.args}
 		}
 		err := s.retry(ctx, func(int) error {
 			if own && len(calls) == 1 {
@@ -323,7 +323,7 @@ func (g *enqueueGroup) collisions(reply rueidis.RedisResult) ([]int, error) {
 }
 
 // staleQueue reports whether a script refused to run because its queue's
-// keys are not marked as that queue's (see checkQueue in scripts.go).
+// keys are not marked as that queue's (see checkQueue in lua/common.lua).
 func staleQueue(err error) bool {
 	re, ok := rueidis.IsRedisErr(err)
 	return ok && (strings.HasPrefix(re.Error(), "KYUSTALE") || strings.HasPrefix(re.Error(), "KYUUNMARKED"))

@@ -29,7 +29,7 @@ func (s *Store) evalCmd(c call, full bool) rueidis.Completed {
 // fcallCmd is c as an FCALL of its function in the library, if it has one
 // and the server runs functions.
 func (s *Store) fcallCmd(c call) (rueidis.Completed, bool) {
-	fn, ok := functions.fn[c.s]
+	fn, ok := s.scripts.lib.fn[c.s]
 	if !ok || s.noFunctions.Load() {
 		return rueidis.Completed{}, false
 	}
@@ -112,7 +112,7 @@ func (s *Store) loadFunctions(ctx context.Context) error {
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
 	for addr, node := range s.client.Nodes() {
-		err := node.Do(ctx, node.B().FunctionLoad().Replace().FunctionCode(functions.src).Build()).Error()
+		err := node.Do(ctx, node.B().FunctionLoad().Replace().FunctionCode(s.scripts.lib.src).Build()).Error()
 		if err == nil {
 			continue
 		}

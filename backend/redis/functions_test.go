@@ -55,8 +55,8 @@ func TestFunctionsReloaded(t *testing.T) {
 	}
 	roundTrip(t, s)
 	out, err := ps.cli("FUNCTION", "LIST")
-	if err != nil || !strings.Contains(out, functions.name) {
-		t.Fatalf("library %s not loaded again: %v %s", functions.name, err, out)
+	if err != nil || !strings.Contains(out, s.scripts.lib.name) {
+		t.Fatalf("library %s not loaded again: %v %s", s.scripts.lib.name, err, out)
 	}
 	if s.noFunctions.Load() {
 		t.Fatal("store fell back to EVALSHA")

@@ -94,7 +94,7 @@ func (s *Store) runBatch(ctx context.Context, op string, sc *script, b *leaseBat
 	err := s.retry(ctx, func(try int) error {
 		calls := make([]call, len(b.groups))
 		for i, g := range b.groups {
-			calls[i] = call{s: sc, keys: s.queueKeysOf(g.num), args: args(g, try)}
+			calls[i] = call{s: sc, keys: s.keysOf(sc, g.num), args: args(g, try)}
 		}
 		replies = s.evalMany(ctx, calls)
 		for _, r := range replies {
@@ -169,7 +169,7 @@ func (s *Store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 		return backend.HeartbeatResult{}, err
 	}
 	exp := p.Now.Add(p.Extend)
-	b, err := s.leaseCall(ctx, "heartbeat", heartbeatScript, leaseIDs(p.Leases),
+	b, err := s.leaseCall(ctx, "heartbeat", s.scripts.heartbeat, leaseIDs(p.Leases),
 		func(string, int) []string { return []string{ms(p.Now.UnixMilli()), ms(exp.UnixMilli())} },
 		func(args []string, i int) []string {
 			return append(args, p.Leases[i].JobID, strconv.FormatInt(p.Leases[i].Token, 10))
@@ -198,7 +198,7 @@ func (s *Store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 		ids[i] = it.Lease.JobID
 	}
 	// The flag tells the script that an earlier try may have run.
-	b, err := s.leaseCall(ctx, "complete", completeScript, ids,
+	b, err := s.leaseCall(ctx, "complete", s.scripts.complete, ids,
 		func(_ string, try int) []string { return []string{ms(p.Now.UnixMilli()), flag(try > 0)} },
 		func(args []string, i int) []string {
 			it := p.Items[i]
@@ -219,7 +219,7 @@ func (s *Store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
 	}
-	b, err := s.leaseCall(ctx, "fail", failScript, ids, s.nowAndWake(p.Now),
+	b, err := s.leaseCall(ctx, "fail", s.scripts.fail, ids, s.nowAndWake(p.Now),
 		func(args []string, i int) []string {
 			it := p.Items[i]
 			return append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10), it.Message, it.Stack, msOf(it.RetryAt), flag(it.Final), flag(it.Cancel))
@@ -235,7 +235,7 @@ func (s *Store) Release(ctx context.Context, p backend.ReleaseParams) (backend.B
 	if err := backend.CheckNow(p.Now); err != nil {
 		return backend.BatchResult{}, err
 	}
-	b, err := s.leaseCall(ctx, "release", releaseScript, leaseIDs(p.Leases), s.nowAndWake(p.Now),
+	b, err := s.leaseCall(ctx, "release", s.scripts.release, leaseIDs(p.Leases), s.nowAndWake(p.Now),
 		func(args []string, i int) []string {
 			return append(args, p.Leases[i].JobID, strconv.FormatInt(p.Leases[i].Token, 10))
 		})

@@ -467,7 +467,7 @@ func encodeLine(line string, now time.Time) string {
 }
 
 // jobExtras are the stored values beside a record that a view carries
-// (see view in scripts.go); nil for a value not stored.
+// (see view in lua/common.lua); nil for a value not stored.
 type jobExtras struct {
 	errors, result, progress, logs, logCounts, expires *string
 }

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/kyuhq/kyu/backend"
 )
@@ -123,9 +122,7 @@ func recordSize(j *backend.Job) int {
 
 // encodeRecord writes the record of a new job.
 func encodeRecord(j *backend.Job) string {
-	b := appendRecord(make([]byte, 0, recordSize(j)), j)
-	// b is not written again: the string takes it over instead of a copy.
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	return string(appendRecord(make([]byte, 0, recordSize(j)), j))
 }
 
 // appendRecord appends the record of a new job to b.

@@ -21,9 +21,9 @@ type call struct {
 func (s *Store) evalCmd(c call, full bool) rueidis.Completed {
 	b := s.client.B()
 	if full {
-		return b.Eval().Script(c.s.src).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+		return b.Eval().Script(c.s.src()).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
 	}
-	return b.Evalsha().Sha1(c.s.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+	return b.Evalsha().Sha1(c.s.sha()).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
 }
 
 // fcallCmd is c as an FCALL of its function in the library, if it has one

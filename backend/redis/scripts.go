@@ -5,9 +5,11 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
-	"regexp"
+	"io"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // luaFiles are the scripts' sources. The Lua names keys and header fields
@@ -78,15 +80,20 @@ func (s *scripts) specs() []scriptSpec {
 	}
 }
 
-// script is a Lua script with its SHA1, run as a function of the library
-// (FCALL; see library) or, on servers without functions, by EVALSHA (EVAL
-// when the server does not have it yet).
+// script is a Lua script, run as a function of the library (FCALL; see
+// library) or, on servers without functions, by EVALSHA (EVAL when the
+// server does not have it yet).
 type script struct {
 	name string
-	src  string
-	sha  string
-	// body is src without common.lua, for the library (newLibrary).
+	// head is what precedes body in the script's source (src): common.lua
+	// for a per-queue script, after the keys table for one with slots.
+	// Kept apart, the scripts share one copy of common.lua.
+	head string
+	// body is the script's own lines, which the library runs (newLibrary).
 	body string
+	// sha is the SHA1 of src (hex), for EVALSHA; worked out at the first
+	// call that needs it, since a server with functions needs none.
+	sha func() string
 	// keys names the keys a call passes, in order: a queue's keys
 	// (queueKeys.key) for a per-queue script, store-wide ones
 	// (keys.named) for the others.
@@ -96,6 +103,19 @@ type script struct {
 	// script puts each back at its position in KEYS (keysTable).
 	slots []int
 }
+
+// newScript builds a script whose source is head followed by body.
+func newScript(name, head, body string) *script {
+	return &script{name: name, head: head, body: body, sha: sync.OnceValue(func() string {
+		h := sha1.New()
+		io.WriteString(h, head)
+		io.WriteString(h, body)
+		return hex.EncodeToString(h.Sum(nil))
+	})}
+}
+
+// src is the script's whole source, for EVAL.
+func (sc *script) src() string { return sc.head + sc.body }
 
 // storeKeys is the store-wide keys a script that is not per queue takes.
 func (sc *script) storeKeys(k keys) []string {
@@ -129,18 +149,18 @@ func loadScripts() (*scripts, error) {
 		var sc *script
 		switch {
 		case !sp.perQueue:
-			sc = rawScript(sp.name, body)
+			sc = newScript(sp.name, "", body)
 			sc.keys = sp.keys
 		case sp.keys == nil:
-			sc = rawScript(sp.name, common+body)
-			sc.body, sc.keys = body, queueNames
+			sc = newScript(sp.name, common, body)
+			sc.keys = queueNames
 		default:
 			slots, err := positions(sp.keys, queueNames)
 			if err != nil {
 				return nil, fmt.Errorf("script %s: %w", sp.name, err)
 			}
-			sc = rawScript(sp.name, "local KEYS = "+keysTable("KEYS", slots)+"\n"+common+body)
-			sc.body, sc.keys, sc.slots = body, sp.keys, slots
+			sc = newScript(sp.name, "local KEYS = "+keysTable("KEYS", slots)+"\n"+common, body)
+			sc.keys, sc.slots = sp.keys, slots
 		}
 		*sp.dst = sc
 		all = append(all, sc)
@@ -153,7 +173,7 @@ func loadScripts() (*scripts, error) {
 func positions(names, all []string) ([]int, error) {
 	out := make([]int, len(names))
 	for i, n := range names {
-		p := indexOf(all, n)
+		p := slices.Index(all, n)
 		if p < 0 || (i > 0 && p+1 <= out[i-1]) {
 			return nil, fmt.Errorf("key %q is not a queue key in queue order", n)
 		}
@@ -161,22 +181,6 @@ func positions(names, all []string) ([]int, error) {
 	}
 	return out, nil
 }
-
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
-		}
-	}
-	return -1
-}
-
-// placeholder matches the names substitute replaces; leftover matches any
-// name of that shape, so a misspelt prefix is caught too.
-var (
-	placeholder = regexp.MustCompile(`\b(KEY|KEYPOS|F)_([a-z0-9_]+)\b|\bLEASE_ANCHOR\b`)
-	leftover    = regexp.MustCompile(`\b[A-Z][A-Z0-9]*_[A-Za-z0-9_]+\b`)
-)
 
 // readLua reads lua/<name>.lua and substitutes its names, the keys
 // being keyNames in order.
@@ -194,34 +198,79 @@ func readLua(name string, keyNames []string) (string, error) {
 }
 
 // substitute replaces the names of src (see luaFiles) in one pass, the
-// keys being keyNames in order. It fails on a name it does not know.
+// keys being keyNames in order. Any word of that shape (capitals, an
+// underscore, more) that it does not know is an error, so a misspelt
+// name or prefix does not reach Redis as a global that is nil.
 func substitute(src string, keyNames []string) (string, error) {
+	var b strings.Builder
+	b.Grow(len(src))
 	var bad []string
-	out := placeholder.ReplaceAllStringFunc(src, func(m string) string {
-		if m == "LEASE_ANCHOR" {
-			return "'" + leaseAnchor + "'"
+	for i := 0; i < len(src); {
+		j := i + 1
+		for j < len(src) && isWordByte(src[j]) == isWordByte(src[i]) {
+			j++
 		}
-		kind, name, _ := strings.Cut(m, "_")
-		if kind == "F" {
-			if n, ok := headerField(name); ok {
-				return strconv.Itoa(n)
-			}
-		} else if p := indexOf(keyNames, name); p >= 0 {
-			if kind == "KEY" {
-				return "KEYS[" + strconv.Itoa(p+1) + "]"
-			}
-			return strconv.Itoa(p + 1)
+		word := src[i:j]
+		i = j
+		if !isWordByte(word[0]) {
+			b.WriteString(word)
+			continue
 		}
-		bad = append(bad, m)
-		return m
-	})
+		rep, known := nameValue(word, keyNames)
+		if !known {
+			bad = append(bad, word)
+		}
+		b.WriteString(rep)
+	}
 	if len(bad) > 0 {
 		return "", fmt.Errorf("unknown names %v (keys: %v)", bad, keyNames)
 	}
-	if m := leftover.FindString(out); m != "" {
-		return "", fmt.Errorf("unknown name %s", m)
+	return b.String(), nil
+}
+
+// nameValue is what substitute writes for a word: the word itself unless
+// it has a name's shape, and whether it knows the word.
+func nameValue(word string, keyNames []string) (string, bool) {
+	if word == "LEASE_ANCHOR" {
+		return "'" + leaseAnchor + "'", true
 	}
-	return out, nil
+	kind, name, ok := strings.Cut(word, "_")
+	if !ok || name == "" || !isNamePrefix(kind) {
+		return word, true
+	}
+	switch kind {
+	case "F":
+		if n, ok := headerField(name); ok {
+			return strconv.Itoa(n), true
+		}
+	case "KEY", "KEYPOS":
+		if p := slices.Index(keyNames, name); p >= 0 {
+			if kind == "KEY" {
+				return "KEYS[" + strconv.Itoa(p+1) + "]", true
+			}
+			return strconv.Itoa(p + 1), true
+		}
+	}
+	return word, false
+}
+
+// isNamePrefix reports whether s is a capital followed by capitals and
+// digits, as the part of a name before its first underscore is.
+func isNamePrefix(s string) bool {
+	if s == "" || s[0] < 'A' || s[0] > 'Z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if (s[i] < 'A' || s[i] > 'Z') && (s[i] < '0' || s[i] > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// isWordByte reports whether c can be part of a Lua name or number.
+func isWordByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // headerField is the position of the header field a script names
@@ -292,12 +341,6 @@ func slotKeys(all []string, slots []int) []string {
 	return out
 }
 
-// rawScript builds a script from its whole source.
-func rawScript(name, src string) *script {
-	sum := sha1.Sum([]byte(src))
-	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:]), body: src}
-}
-
 // library is the scripts as one Redis Functions library (FUNCTION LOAD,
 // then FCALL). Its functions skip what every EVALSHA of a script pays:
 // running common.lua's definitions, some thirty closures and tables, on
@@ -320,9 +363,9 @@ func newLibrary(common string, scripts ...*script) *library {
 	b.WriteString("local KEYS, ARGV\n")
 	b.WriteString(common)
 	sum := sha1.New()
-	sum.Write([]byte(common))
+	io.WriteString(sum, common)
 	for _, sc := range scripts {
-		sum.Write([]byte(sc.src))
+		fmt.Fprintf(sum, "\x00%s\x00%v\x00%s", sc.name, sc.slots, sc.body)
 	}
 	tag := hex.EncodeToString(sum.Sum(nil))[:16]
 	l := &library{name: "kyu_" + tag, fn: make(map[*script]string, len(scripts))}

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/redis/rueidis"
@@ -206,16 +205,7 @@ const (
 
 // setJob gives the group's k-th job a new id and writes its ARGV values.
 // The id, the score, the times and the record are written into one
-// buffer, which the ARGV strings share (it is never written again).
-//
-// Sharing it (unsafe.String) rather than copying each value
-// (string(buf[from:])) measured in BenchmarkEnqueueBatch, the store's
-// side of kyu bench's batch enqueue (go test -c of each build, six pairs
-// run alternately, 2,000 calls of 100 jobs, 2026-11-26 on a loaded
-// 2-core machine): 35,672 · 45,065 · 36,103 · 41,160 · 65,569 · 100,680
-// jobs/s shared against 32,247 · 27,647 · 34,651 · 36,842 · 40,028 ·
-// 79,051 copied, ahead in every pair (+4 % to +64 %, median +19 %), with
-// 212 allocations a call against 512.
+// buffer, and each ARGV value is a copy of its part.
 func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	nj := &p.Jobs[g.pos[k]]
 	u, err := newJobUUID(g.num)
@@ -228,12 +218,7 @@ func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	}
 	j := newRecord(nj, "", now)
 	buf := make([]byte, 0, 36+3*20+recordSize(&j))
-	take := func(from int) string {
-		if from == len(buf) {
-			return ""
-		}
-		return unsafe.String(&buf[from], len(buf)-from)
-	}
+	take := func(from int) string { return string(buf[from:]) }
 	buf = appendID(buf, u)
 	j.ID = take(0)
 	runAt := j.RunAt.UnixMilli()

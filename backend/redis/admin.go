@@ -11,7 +11,7 @@ import (
 )
 
 // jobOp runs a script that acts on one job and answers with a view (see
-// view in scripts.go): Cancel, Retry and RunNow. args follow the id.
+// view in lua/common.lua): Cancel, Retry and RunNow. args follow the id.
 func (s *store) jobOp(ctx context.Context, op, id string, now time.Time, sc *script, args func(queue string) []string) (*backend.Job, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
@@ -54,25 +54,25 @@ func (s *store) jobOp(ctx context.Context, op, id string, now time.Time, sc *scr
 func noArgs(string) []string { return nil }
 
 // Cancel cancels a waiting job at once, or records the request on an
-// active one (cancelScript).
+// active one (lua/cancel.lua).
 func (s *store) Cancel(ctx context.Context, p backend.CancelParams) (*backend.Job, error) {
-	return s.jobOp(ctx, "cancel", p.ID, p.Now, cancelScript, noArgs)
+	return s.jobOp(ctx, "cancel", p.ID, p.Now, s.scripts.cancel, noArgs)
 }
 
-// Retry sends a failed or cancelled job back to pending (retryScript).
+// Retry sends a failed or cancelled job back to pending (lua/retry.lua).
 func (s *store) Retry(ctx context.Context, p backend.RetryParams) (*backend.Job, error) {
-	return s.jobOp(ctx, "retry", p.ID, p.Now, retryScript, s.wakeArg)
+	return s.jobOp(ctx, "retry", p.ID, p.Now, s.scripts.retry, s.wakeArg)
 }
 
-// RunNow makes a scheduled or retry job pending at once (runNowScript).
+// RunNow makes a scheduled or retry job pending at once (lua/run_now.lua).
 func (s *store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Job, error) {
-	return s.jobOp(ctx, "run now", p.ID, p.Now, runNowScript, s.wakeArg)
+	return s.jobOp(ctx, "run now", p.ID, p.Now, s.scripts.runNow, s.wakeArg)
 }
 
 // RetryQueue retries up to p.Limit failed or cancelled jobs of a queue,
 // oldest first, in one script run.
 func (s *store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (backend.CountResult, error) {
-	return s.bulk(ctx, "retry queue "+p.Queue, p.Queue, retryQueueScript, func(uint32) ([]string, error) {
+	return s.bulk(ctx, "retry queue "+p.Queue, p.Queue, s.scripts.retryQueue, func(uint32) ([]string, error) {
 		return []string{ms(p.Now.UnixMilli()), s.keys.wakeChannel(p.Queue), stateCode(p.State), strconv.Itoa(p.Limit)}, nil
 	})
 }
@@ -83,7 +83,7 @@ func (s *store) RetryQueue(ctx context.Context, p backend.RetryQueueParams) (bac
 // those still pending.
 func (s *store) Purge(ctx context.Context, p backend.PurgeParams) (backend.CountResult, error) {
 	code := stateCode(p.State)
-	return s.bulk(ctx, "purge "+p.Queue, p.Queue, purgeScript, func(num uint32) ([]string, error) {
+	return s.bulk(ctx, "purge "+p.Queue, p.Queue, s.scripts.purge, func(num uint32) ([]string, error) {
 		args := []string{ms(p.Now.UnixMilli()), code, strconv.Itoa(p.Limit)}
 		if hasInSet(code) {
 			return args, nil
@@ -147,7 +147,7 @@ func (s *store) Report(ctx context.Context, p backend.ReportParams) (backend.Bat
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
 	}
-	b, err := s.leaseCall(ctx, "report", reportScript, ids,
+	b, err := s.leaseCall(ctx, "report", s.scripts.report, ids,
 		func(string, int) []string { return []string{ms(p.Now.UnixMilli()), strconv.Itoa(p.MaxLines())} },
 		func(args []string, i int) []string {
 			it := p.Items[i]
@@ -191,7 +191,7 @@ func (s *store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (b
 		if err != nil {
 			return backend.QueueSettings{}, err
 		}
-		reply, err := s.runOne(ctx, "update queue "+p.Queue, num, updateQueueScript, args)
+		reply, err := s.runOne(ctx, "update queue "+p.Queue, num, s.scripts.updateQueue, args)
 		if err != nil && staleQueue(reply.Error()) && try == 0 {
 			s.queues.forget(p.Queue)
 			continue
@@ -207,7 +207,7 @@ func (s *store) UpdateQueue(ctx context.Context, p backend.UpdateQueueParams) (b
 	}
 }
 
-// decodeSettings reads {paused, tc, tf, tx} (see updateQueueScript).
+// decodeSettings reads {paused, tc, tf, tx} (see lua/update_queue.lua).
 func decodeSettings(queue string, v []string) (backend.QueueSettings, error) {
 	qs := backend.QueueSettings{Paused: v[0] == "1"}
 	for i, dst := range []*backend.Retention{&qs.Retention.Completed, &qs.Retention.Failed, &qs.Retention.Cancelled} {

@@ -80,7 +80,7 @@ func (s *store) claimQueue(ctx context.Context, q string, args []string) (queueC
 		}
 		var reply rueidis.RedisResult
 		err = s.retry(ctx, func(int) error {
-			reply = s.eval(ctx, claimScript, s.queueKeysOf(num), args)
+			reply = s.eval(ctx, s.scripts.claim, s.keysOf(s.scripts.claim, num), args)
 			return reply.Error()
 		})
 		if staleQueue(err) {

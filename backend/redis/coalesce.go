@@ -108,6 +108,12 @@ func (s *store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 
 	switch {
 	case i == 0 && b.gathering:
+		// The yield is what gathers. BenchmarkEnqueue (the store's side of
+		// kyu bench's single enqueue; go test -c of each build, six pairs,
+		// three run each way round, 100,000 jobs, 2026-11-26 on a loaded
+		// 2-core machine): 15,614 · 31,400 · 16,325 · 14,820 · 19,894 · 21,531
+		// jobs/s with it against 9,157 · 8,875 · 11,104 · 10,320 · 9,230 ·
+		// 11,673 without, ahead in every pair (+44 % to +254 %).
 		runtime.Gosched()
 		s.sendBatch(ctx, q, l, b, p)
 	case i == 0:

@@ -34,7 +34,7 @@ func TestIDCollision(t *testing.T) {
 	g.args[enqueueHead+6] = encodeRecord(p.Jobs[0].Record(id, now))
 	outcome := func() int64 {
 		t.Helper()
-		reply := s.eval(ctx, enqueueScript, s.enqueueKeysOf(num), g.args)
+		reply := s.eval(ctx, s.scripts.enqueue, s.keysOf(s.scripts.enqueue, num), g.args)
 		v, asked, err := g.replyItems(reply)
 		if err != nil {
 			t.Fatalf("enqueue script: %v", err)

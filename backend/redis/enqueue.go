@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/redis/rueidis"
@@ -78,7 +77,7 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 		}
 		calls := make([]call, len(groups))
 		for i, g := range groups {
-			calls[i] = call{s: enqueueScript, keys: s.enqueueKeysOf(g.num), args: g.args}
+			calls[i] = call{s: s.scripts.enqueue, keys: s.keysOf(s.scripts.enqueue, g.num), args: g.args}
 		}
 		err := s.retry(ctx, func(int) error {
 			if own && len(calls) == 1 {
@@ -203,7 +202,7 @@ const (
 
 // setJob gives the group's k-th job a new id and writes its ARGV values.
 // The id, the score, the times and the record are written into one
-// buffer, which the ARGV strings share (it is never written again).
+// buffer, and each ARGV value is a copy of its part.
 func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	nj := &p.Jobs[g.pos[k]]
 	u, err := newJobUUID(g.num)
@@ -216,12 +215,7 @@ func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	}
 	j := newRecord(nj, "", now)
 	buf := make([]byte, 0, 36+3*20+recordSize(&j))
-	take := func(from int) string {
-		if from == len(buf) {
-			return ""
-		}
-		return unsafe.String(&buf[from], len(buf)-from)
-	}
+	take := func(from int) string { return string(buf[from:]) }
 	buf = appendID(buf, u)
 	j.ID = take(0)
 	runAt := j.RunAt.UnixMilli()
@@ -320,7 +314,7 @@ func (g *enqueueGroup) collisions(reply rueidis.RedisResult) ([]int, error) {
 }
 
 // staleQueue reports whether a script refused to run because its queue's
-// keys are not marked as that queue's (see checkQueue in scripts.go).
+// keys are not marked as that queue's (see checkQueue in lua/common.lua).
 func staleQueue(err error) bool {
 	re, ok := rueidis.IsRedisErr(err)
 	return ok && (strings.HasPrefix(re.Error(), "KYUSTALE") || strings.HasPrefix(re.Error(), "KYUUNMARKED"))

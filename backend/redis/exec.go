@@ -21,15 +21,15 @@ type call struct {
 func (s *store) evalCmd(c call, full bool) rueidis.Completed {
 	b := s.client.B()
 	if full {
-		return b.Eval().Script(c.s.src).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+		return b.Eval().Script(c.s.src()).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
 	}
-	return b.Evalsha().Sha1(c.s.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+	return b.Evalsha().Sha1(c.s.sha()).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
 }
 
 // fcallCmd is c as an FCALL of its function in the library, if it has one
 // and the server runs functions.
 func (s *store) fcallCmd(c call) (rueidis.Completed, bool) {
-	fn, ok := functions.fn[c.s]
+	fn, ok := s.scripts.lib.fn[c.s]
 	if !ok || s.noFunctions.Load() {
 		return rueidis.Completed{}, false
 	}
@@ -112,7 +112,7 @@ func (s *store) loadFunctions(ctx context.Context) error {
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
 	for addr, node := range s.client.Nodes() {
-		err := node.Do(ctx, node.B().FunctionLoad().Replace().FunctionCode(functions.src).Build()).Error()
+		err := node.Do(ctx, node.B().FunctionLoad().Replace().FunctionCode(s.scripts.lib.src).Build()).Error()
 		if err == nil {
 			continue
 		}

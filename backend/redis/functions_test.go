@@ -55,8 +55,8 @@ func TestFunctionsReloaded(t *testing.T) {
 	}
 	roundTrip(t, s)
 	out, err := ps.cli("FUNCTION", "LIST")
-	if err != nil || !strings.Contains(out, functions.name) {
-		t.Fatalf("library %s not loaded again: %v %s", functions.name, err, out)
+	if err != nil || !strings.Contains(out, s.scripts.lib.name) {
+		t.Fatalf("library %s not loaded again: %v %s", s.scripts.lib.name, err, out)
 	}
 	if s.noFunctions.Load() {
 		t.Fatal("store fell back to EVALSHA")
@@ -76,5 +76,12 @@ func TestFunctionsRefused(t *testing.T) {
 	roundTrip(t, s)
 	if !s.noFunctions.Load() {
 		t.Fatal("store did not fall back to EVALSHA")
+	}
+	// The scripts sent by EVAL are cached under the SHA1s EVALSHA names,
+	// so later calls need not send them again.
+	for _, sc := range []*script{s.scripts.enqueue, s.scripts.claim, s.scripts.complete} {
+		if out, err := ps.cli("SCRIPT", "EXISTS", sc.sha()); err != nil || strings.TrimSpace(out) != "1" {
+			t.Errorf("script %s: SCRIPT EXISTS %s = %q, %v", sc.name, sc.sha(), out, err)
+		}
 	}
 }

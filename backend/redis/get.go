@@ -23,7 +23,7 @@ func (s *store) jobQueue(ctx context.Context, id string) (num uint32, queue stri
 func (s *store) runOne(ctx context.Context, op string, num uint32, sc *script, args []string) (rueidis.RedisResult, error) {
 	var reply rueidis.RedisResult
 	err := s.retry(ctx, func(int) error {
-		reply = s.eval(ctx, sc, s.queueKeysOf(num), args)
+		reply = s.eval(ctx, sc, s.keysOf(sc, num), args)
 		return reply.Error()
 	})
 	if err != nil {
@@ -32,7 +32,7 @@ func (s *store) runOne(ctx context.Context, op string, num uint32, sc *script, a
 	return reply, nil
 }
 
-// viewReply reads a script's view reply (see view in scripts.go): its
+// viewReply reads a script's view reply (see view in lua/common.lua): its
 // code and, for code 0, the job. other is the second value of a refusal
 // ({3, state letter}, {5, holder id}). A job that no longer exists (the
 // view of a job deleted by its own retention) still comes back whole.
@@ -105,7 +105,7 @@ func (s *store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, err
 	if !ok {
 		return nil, backend.ErrNotFound
 	}
-	reply, err := s.runOne(ctx, "get "+p.ID, num, getScript, []string{p.ID})
+	reply, err := s.runOne(ctx, "get "+p.ID, num, s.scripts.get, []string{p.ID})
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func (s *store) Delete(ctx context.Context, p backend.DeleteParams) error {
 	if !ok {
 		return backend.ErrNotFound
 	}
-	reply, err := s.runOne(ctx, "delete "+p.ID, num, deleteScript, []string{p.ID})
+	reply, err := s.runOne(ctx, "delete "+p.ID, num, s.scripts.delete, []string{p.ID})
 	if err != nil {
 		return err
 	}

@@ -86,7 +86,7 @@ func (k keys) wakeChannel(queue string) string { return k.prefix + ":wake:" + qu
 func (k keys) wakePattern() string { return escapeGlob(k.prefix) + ":wake:*" }
 
 // donePattern matches the done channels of every queue ({P:N}:done, see
-// doneChannel in scripts.go).
+// finalize in lua/common.lua).
 func (k keys) donePattern() string { return "{" + escapeGlob(k.prefix) + ":*}:done" }
 
 // doneProbe is on the done pattern but names no queue (queue tags end in
@@ -127,16 +127,83 @@ func hasInSet(code string) bool {
 	return code == "s" || code == "r" || code == "c" || code == "f" || code == "x"
 }
 
-// all lists every key of the queue in the order the scripts take them as
-// KEYS[1..19] (see scripts.go). Script calls take the list from a
-// keyLists, which builds it once per queue.
-func (q queueKeys) all() []string {
+// queueKeyNames names the keys of a queue (queueKeys.key) in the order
+// the per-queue scripts take them as KEYS; the Lua names each KEY_<name>
+// (see luaFiles).
+func queueKeyNames() []string {
 	return []string{
-		q.jobs(), q.errors(), q.results(), q.ready(), q.waiting(), q.leases(),
-		q.deadlines(), q.final(), q.unique(), q.uniqueEnds(), q.name(),
-		q.in("s"), q.in("r"), q.in("c"), q.in("f"), q.in("x"),
-		q.settings(), q.minutes(), q.reports(),
+		"jobs", "errors", "results", "ready", "waiting", "leases",
+		"deadlines", "final", "unique", "unique_ends", "queue_name",
+		"in_s", "in_r", "in_c", "in_f", "in_x",
+		"settings", "minutes", "reports",
 	}
+}
+
+// key is the queue's key of one of queueKeyNames ("" for another name).
+func (q queueKeys) key(name string) string {
+	switch name {
+	case "jobs":
+		return q.jobs()
+	case "errors":
+		return q.errors()
+	case "results":
+		return q.results()
+	case "ready":
+		return q.ready()
+	case "waiting":
+		return q.waiting()
+	case "leases":
+		return q.leases()
+	case "deadlines":
+		return q.deadlines()
+	case "final":
+		return q.final()
+	case "unique":
+		return q.unique()
+	case "unique_ends":
+		return q.uniqueEnds()
+	case "queue_name":
+		return q.name()
+	case "in_s", "in_r", "in_c", "in_f", "in_x":
+		return q.in(name[3:])
+	case "settings":
+		return q.settings()
+	case "minutes":
+		return q.minutes()
+	case "reports":
+		return q.reports()
+	}
+	return ""
+}
+
+// all lists every key of the queue in the order the scripts take them
+// (queueKeyNames). Script calls take the list from a keyLists, which
+// builds it once per queue.
+func (q queueKeys) all() []string {
+	names := queueKeyNames()
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = q.key(n)
+	}
+	return out
+}
+
+// named is the store-wide key a script names KEY_<name> ("" for another
+// name).
+func (k keys) named(name string) string {
+	switch name {
+	case "meta":
+		return k.meta()
+	case "queues":
+		return k.queues()
+	case "queue_names":
+		return k.queueNames()
+	case "workers":
+		return k.workers()
+	case "worker_ends":
+		return k.workerEnds()
+	}
+	return ""
 }
 
 // escapeGlob escapes the characters that are special in a Redis pattern.
@@ -167,13 +234,14 @@ type keyLists struct {
 }
 
 // keyList is the keys of one queue: all of them (queueKeys.all), and the
-// ones the enqueue script takes (enqueueSlots).
+// ones the enqueue script takes (its slots).
 type keyList struct {
 	all, enqueue []string
 }
 
-// of returns the key lists of queue num.
-func (l *keyLists) of(k keys, num uint32) keyList {
+// of returns the key lists of queue num; enqueueSlots are the enqueue
+// script's slots.
+func (l *keyLists) of(k keys, num uint32, enqueueSlots []int) keyList {
 	l.mu.RLock()
 	kl, ok := l.byNum[num]
 	l.mu.RUnlock()

@@ -1,8 +1,6 @@
 package redis
 
 import (
-	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
@@ -58,32 +56,5 @@ func TestLeaseAnchor(t *testing.T) {
 	r, err := s.RecoverLeases(ctx, backend.MaintenanceParams{Now: backend.MaxTime().Add(-time.Second)})
 	if err != nil || r.Moved != 0 || r.Failed != 0 {
 		t.Fatalf("RecoverLeases = %+v, %v; want nothing recovered", r, err)
-	}
-}
-
-// TestSlotScript: a script that takes only some of a queue's keys puts
-// each back at its position, and the enqueue script's own lines name no
-// key outside its slots (luaCommon's helpers it calls are covered by the
-// conformance suite, where a missing key fails the script).
-func TestSlotScript(t *testing.T) {
-	t.Parallel()
-	if got, want := keysTable("k", []int{1, 4, 5}), "{k[1], nil, nil, k[2], k[3]}"; got != want {
-		t.Fatalf("keysTable = %s, want %s", got, want)
-	}
-	all := keys{prefix: "p"}.queue(7).all()
-	got := slotKeys(all, enqueueSlots)
-	for i, pos := range enqueueSlots {
-		if got[i] != all[pos-1] {
-			t.Fatalf("slotKeys[%d] = %s, want %s (position %d)", i, got[i], all[pos-1], pos)
-		}
-	}
-	used := map[int]bool{}
-	for _, pos := range enqueueSlots {
-		used[pos] = true
-	}
-	for _, m := range regexp.MustCompile(`KEYS\[(\d+)\]`).FindAllStringSubmatch(enqueueScript.body, -1) {
-		if n, _ := strconv.Atoi(m[1]); !used[n] {
-			t.Errorf("the enqueue script names KEYS[%d], which is not among enqueueSlots %v", n, enqueueSlots)
-		}
 	}
 }

@@ -94,7 +94,7 @@ func (s *store) runBatch(ctx context.Context, op string, sc *script, b *leaseBat
 	err := s.retry(ctx, func(try int) error {
 		calls := make([]call, len(b.groups))
 		for i, g := range b.groups {
-			calls[i] = call{s: sc, keys: s.queueKeysOf(g.num), args: args(g, try)}
+			calls[i] = call{s: sc, keys: s.keysOf(sc, g.num), args: args(g, try)}
 		}
 		replies = s.evalMany(ctx, calls)
 		for _, r := range replies {
@@ -166,7 +166,7 @@ func flag(b bool) string {
 // Heartbeat extends every live lease to p.Now+p.Extend.
 func (s *store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backend.HeartbeatResult, error) {
 	exp := p.Now.Add(p.Extend)
-	b, err := s.leaseCall(ctx, "heartbeat", heartbeatScript, leaseIDs(p.Leases),
+	b, err := s.leaseCall(ctx, "heartbeat", s.scripts.heartbeat, leaseIDs(p.Leases),
 		func(string, int) []string { return []string{ms(p.Now.UnixMilli()), ms(exp.UnixMilli())} },
 		func(args []string, i int) []string {
 			return append(args, p.Leases[i].JobID, strconv.FormatInt(p.Leases[i].Token, 10))
@@ -192,7 +192,7 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 		ids[i] = it.Lease.JobID
 	}
 	// The flag tells the script that an earlier try may have run.
-	b, err := s.leaseCall(ctx, "complete", completeScript, ids,
+	b, err := s.leaseCall(ctx, "complete", s.scripts.complete, ids,
 		func(_ string, try int) []string { return []string{ms(p.Now.UnixMilli()), flag(try > 0)} },
 		func(args []string, i int) []string {
 			it := p.Items[i]
@@ -210,7 +210,7 @@ func (s *store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
 	}
-	b, err := s.leaseCall(ctx, "fail", failScript, ids, s.nowAndWake(p.Now),
+	b, err := s.leaseCall(ctx, "fail", s.scripts.fail, ids, s.nowAndWake(p.Now),
 		func(args []string, i int) []string {
 			it := p.Items[i]
 			return append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10), it.Message, it.Stack, msOf(it.RetryAt), flag(it.Final), flag(it.Cancel))
@@ -223,7 +223,7 @@ func (s *store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 
 // Release hands the jobs back to pending, their attempt not counted.
 func (s *store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
-	b, err := s.leaseCall(ctx, "release", releaseScript, leaseIDs(p.Leases), s.nowAndWake(p.Now),
+	b, err := s.leaseCall(ctx, "release", s.scripts.release, leaseIDs(p.Leases), s.nowAndWake(p.Now),
 		func(args []string, i int) []string {
 			return append(args, p.Leases[i].JobID, strconv.FormatInt(p.Leases[i].Token, 10))
 		})

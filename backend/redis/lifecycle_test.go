@@ -9,7 +9,7 @@ import (
 )
 
 // TestRetryLeavesUniqueForKeys checks the retry script's reading of a
-// job's body (hasUniqueFor in scripts.go): Retry takes a unique key again
+// job's body (hasUniqueFor in lua/common.lua): Retry takes a unique key again
 // only for a job without UniqueFor, also when the body's strings are long
 // enough to need multi-byte lengths.
 func TestRetryLeavesUniqueForKeys(t *testing.T) {

@@ -261,7 +261,7 @@ func (s *store) listed(ctx context.Context, ids []string) ([]*backend.Job, error
 	err := s.retry(ctx, func(int) error {
 		calls := make([]call, len(groups))
 		for i, g := range groups {
-			calls[i] = call{s: listScript, keys: s.queueKeysOf(g.num), args: g.ids}
+			calls[i] = call{s: s.scripts.list, keys: s.keysOf(s.scripts.list, g.num), args: g.ids}
 		}
 		replies = s.evalMany(ctx, calls)
 		for _, r := range replies {

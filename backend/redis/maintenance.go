@@ -44,7 +44,7 @@ func (s *store) eachQueue(ctx context.Context, op string, p backend.MaintenanceP
 		args := append([]string{nowS, strconv.Itoa(limit)}, extra(q)...)
 		var reply rueidis.RedisResult
 		err := s.retry(ctx, func(int) error {
-			reply = s.eval(ctx, sc, s.queueKeysOf(queues[q]), args)
+			reply = s.eval(ctx, sc, s.keysOf(sc, queues[q]), args)
 			return reply.Error()
 		})
 		if err != nil {
@@ -63,7 +63,7 @@ func (s *store) eachQueue(ctx context.Context, op string, p backend.MaintenanceP
 // jobs whose deadline has passed.
 func (s *store) Promote(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	var res backend.MaintenanceResult
-	err := s.eachQueue(ctx, "promote", p, promoteScript, s.wakeArg, func(reply rueidis.RedisResult) (int, error) {
+	err := s.eachQueue(ctx, "promote", p, s.scripts.promote, s.wakeArg, func(reply rueidis.RedisResult) (int, error) {
 		v, err := reply.AsIntSlice()
 		if err != nil || len(v) != 2 {
 			return 0, fmt.Errorf("bad reply")
@@ -78,7 +78,7 @@ func (s *store) Promote(ctx context.Context, p backend.MaintenanceParams) (backe
 // RecoverLeases ends expired leases.
 func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	var res backend.MaintenanceResult
-	err := s.eachQueue(ctx, "recover leases", p, recoverScript, s.wakeArg, func(reply rueidis.RedisResult) (int, error) {
+	err := s.eachQueue(ctx, "recover leases", p, s.scripts.recover, s.wakeArg, func(reply rueidis.RedisResult) (int, error) {
 		v, err := reply.AsIntSlice()
 		if err != nil || len(v) != 2 {
 			return 0, fmt.Errorf("bad reply")
@@ -99,7 +99,7 @@ func (s *store) wakeArg(queue string) []string { return []string{s.keys.wakeChan
 func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	var res backend.MaintenanceResult
 	keep := ms(backend.MinuteOf(p.Now).Add(time.Minute - backend.StatsHistory).UnixMilli())
-	err := s.eachQueue(ctx, "apply retention", p, retentionScript, func(string) []string { return []string{keep} }, func(reply rueidis.RedisResult) (int, error) {
+	err := s.eachQueue(ctx, "apply retention", p, s.scripts.retention, func(string) []string { return []string{keep} }, func(reply rueidis.RedisResult) (int, error) {
 		n, err := reply.AsInt64()
 		if err != nil {
 			return 0, err

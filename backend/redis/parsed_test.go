@@ -10,7 +10,7 @@ import (
 )
 
 // TestParsedActiveRecords drives the library's memo of active records'
-// parses (parsedActive in scripts.go) through its cases: one record
+// parses (parsedActive in lua/common.lua) through its cases: one record
 // written for several jobs (identical jobs claimed together), a heartbeat
 // that rewrites a remembered record, and records edited by hand after the
 // claim, which must be read as they now are, not as remembered.

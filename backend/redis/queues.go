@@ -14,7 +14,7 @@ import (
 // changes, so each process caches what it has learnt.
 //
 // The registry lives in the store-wide keys {P}:queues (name -> number)
-// and {P}:queue-names (number -> name), which only registerScript writes;
+// and {P}:queue-names (number -> name), which only lua/register.lua writes;
 // cross-queue steps (maintenance) read the list of queues from there and
 // then run one script per queue.
 type registry struct {
@@ -49,7 +49,8 @@ func (r *registry) number(ctx context.Context, name string, create bool) (num ui
 	var res rueidis.RedisResult
 	err = r.s.retry(ctx, func(int) error {
 		if create {
-			res = r.s.eval(ctx, registerScript, []string{k.queues(), k.queueNames(), k.meta()}, []string{name, strconv.Itoa(maxQueues)})
+			sc := r.s.scripts.register
+			res = r.s.eval(ctx, sc, sc.storeKeys(k), []string{name, strconv.Itoa(maxQueues)})
 		} else {
 			res = r.s.client.Do(ctx, r.s.client.B().Hget().Key(k.queues()).Field(name).Build())
 		}

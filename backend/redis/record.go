@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/kyuhq/kyu/backend"
 )
@@ -123,9 +122,7 @@ func recordSize(j *backend.Job) int {
 
 // encodeRecord writes the record of a new job.
 func encodeRecord(j *backend.Job) string {
-	b := appendRecord(make([]byte, 0, recordSize(j)), j)
-	// b is not written again: the string takes it over instead of a copy.
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	return string(appendRecord(make([]byte, 0, recordSize(j)), j))
 }
 
 // appendRecord appends the record of a new job to b.
@@ -467,7 +464,7 @@ func encodeLine(line string, now time.Time) string {
 }
 
 // jobExtras are the stored values beside a record that a view carries
-// (see view in scripts.go); nil for a value not stored.
+// (see view in lua/common.lua); nil for a value not stored.
 type jobExtras struct {
 	errors, result, progress, logs, logCounts, expires *string
 }

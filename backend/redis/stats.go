@@ -12,7 +12,7 @@ import (
 )
 
 // Stats reads every queue's statistics with one script per queue
-// (statsScript), all in one round trip: the counts are the sizes of the
+// (lua/stats.lua), all in one round trip: the counts are the sizes of the
 // sets that hold each state's jobs (ready, leases and the in sets), so
 // they agree with List; the per-minute counters and totals are summed
 // over the queues here.
@@ -46,7 +46,7 @@ func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 	err = s.retry(ctx, func(int) error {
 		calls := make([]call, len(names))
 		for i, name := range names {
-			calls[i] = call{s: statsScript, keys: s.queueKeysOf(queues[name]), args: args}
+			calls[i] = call{s: s.scripts.stats, keys: s.keysOf(s.scripts.stats, queues[name]), args: args}
 		}
 		replies = s.evalMany(ctx, calls)
 		for _, r := range replies {
@@ -75,7 +75,7 @@ func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 	return st, nil
 }
 
-// statsStates are the states in the order statsScript counts them.
+// statsStates are the states in the order lua/stats.lua counts them.
 func statsStates() []backend.State {
 	return []backend.State{
 		backend.StatePending, backend.StateActive, backend.StateScheduled, backend.StateRetry,
@@ -83,7 +83,7 @@ func statsStates() []backend.State {
 	}
 }
 
-// queueStats reads one queue's statsScript reply.
+// queueStats reads one queue's lua/stats.lua reply.
 func queueStats(name string, reply rueidis.RedisResult, minutes int) (info backend.QueueInfo, totals [2]int64, perMinute []int64, err error) {
 	bad := func() error {
 		return fmt.Errorf("kyu/redis: stats of queue %s: unexpected reply %s", name, reply.String())

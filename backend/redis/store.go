@@ -3,7 +3,7 @@
 // automatic pipelining lets many goroutines share few connections.
 //
 // Every state change is one Lua script over the keys of one queue (see
-// keys.go for the layout and scripts.go for the scripts), so a crash
+// keys.go for the layout and lua/ for the scripts), so a crash
 // between two commands never leaves a job half-moved, and every script
 // runs in one Cluster slot: the lifecycle operations (cancel, retry, run
 // now, purge, reports, queue settings) too. The scripts run as functions
@@ -60,7 +60,9 @@ type store struct {
 	log    *slog.Logger
 	client rueidis.Client
 	keys   keys
-	// keyLists keeps each queue's KEYS for script calls (queueKeysOf).
+	// scripts are the Lua scripts, built by Open (loadScripts).
+	scripts *scripts
+	// keyLists keeps each queue's KEYS for script calls (keysOf).
 	keyLists keyLists
 	queues   *registry
 	notify   *notifier // wake-ups
@@ -85,13 +87,19 @@ type store struct {
 
 var _ backend.Backend = (*store)(nil)
 
-// queueKeysOf is every key of queue num, as the scripts take them; the
-// list is shared and must not be changed.
-func (s *store) queueKeysOf(num uint32) []string { return s.keyLists.of(s.keys, num).all }
-
-// enqueueKeysOf is the keys of queue num that the enqueue script takes
-// (enqueueSlots); the list is shared and must not be changed.
-func (s *store) enqueueKeysOf(num uint32) []string { return s.keyLists.of(s.keys, num).enqueue }
+// keysOf is the keys of queue num that the per-queue script sc takes,
+// as its calls pass them (sc.keys); the list is shared and must not be
+// changed.
+func (s *store) keysOf(sc *script, num uint32) []string {
+	kl := s.keyLists.of(s.keys, num, s.scripts.enqueue.slots)
+	switch {
+	case sc.slots == nil:
+		return kl.all
+	case sc == s.scripts.enqueue:
+		return kl.enqueue
+	}
+	return slotKeys(kl.all, sc.slots)
+}
 
 // OpenURL opens the store a redis://, rediss://, redis-cluster:// or
 // redis-sentinel:// URL names (see ParseURL). opts supplies what a URL
@@ -109,6 +117,10 @@ func OpenURL(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 // when it is unused) and returns the store.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
+	scripts, err := loadScripts()
+	if err != nil {
+		return nil, fmt.Errorf("kyu/redis: %w", err)
+	}
 	if !validPrefix(opts.Prefix) {
 		return nil, fmt.Errorf("%w: prefix %q is not 1-64 characters of [A-Za-z0-9._-]", ErrBadURL, opts.Prefix)
 	}
@@ -132,11 +144,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("kyu/redis: connect to %s: %w", where, explainConnect(err))
 	}
 	s := &store{
-		opts:   opts,
-		log:    opts.Logger,
-		client: client,
-		keys:   keys{prefix: opts.Prefix},
-		done:   make(chan struct{}),
+		opts:    opts,
+		log:     opts.Logger,
+		client:  client,
+		keys:    keys{prefix: opts.Prefix},
+		scripts: scripts,
+		done:    make(chan struct{}),
 	}
 	s.queues = newRegistry(s)
 	s.notify = newWakeNotifier(s)
@@ -179,12 +192,12 @@ func explainConnect(err error) error {
 	return err
 }
 
-// checkMarker runs markerScript: a prefix is kyu's only if its marker says so.
+// checkMarker runs the marker script: a prefix is kyu's only if its marker says so.
 func (s *store) checkMarker(ctx context.Context) error {
 	var out string
 	err := s.retry(ctx, func(int) error {
 		var err error
-		out, err = s.eval(ctx, markerScript, []string{s.keys.meta()}, []string{strconv.Itoa(formatVersion)}).ToString()
+		out, err = s.eval(ctx, s.scripts.marker, s.scripts.marker.storeKeys(s.keys), []string{strconv.Itoa(formatVersion)}).ToString()
 		return err
 	})
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 // The worker registry is two store-wide keys (keys.go): {P}:workers holds
 // each entry as JSON, {P}:worker-ends the ids by expiry, so ApplyRetention
 // finds the expired ones without reading every entry. Both share the
-// store-wide hash tag, so registerWorkerScript and deregisterWorkerScript
+// store-wide hash tag, so lua/register_worker.lua and lua/deregister_worker.lua
 // touch one slot.
 
 // RegisterWorker records or refreshes a worker's entry.
@@ -28,7 +28,7 @@ func (s *store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerPara
 	if err != nil {
 		return fmt.Errorf("kyu/redis: register worker %s: %w", w.ID, err)
 	}
-	return s.workerScript(ctx, "register worker "+w.ID, registerWorkerScript, w.ID, string(entry), ms(w.ExpiresAt.UnixMilli()))
+	return s.workerScript(ctx, "register worker "+w.ID, s.scripts.registerWorker, w.ID, string(entry), ms(w.ExpiresAt.UnixMilli()))
 }
 
 // DeregisterWorker removes a worker's entry; an unknown id is not an error.
@@ -40,7 +40,7 @@ func (s *store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorker
 	if p.ID == "" {
 		return nil
 	}
-	return s.workerScript(ctx, "deregister worker "+p.ID, deregisterWorkerScript, p.ID, "")
+	return s.workerScript(ctx, "deregister worker "+p.ID, s.scripts.deregisterWorker, p.ID, "")
 }
 
 // pruneWorkers removes the entries expired at now, a bounded number per
@@ -50,12 +50,12 @@ func (s *store) pruneWorkers(ctx context.Context, now time.Time) error {
 		return err
 	}
 	defer s.leave()
-	return s.workerScript(ctx, "remove expired workers", deregisterWorkerScript, "", ms(now.UnixMilli()))
+	return s.workerScript(ctx, "remove expired workers", s.scripts.deregisterWorker, "", ms(now.UnixMilli()))
 }
 
 func (s *store) workerScript(ctx context.Context, op string, sc *script, args ...string) error {
 	err := s.retry(ctx, func(int) error {
-		return s.eval(ctx, sc, []string{s.keys.workers(), s.keys.workerEnds()}, args).Error()
+		return s.eval(ctx, sc, sc.storeKeys(s.keys), args).Error()
 	})
 	if err != nil {
 		return fmt.Errorf("kyu/redis: %s: %w", op, err)

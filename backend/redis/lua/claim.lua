@@ -1,0 +1,121 @@
+-- claim.lua: leases up to max jobs of one queue. A paused queue hands
+-- out nothing (and the script changes nothing). Otherwise it first
+-- cancels the waiting jobs whose deadline has come and promotes the due
+-- scheduled and retry jobs (up to promoteBound of each), then pops the
+-- best pending jobs.
+--
+-- With a byte budget it counts each job's payload length (read from the
+-- record's body, see appendBody) and stops before the first job whose
+-- payload would take the bytes taken over the budget, unless no job of
+-- the claim was taken yet (ARGV 8): that job and the ones after it stay
+-- in the ready set, untouched.
+--
+-- With types (ARGV 10 on) it takes only jobs of those types: it walks the
+-- ready set from its head in chunks, passing over the jobs of other types
+-- (left in place), until it has max jobs or has passed over more than
+-- ARGV 9 of them, and removes from the ready set only the ids it took.
+--
+-- ARGV: 1 now, 2 max, 3 lease expiry, 4 worker id (hex), 5 promote bound,
+-- 6 queue name, 7 payload bytes left in the claim's budget ("" for no
+-- bound), 8 "1" when earlier queues of the claim took a job already;
+-- with a type filter 9 how many jobs of other types to pass over at most,
+-- 10... the types.
+--
+-- Returns {stopped, bytes} (stopped "1" when it stopped for the budget,
+-- bytes the payload bytes taken) followed by a flat list of {id, record,
+-- errors} per claimed job, best first; a record that does not parse is
+-- dropped from the ready set and returned with an empty record. Fails
+-- with KYUSTALE or KYUUNMARKED (see checkQueue), changing nothing, unless
+-- the keys are marked as this queue's.
+--
+-- KEYS: the queue's keys (see common.lua).
+
+local stale = checkQueue(ARGV[6], true)
+if stale then return stale end
+if redis.call('HGET', KEY_settings, 'paused') == '1' then return {'0', '0'} end
+local now, nowS = tonumber(ARGV[1]), ARGV[1]
+local bound = tonumber(ARGV[5])
+cancelDue(now, nowS, bound)
+promoteDue(nowS, bound)
+-- ZRANGE and ZREMRANGEBYRANK rather than ZPOPMIN, whose reply would
+-- carry every score as text for nothing.
+local max = tonumber(ARGV[2])
+local ids, loaded
+if #ARGV > 8 then
+  -- The ids to take, in order, with their loaded records (a missing or
+  -- corrupt record is taken too, to be dropped as below).
+  local want = {}
+  for i = 10, #ARGV do want[ARGV[i]] = true end
+  local scan, matched, others, from = tonumber(ARGV[9]), 0, 0, 0
+  ids, loaded = {}, {}
+  local chunk = math.min(max + 100, 1000)
+  while matched < max and others <= scan do
+    local part = redis.call('ZRANGE', KEY_ready, from, from + chunk - 1)
+    if #part == 0 then break end
+    from = from + #part
+    prefetch(part)
+    for _, id in ipairs(part) do
+      local r = load(id)
+      if not r or want[jobType(r)] then
+        ids[#ids + 1] = id
+        loaded[#ids] = r
+        if r then matched = matched + 1 end
+        if matched >= max then break end
+      else
+        others = others + 1
+        if others > scan then break end
+      end
+    end
+  end
+else
+  ids = redis.call('ZRANGE', KEY_ready, 0, max - 1)
+  prefetch(ids)
+end
+local out, n = {'0', '0'}, 2
+local exp, worker = ARGV[3], ARGV[4]
+local budget, took = tonumber(ARGV[7]), ARGV[8] == '1'
+local used, done = 0, 0
+for k, id in ipairs(ids) do
+  local r
+  if loaded then r = loaded[k] else r = load(id) end
+  if r and budget then
+    local size = payloadLen(r)
+    if took and used + size > budget then
+      out[1] = '1'
+      break
+    end
+    used = used + size
+  end
+  done = done + 1
+  if r then
+    took = true
+    local h = r.h
+    local errs = ''
+    if h[F_token] ~= '0' then errs = redis.call('HGET', KEY_errors, id) or '' end
+    setState(id, r, 'a')
+    h[F_attempt] = succ(h[F_attempt])
+    h[F_token] = succ(h[F_token])
+    h[F_lease_exp] = exp
+    h[F_started] = nowS
+    h[F_worker] = worker
+    local rec = save(id, r)
+    defer(pending.leaseAdds, exp, id)
+    if h[F_deadline] ~= '' then redis.call('ZREM', KEY_deadlines, id) end
+    if r.uk ~= '' then touchUnique(id, r) end
+    out[n + 1], out[n + 2], out[n + 3] = id, rec, errs
+    n = n + 3
+  elseif r == false then
+    out[n + 1], out[n + 2], out[n + 3] = id, '', ''
+    n = n + 3
+  end
+end
+-- Nothing in the loop touches the ready set: without a type filter the
+-- first done ids are still its first.
+if loaded then
+  for i = 1, done, 500 do redis.call('ZREM', KEY_ready, unpack(ids, i, math.min(i + 499, done))) end
+elseif done > 0 then
+  redis.call('ZREMRANGEBYRANK', KEY_ready, 0, done - 1)
+end
+out[2] = num(used)
+finalize(nowS)
+return out

@@ -1,0 +1,638 @@
+-- common.lua is the start of every per-queue script. Such a script takes
+-- the keys of one queue (queueKeyNames in keys.go), written here by
+-- name: KEY_jobs is the jobs hash, KEYPOS_in_s the position of the
+-- scheduled jobs' in set in KEYS, and h[F_state] the state field of a
+-- record's header (the h* constants of record.go). The store replaces
+-- these names with KEYS[n] and numbers when it opens (loadScripts).
+--
+-- Times are Unix milliseconds, passed as decimal strings. A record (see
+-- record.go) is loaded into a table {h = header fields, rec = the record
+-- as read, at = where its tail (unique key and body) starts, uk = the
+-- unique key}; load returns nil for a missing job and false for a record
+-- that does not parse, which no script rewrites.
+--
+-- Every script that changes jobs ends with finalize: it writes what was
+-- gathered (records, lease and final entries, in-set moves, per-minute
+-- counts) and announces the jobs that became final or were deleted on
+-- the queue's done channel ({P:N}:done, derived from KEY_jobs).
+
+-- headerPattern reads a header and checks it as it goes: the number
+-- fields must be decimal integers (times may be empty), so load needs no
+-- tonumber to tell a record that parses; () is where the tail starts.
+local headerPattern = '^(%a)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d*)|(%-?%d*)|(%-?%d*)|(%-?%d*)|([^|\n]*)|([^|\n]*)|(%d+)|([^|\n]*)\n()'
+-- inKey is the position in KEYS of each state's in set.
+local inKey = {s = KEYPOS_in_s, r = KEYPOS_in_r, c = KEYPOS_in_c, f = KEYPOS_in_f, x = KEYPOS_in_x}
+local leaseAnchor = LEASE_ANCHOR -- leaseAnchor of keys.go, quoted
+
+-- Writes to the jobs hash and the leases and final sets are gathered and
+-- sent as one command each by flush (at the end of every script, and
+-- before remove); cache holds the records this run read or wrote (false:
+-- no such job), so a job named twice in one call sees its own change.
+-- movedFrom and movedTo hold, per job whose state changed, the state
+-- before and the state now (false: no job), so flush moves it between in
+-- sets by the net change.
+local cache = {}
+local pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
+local movedFrom, movedTo = {}, {}
+local finished = {}
+local tally = {p = 0, f = 0}
+local overrides -- the queue's settings, read once a run (queueRetention)
+local nums = {} -- formatted numbers (num)
+local parsed = {} -- numbers read from text (ms)
+-- smallNums and succs keep the text of small whole numbers (attempts,
+-- tokens) and of their successors from run to run: a library's locals
+-- outlive a call, a script's do not.
+local smallNums, succs = {}, {}
+
+-- reset starts a run afresh: a function library keeps its locals between
+-- calls, while a script starts with them new.
+local function reset()
+  -- Only what the last run left filled is replaced: a table costs an
+  -- allocation, and a run of one job (a single enqueue) fills few.
+  if next(cache) then cache = {} end
+  if #pending.sets > 0 or #pending.leaseAdds > 0 or #pending.leaseRems > 0 or #pending.finalAdds > 0 then
+    pending = {sets = {}, leaseAdds = {}, leaseRems = {}, finalAdds = {}}
+  end
+  if next(movedFrom) or next(movedTo) then movedFrom, movedTo = {}, {} end
+  if next(finished) then finished = {} end
+  tally.p, tally.f = 0, 0
+  if next(nums) then nums = {} end
+  if next(parsed) then parsed = {} end
+  overrides = nil
+end
+
+local function flushIn()
+  if next(movedFrom) == nil then return end
+  local rems, adds = {}, {}
+  for id, from in pairs(movedFrom) do
+    local to = movedTo[id]
+    if from ~= to then
+      if from and inKey[from] then
+        local l = rems[from] or {}
+        l[#l + 1] = id
+        rems[from] = l
+      end
+      if to and inKey[to] then
+        local l = adds[to] or {}
+        l[#l + 1] = '0'
+        l[#l + 1] = id
+        adds[to] = l
+      end
+    end
+  end
+  movedFrom, movedTo = {}, {}
+  for code, l in pairs(rems) do
+    for i = 1, #l, 2000 do redis.call('ZREM', KEYS[inKey[code]], unpack(l, i, math.min(i + 1999, #l))) end
+  end
+  for code, l in pairs(adds) do
+    for i = 1, #l, 4000 do redis.call('ZADD', KEYS[inKey[code]], unpack(l, i, math.min(i + 3999, #l))) end
+  end
+end
+
+-- flush sends what was gathered; every ZADD to the leases set carries
+-- leaseAnchor too (keys.go), so the set is a skiplist from the start.
+local function flush()
+  local p = pending
+  if #p.sets > 0 then
+    redis.call('HSET', KEY_jobs, unpack(p.sets))
+    p.sets = {}
+  end
+  if #p.leaseAdds > 0 then
+    redis.call('ZADD', KEY_leases, 'inf', leaseAnchor, unpack(p.leaseAdds))
+    p.leaseAdds = {}
+  end
+  if #p.leaseRems > 0 then
+    redis.call('ZREM', KEY_leases, unpack(p.leaseRems))
+    p.leaseRems = {}
+  end
+  if #p.finalAdds > 0 then
+    redis.call('ZADD', KEY_final, unpack(p.finalAdds))
+    p.finalAdds = {}
+  end
+  flushIn()
+end
+
+-- move records that a job went from state from to state to (letters;
+-- false for no job). Only moves that touch an in set are kept.
+local function move(id, from, to)
+  if movedFrom[id] ~= nil then
+    movedTo[id] = to
+  elseif (from and inKey[from]) or (to and inKey[to]) then
+    movedFrom[id], movedTo[id] = from, to
+  end
+end
+
+-- num formats an integer without an exponent. Formatting is dear next
+-- to the rest of a job's work, and the values of one run repeat (attempt
+-- counts, the deletion time of jobs finished together), so a run keeps
+-- what it formatted in nums (small whole numbers in smallNums, for good).
+local function num(x)
+  if x >= 0 and x < 4096 and x % 1 == 0 then
+    local s = smallNums[x]
+    if not s then
+      s = string.format('%d', x)
+      smallNums[x] = s
+    end
+    return s
+  end
+  local s = nums[x]
+  if not s then
+    s = string.format('%.0f', x)
+    nums[x] = s
+  end
+  return s
+end
+
+-- ms reads a decimal time; like num it keeps what it read for the run
+-- (the jobs of one call share their now, and often their lease expiry).
+local function ms(s)
+  local x = parsed[s]
+  if not x then
+    x = tonumber(s)
+    parsed[s] = x
+  end
+  return x
+end
+
+-- succ is the text of the whole number after the one s holds.
+local function succ(s)
+  local v = succs[s]
+  if not v then
+    local x = tonumber(s) + 1
+    v = num(x)
+    if x >= 0 and x < 4096 then succs[s] = v end
+  end
+  return v
+end
+
+-- count adds an ended attempt to the per-minute counters: processed, and
+-- failed when failed is true.
+local function count(failed)
+  tally.p = tally.p + 1
+  if failed then tally.f = tally.f + 1 end
+end
+
+-- finalize ends every script that changes jobs (see the top of this file).
+local function finalize(nowS)
+  flush()
+  if tally.p > 0 then
+    local minute = num(math.floor(tonumber(nowS) / 60000) * 60000)
+    redis.call('HINCRBY', KEY_minutes, 'p:' .. minute, tally.p)
+    redis.call('HINCRBY', KEY_minutes, 'p', tally.p)
+    if tally.f > 0 then
+      redis.call('HINCRBY', KEY_minutes, 'f:' .. minute, tally.f)
+      redis.call('HINCRBY', KEY_minutes, 'f', tally.f)
+    end
+    tally.p, tally.f = 0, 0
+  end
+  if #finished > 0 then
+    redis.call('PUBLISH', string.sub(KEY_jobs, 1, -6) .. ':done', table.concat(finished, ' '))
+    finished = {}
+  end
+end
+
+-- defer adds values to one of the pending lists, flushing a long one.
+local function defer(list, a, b)
+  local n = #list + 1
+  list[n] = a
+  if b then
+    n = n + 1
+    list[n] = b
+  end
+  if n >= 2000 then flush() end
+end
+
+-- uvarint reads an unsigned varint of s at i: its value (nil when s ends
+-- first) and the index after it.
+local function uvarint(s, i)
+  local v, mul = 0, 1
+  while true do
+    local b = string.byte(s, i)
+    if not b then return nil, i end
+    i = i + 1
+    if b < 128 then return v + b * mul, i end
+    v = v + (b - 128) * mul
+    mul = mul * 128
+  end
+end
+-- payloadLen reads the payload length of a loaded record r: its body
+-- (appendBody) is a version byte, the type (length, bytes), then the
+-- payload's length.
+local function payloadLen(r)
+  local tl, i = uvarint(r.rec, r.at + tonumber(r.h[F_unique_len]) + 1)
+  if not tl then return 0 end
+  return uvarint(r.rec, i + tl) or 0
+end
+
+-- jobType reads the type of a loaded record r: the first field of its
+-- body (appendBody), after the version byte.
+local function jobType(r)
+  local tl, i = uvarint(r.rec, r.at + tonumber(r.h[F_unique_len]) + 1)
+  if not tl then return '' end
+  return string.sub(r.rec, i, i + tl - 1)
+end
+
+-- prefetch reads the records of many jobs with HMGET.
+local function prefetch(ids)
+  for i = 1, #ids, 1000 do
+    local chunk = {}
+    for k = i, math.min(i + 999, #ids) do
+      if cache[ids[k]] == nil then chunk[#chunk + 1] = ids[k] end
+    end
+    if #chunk > 0 then
+      local recs = redis.call('HMGET', KEY_jobs, unpack(chunk))
+      for k = 1, #chunk do cache[chunk[k]] = recs[k] end
+    end
+  end
+end
+
+-- parsedActive holds the parse of each record the library wrote for an
+-- active job (a claim or a heartbeat), with the number of jobs it was
+-- written for: the completion, heartbeat or failure that follows reads
+-- the very same string back and takes the fields from here instead of
+-- matching the header again, the dearest part of a completion's Lua
+-- (docs/benchmarks.md). The parse is a function of the string alone, so
+-- an entry is never stale. An entry leaves when its last job is loaded,
+-- and the whole table is dropped past activeBound entries, so records
+-- whose jobs end elsewhere (a lease recovered by another build) do not
+-- pile up. Only a library keeps its locals between calls, so only the
+-- library sets memoize (newLibrary); a script's run would pay for
+-- entries it drops when it ends.
+local parsedActive, parsedCount = {}, 0
+local activeBound = 4096
+local memoize = false
+
+-- copyHeader is a fresh table of a parse's header fields (all of them,
+-- in order: F_state is 1).
+local function copyHeader(h)
+  return {h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12], h[13], h[14]}
+end
+
+-- remember keeps r's parse for rec, the record save just wrote for it:
+-- {header fields, at, unique key, tail, jobs}.
+local function remember(rec, r)
+  local m = parsedActive[rec]
+  if m then
+    m[5] = m[5] + 1
+    return
+  end
+  if parsedCount >= activeBound then parsedActive, parsedCount = {}, 0 end
+  local tail = r.tail
+  parsedActive[rec] = {copyHeader(r.h), #rec - #tail + 1, r.uk, tail, 1}
+  parsedCount = parsedCount + 1
+end
+
+local function load(id)
+  local rec = cache[id]
+  if rec == nil then
+    rec = redis.call('HGET', KEY_jobs, id)
+    cache[id] = rec
+  end
+  if not rec then return nil end
+  local m = parsedActive[rec]
+  if m then
+    local h = m[1]
+    if m[5] > 1 then
+      m[5] = m[5] - 1
+      h = copyHeader(h)
+    elseif parsedCount > 1 then
+      parsedActive[rec] = nil
+      parsedCount = parsedCount - 1
+    else
+      parsedActive, parsedCount = {}, 0 -- a table keeps its size when emptied
+    end
+    return {h = h, rec = rec, at = m[2], uk = m[3], tail = m[4]}
+  end
+  local h = {string.match(rec, headerPattern)}
+  local at = h[15] -- the capture after the header's fields
+  if not at then return false end
+  h[15] = nil
+  if h[F_state] == 'a' and h[F_lease_exp] == '' then return false end
+  local uk = ''
+  if h[F_unique_len] ~= '0' then uk = string.sub(rec, at, at + tonumber(h[F_unique_len]) - 1) end
+  return {h = h, rec = rec, at = at, uk = uk, tail = false}
+end
+
+-- encode writes a loaded record back: its header fields in order (one
+-- concatenation, so one new string) and the tail it was read with (kept in r.tail).
+local function encode(r)
+  local h = r.h
+  local tail = r.tail
+  if not tail then
+    tail = string.sub(r.rec, r.at)
+    r.tail = tail
+  end
+  return h[1] .. '|' .. h[2] .. '|' .. h[3] .. '|' .. h[4] .. '|' .. h[5] .. '|' .. h[6] .. '|' .. h[7]
+    .. '|' .. h[8] .. '|' .. h[9] .. '|' .. h[10] .. '|' .. h[11] .. '|' .. h[12] .. '|' .. h[13]
+    .. '|' .. h[14] .. '\n' .. tail
+end
+
+local function save(id, r)
+  local rec = encode(r)
+  cache[id] = rec
+  defer(pending.sets, id, rec)
+  -- Only records load would accept: an active one has a lease expiry.
+  if memoize and r.h[F_state] == 'a' and r.h[F_lease_exp] ~= '' then remember(rec, r) end
+  return rec
+end
+
+-- setState changes a job's state letter, noting the move.
+local function setState(id, r, code)
+  move(id, r.h[F_state], code)
+  r.h[F_state] = code
+end
+
+-- checkQueue makes sure the keys belong to the named queue: it returns an
+-- error reply, KYUSTALE when they are marked as another queue's, and, when
+-- needMark is set, KYUUNMARKED when they are not marked at all (the
+-- process then asks the registry again, which marks them).
+local function checkQueue(name, needMark)
+  local have = redis.call('GET', KEY_queue_name)
+  if not have then
+    if needMark then return redis.error_reply('KYUUNMARKED queue keys are not marked') end
+  elseif have ~= name then
+    return redis.error_reply('KYUSTALE queue number now belongs to queue ' .. have)
+  end
+  return nil
+end
+
+-- sameJob reports whether two records are of one job: the header changes
+-- as the job moves, what follows it (unique key and body) is written once.
+local function sameJob(a, b)
+  local i, j = string.find(a, '\n', 1, true), string.find(b, '\n', 1, true)
+  return i ~= nil and j ~= nil and string.sub(a, i) == string.sub(b, j)
+end
+
+-- readyScore orders pending jobs: priority (higher first), then run-at.
+local function readyScore(r)
+  return num((100 - tonumber(r.h[F_priority])) * 17592186044416 + tonumber(r.h[F_run_at]))
+end
+
+local function isFinal(code)
+  return code == 'c' or code == 'f' or code == 'x'
+end
+
+-- touchUnique records the job's new state in its unique key's entry, and
+-- frees a key held until the job is final once it is.
+local function touchUnique(id, r)
+  if r.uk == '' then return end
+  local e = redis.call('HGET', KEY_unique, r.uk)
+  if not e then return end
+  local hid, untilms = string.match(e, '^([^|]*)|([^|]*)|')
+  if hid ~= id then return end
+  if untilms == '0' and isFinal(r.h[F_state]) then
+    redis.call('HDEL', KEY_unique, r.uk)
+  else
+    redis.call('HSET', KEY_unique, r.uk, hid .. '|' .. untilms .. '|' .. r.h[F_state])
+  end
+end
+
+-- remove deletes a job and its index entries (r is false or nil for a
+-- record that does not parse). A unique key held for a period stays held
+-- (with the state the job had); one held until the job is final is freed.
+local function remove(id, r)
+  flush()
+  cache[id] = false
+  redis.call('HDEL', KEY_jobs, id)
+  redis.call('HDEL', KEY_errors, id)
+  redis.call('HDEL', KEY_results, id)
+  redis.call('HDEL', KEY_reports, id .. ':p', id .. ':l', id .. ':n')
+  redis.call('ZREM', KEY_ready, id)
+  redis.call('ZREM', KEY_waiting, id)
+  redis.call('ZREM', KEY_leases, id)
+  redis.call('ZREM', KEY_deadlines, id)
+  redis.call('ZREM', KEY_final, id)
+  if r then
+    if inKey[r.h[F_state]] then redis.call('ZREM', KEYS[inKey[r.h[F_state]]], id) end
+  else
+    redis.call('ZREM', KEY_in_s, id)
+    redis.call('ZREM', KEY_in_r, id)
+    redis.call('ZREM', KEY_in_c, id)
+    redis.call('ZREM', KEY_in_f, id)
+    redis.call('ZREM', KEY_in_x, id)
+  end
+  finished[#finished + 1] = id
+  if r and r.uk ~= '' then
+    local e = redis.call('HGET', KEY_unique, r.uk)
+    if e then
+      local hid, untilms = string.match(e, '^([^|]*)|([^|]*)|')
+      if hid == id and untilms == '0' then redis.call('HDEL', KEY_unique, r.uk) end
+    end
+  end
+end
+
+-- queueRetention is the queue's retention override for a final state
+-- letter, as retentionField writes it ('' for none).
+local function queueRetention(code)
+  if not overrides then
+    overrides = {}
+    local kv = redis.call('HGETALL', KEY_settings)
+    for i = 1, #kv, 2 do
+      if string.sub(kv[i], 1, 1) == 'r' then overrides[string.sub(kv[i], 2)] = kv[i + 1] end
+    end
+  end
+  return overrides[code] or ''
+end
+
+-- finish makes a job final at now (a string) and applies retention as
+-- backend.Expiry does: the job's own retention, else the queue's
+-- override for the state, else the state's default. RetainNone deletes
+-- the job at once, except a completed job with a result (hasResult),
+-- which is kept backend.ResultGrace (one minute). A job whose deletion
+-- time is at or past backend.MaxTime is kept forever.
+local function finish(id, r, code, now, hasResult)
+  setState(id, r, code)
+  local h = r.h
+  h[F_finished] = now
+  h[F_lease_exp] = ''
+  h[F_worker] = ''
+  if h[F_deadline] ~= '' then redis.call('ZREM', KEY_deadlines, id) end
+  defer(pending.leaseRems, id)
+  if r.uk ~= '' then touchUnique(id, r) end
+  local ret = h[F_retention]
+  if ret == '' then ret = queueRetention(code) end
+  local keep
+  if ret == 'n' then
+    if code == 'c' and hasResult then
+      keep = 60000
+    else
+      remove(id, r)
+      return
+    end
+  elseif ret == 'f' then
+    save(id, r)
+    finished[#finished + 1] = id
+    return
+  elseif ret == '' then
+    if code == 'f' then keep = 2592000000 elseif code == 'x' then keep = 604800000 else keep = 86400000 end
+  else
+    keep = ms(ret)
+  end
+  save(id, r)
+  finished[#finished + 1] = id
+  local at = ms(now) + keep
+  if at < 9214646400000 then defer(pending.finalAdds, num(at), id) end
+end
+
+-- requeue puts a job back among the waiting ones: pending (ready) or, when
+-- code is retry and its run-at is after now, in retry. With code 'p' (a
+-- recovered lease) the job is pending whatever its run-at: a claimer
+-- whose clock was behind may have taken it before its run-at.
+local function requeue(id, r, code, now)
+  if code ~= 'p' and tonumber(r.h[F_run_at]) > now then
+    setState(id, r, code)
+    redis.call('ZADD', KEY_waiting, r.h[F_run_at], id)
+  else
+    setState(id, r, 'p')
+    redis.call('ZADD', KEY_ready, readyScore(r), id)
+  end
+  if r.h[F_deadline] ~= '' then redis.call('ZADD', KEY_deadlines, r.h[F_deadline], id) end
+  save(id, r)
+  touchUnique(id, r)
+  return r.h[F_state] == 'p'
+end
+
+-- addError appends one attempt error to the job's errors.
+local function addError(id, attempt, now, kind, msg, stack)
+  local e = cjson.encode({a = tonumber(attempt), t = tonumber(now), k = kind, m = msg, s = stack})
+  local old = redis.call('HGET', KEY_errors, id)
+  if old and string.len(old) > 2 then
+    redis.call('HSET', KEY_errors, id, string.sub(old, 1, -2) .. ',' .. e .. ']')
+  else
+    redis.call('HSET', KEY_errors, id, '[' .. e .. ']')
+  end
+end
+
+-- live returns the job a lease names if the lease is live at now, else
+-- nil and 1 (lease lost) or 2 (no such job).
+local function live(id, tok, now)
+  local r = load(id)
+  if r == nil then return nil, 2 end
+  if r == false then return nil, 1 end
+  if r.h[F_state] ~= 'a' or r.h[F_token] ~= tok or now >= ms(r.h[F_lease_exp]) then return nil, 1 end
+  return r, 0
+end
+
+-- endCancelled ends an active job whose cancel was requested (cancel
+-- code 'q'): cancelled, reason requested.
+local function endCancelled(id, r, nowS, hasResult)
+  r.h[F_cancel] = 'R'
+  finish(id, r, 'x', nowS, hasResult)
+end
+
+-- cancelDue cancels (reason deadline) up to limit waiting jobs whose
+-- deadline is not after now, returning how many.
+local function cancelDue(now, nowS, limit)
+  local ids = redis.call('ZRANGEBYSCORE', KEY_deadlines, '-inf', nowS, 'LIMIT', 0, limit)
+  local n = 0
+  for _, id in ipairs(ids) do
+    local r = load(id)
+    redis.call('ZREM', KEY_deadlines, id)
+    if r and (r.h[F_state] == 's' or r.h[F_state] == 'p' or r.h[F_state] == 'r') then
+      redis.call('ZREM', KEY_ready, id)
+      redis.call('ZREM', KEY_waiting, id)
+      r.h[F_cancel] = 'd'
+      finish(id, r, 'x', nowS, false)
+      n = n + 1
+    end
+  end
+  return n
+end
+
+-- promoteDue makes up to limit scheduled and retry jobs whose run-at is
+-- not after now pending, returning how many.
+local function promoteDue(nowS, limit)
+  local ids = redis.call('ZRANGEBYSCORE', KEY_waiting, '-inf', nowS, 'LIMIT', 0, limit)
+  local n = 0
+  for _, id in ipairs(ids) do
+    local r = load(id)
+    redis.call('ZREM', KEY_waiting, id)
+    if r and (r.h[F_state] == 's' or r.h[F_state] == 'r') then
+      setState(id, r, 'p')
+      save(id, r)
+      redis.call('ZADD', KEY_ready, readyScore(r), id)
+      touchUnique(id, r)
+      n = n + 1
+    end
+  end
+  return n
+end
+
+-- extras reads what a job keeps beside its record: {errors, result,
+-- progress, log lines, log counts}, false for each one missing.
+local function extras(id)
+  local rp = redis.call('HMGET', KEY_reports, id .. ':p', id .. ':l', id .. ':n')
+  return {redis.call('HGET', KEY_errors, id), redis.call('HGET', KEY_results, id), rp[1], rp[2], rp[3]}
+end
+
+-- view is the reply that describes a job (see viewFields in get.go):
+-- {code, record, errors, result, progress, logs, log counts, deletion
+-- time}; ex comes from extras, read before the job may have been deleted.
+local function view(code, id, r, ex)
+  return {code, encode(r), ex[1], ex[2], ex[3], ex[4], ex[5], redis.call('ZSCORE', KEY_final, id)}
+end
+
+-- hasUniqueFor reports whether the job was enqueued with a UniqueFor
+-- period, reading its body (see appendBody in record.go): the version
+-- byte, three length-prefixed strings, the timeout and then UniqueFor as
+-- varints; a zero UniqueFor is the single byte 0.
+local function hasUniqueFor(r)
+  local s = r.rec
+  local pos = r.at + string.len(r.uk) + 1
+  local function uvarint()
+    local v, mul = 0, 1
+    while true do
+      local b = string.byte(s, pos)
+      if not b then return nil end
+      pos = pos + 1
+      v = v + (b % 128) * mul
+      if b < 128 then return v end
+      mul = mul * 128
+    end
+  end
+  for _ = 1, 3 do
+    local n = uvarint()
+    if not n then return false end
+    pos = pos + n
+  end
+  if not uvarint() then return false end
+  local b = string.byte(s, pos)
+  return b ~= nil and b ~= 0
+end
+
+-- retryJob sends a failed or cancelled job back to pending at now (see
+-- backend.RetryParams). It returns 0 when done, or 5 and the holder's id
+-- when another job holds the job's unique key (nothing changed).
+local function retryJob(id, r, now, nowS)
+  local take = false
+  if r.uk ~= '' and not hasUniqueFor(r) then
+    local e = redis.call('HGET', KEY_unique, r.uk)
+    if e then
+      local hid, hu, hs = string.match(e, '^([^|]*)|([^|]*)|(.*)$')
+      if hid and hid ~= id then
+        local held
+        if hu == '0' then held = not isFinal(hs) else held = now < tonumber(hu) end
+        if held then return 5, hid end
+      end
+    end
+    take = true
+  end
+  r.h[F_run_at] = nowS
+  if tonumber(r.h[F_max_attempts]) <= tonumber(r.h[F_attempt]) then r.h[F_max_attempts] = num(tonumber(r.h[F_attempt]) + 1) end
+  r.h[F_finished] = ''
+  r.h[F_cancel] = ''
+  if r.h[F_deadline] ~= '' and tonumber(r.h[F_deadline]) <= now then r.h[F_deadline] = '' end
+  redis.call('ZREM', KEY_final, id)
+  redis.call('HDEL', KEY_results, id)
+  setState(id, r, 'p')
+  redis.call('ZADD', KEY_ready, readyScore(r), id)
+  if r.h[F_deadline] ~= '' then redis.call('ZADD', KEY_deadlines, r.h[F_deadline], id) end
+  save(id, r)
+  if take then
+    redis.call('HSET', KEY_unique, r.uk, id .. '|0|p')
+    redis.call('ZREM', KEY_unique_ends, r.uk)
+  else
+    touchUnique(id, r)
+  end
+  return 0
+end

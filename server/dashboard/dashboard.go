@@ -89,6 +89,7 @@ func New(cfg Config) (*Dashboard, error) {
 	m.HandleFunc("POST /login", d.login)
 	m.HandleFunc("POST /logout", d.logout)
 	m.HandleFunc("GET /static/", d.serveStatic)
+	m.HandleFunc("GET /favicon.ico", d.favicon)
 	m.HandleFunc("/", d.notFound)
 	d.mux = m
 	return d, nil
@@ -151,6 +152,14 @@ func (d *Dashboard) render(w http.ResponseWriter, status int, data pageData) {
 func (d *Dashboard) serveStatic(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	d.static.ServeHTTP(w, r)
+}
+
+// favicon answers a browser that asks for /favicon.ico with the icon the
+// pages name.
+func (d *Dashboard) favicon(w http.ResponseWriter, r *http.Request) {
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = "/static/favicon.svg"
+	d.serveStatic(w, r2)
 }
 
 // notFound answers paths no page serves.

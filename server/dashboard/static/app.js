@@ -23,12 +23,18 @@
       else if (k === "text") e.textContent = v;
       else e.setAttribute(k, v === true ? "" : v);
     }
-    for (const c of children.flat()) {
-      if (c === undefined || c === null || c === false) continue;
-      e.append(c instanceof Node ? c : String(c));
-    }
+    e.append(...nodes(children));
     return e;
   }
+
+  // nodes flattens children into nodes, dropping empty ones.
+  function nodes(children) {
+    return children.flat(Infinity).filter((c) => c !== undefined && c !== null && c !== false)
+      .map((c) => (c instanceof Node ? c : String(c)));
+  }
+
+  // show replaces the page's content.
+  function show(...children) { app.replaceChildren(...nodes(children)); }
 
   function svg(tag, attrs) {
     const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
@@ -237,7 +243,7 @@
         .map((q) => el("p", { class: "warn", role: "alert" }, "Queue " + q.name + " has " + q.counts.pending + " pending jobs and no worker."));
       const sel = el("select", { id: "window", "aria-label": "Chart window", onchange: (e) => { this.window = +e.target.value; refresh(); } },
         el("option", { value: 60, selected: this.window === 60 }, "last hour"), el("option", { value: 1440, selected: this.window === 1440 }, "last 24 hours"));
-      app.replaceChildren(
+      show(
         el("h2", {}, "Jobs by state"), cards, warnings,
         el("h2", {}, "Throughput"),
         el("div", { class: "bar" }, sel, el("span", { class: "legend" }, el("span", { class: "p" }, "processed"), el("span", { class: "f" }, "failed")),
@@ -330,7 +336,7 @@
         el("button", { id: "first-page", disabled: !this.cursor, onclick: () => { this.cursor = ""; this.stack = []; refresh(); } }, "First page"),
         el("button", { id: "prev-page", disabled: !this.stack.length, onclick: () => { this.cursor = this.stack.pop() || ""; refresh(); } }, "Previous"),
         el("button", { id: "next-page", disabled: !list.next_cursor, onclick: () => { this.stack.push(this.cursor); this.cursor = list.next_cursor; refresh(); } }, "Next page"));
-      app.replaceChildren(tabs, form, READONLY ? null : this.actions(f), table,
+      show(tabs, form, READONLY ? null : this.actions(f), table,
         items.length ? null : el("p", { class: "muted", id: "empty" }, "No jobs match."), paging);
     },
     actions(f) {
@@ -375,7 +381,7 @@
       try {
         j = await api("GET", "/jobs/" + encodeURIComponent(this.id));
       } catch (e) {
-        if (e.status === 404) { app.replaceChildren(el("p", { class: "error", id: "gone" }, "No job " + this.id + " (deleted, or removed by retention).")); return; }
+        if (e.status === 404) { show(el("p", { class: "error", id: "gone" }, "No job " + this.id + " (deleted, or removed by retention).")); return; }
         throw e;
       }
       this.data = j;
@@ -399,7 +405,7 @@
       timeline.sort((a, b) => new Date(a[1]) - new Date(b[1]));
       const errors = (j.errors || []).map((e) => el("li", {}, el("strong", {}, "Attempt " + e.attempt), " · ", time(e.at), " · ", e.kind, el("pre", { class: "error-msg" }, e.message), e.stack ? el("details", {}, el("summary", {}, "stack"), el("pre", {}, e.stack)) : null));
       const logs = j.logs || [];
-      app.replaceChildren(
+      show(
         READONLY ? null : this.actions(j), progress,
         el("div", { class: "grid2" },
           el("section", {}, el("h2", {}, "Details"), fields),
@@ -457,7 +463,7 @@
   const queues = {
     async load() {
       const qw = await loadQueuesAndWorkers();
-      app.replaceChildren(qw.queues.length ? queueTable(qw, true) : el("p", { class: "muted" }, "No queues yet."));
+      show(qw.queues.length ? queueTable(qw, true) : el("p", { class: "muted" }, "No queues yet."));
     },
     live(kind) { return kind === "queues" || kind === "queue" || kind === "worker"; },
   };
@@ -465,8 +471,8 @@
   const workers = {
     async load() {
       const w = (await api("GET", "/workers")).workers || [];
-      if (!w.length) { app.replaceChildren(el("p", { class: "muted", id: "no-workers" }, "No worker is registered.")); return; }
-      app.replaceChildren(el("div", { class: "scroll" }, el("table", { id: "workers" },
+      if (!w.length) { show(el("p", { class: "muted", id: "no-workers" }, "No worker is registered.")); return; }
+      show(el("div", { class: "scroll" }, el("table", { id: "workers" },
         el("thead", {}, el("tr", {}, ["Id", "Host", "PID", "Version", "Queues", "In flight", "Processed", "Failed", "Started", "Last heartbeat"].map((h) => el("th", {}, h)))),
         el("tbody", {}, w.map((x) => el("tr", { id: x.id },
           el("td", {}, x.id, x.dead ? el("span", { class: "badge warn" }, " dead") : null), el("td", {}, x.host), el("td", { class: "num" }, x.pid), el("td", {}, x.version || "—"),
@@ -504,7 +510,7 @@
       field("e-priority", "Priority (-100 to 100)", { type: "number", min: -100, max: 100, value: 0 }),
       field("e-delay", "Delay (a duration such as 30s or 5m)", { pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$" }),
       field("e-unique_key", "Unique key", {}), submit);
-      app.replaceChildren(READONLY ? el("p", { class: "muted" }, "This server is read-only.") : form);
+      show(READONLY ? el("p", { class: "muted" }, "This server is read-only.") : form);
     },
     live: null,
   };

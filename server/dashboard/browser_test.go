@@ -415,10 +415,15 @@ func TestBrowserJobAppearsLive(t *testing.T) {
 	b.open("/jobs")
 	b.waitFor("the empty list", `document.getElementById("empty") !== null`)
 	eval[bool](b, `window.kyuNoReload = true`)
+	// Half-typed filter text survives the live update, focus included.
+	b.do("type in a filter", chromedp.SendKeys(chromedp.ID("f-type"), "live.ch"))
 	id := b.enqueue(map[string]any{"type": "live.check", "queue": "live"})
 	b.waitFor("the new job in the list", `document.querySelector('#jobs tr[data-id="`+id+`"]') !== null`)
 	if !eval[bool](b, `window.kyuNoReload === true`) {
 		t.Fatal("the page reloaded to show the job; want it shown live")
+	}
+	if v := eval[string](b, `document.getElementById("f-type").value + (document.activeElement.id === "f-type" ? " (focused)" : "")`); v != "live.ch (focused)" {
+		t.Errorf("the filter being typed reads %q after the update; want %q", v, "live.ch (focused)")
 	}
 	b.waitFor("the pending count", `document.querySelector('.tabs a[data-state="pending"]').textContent === "pending (1)"`)
 }
@@ -574,4 +579,58 @@ func TestBrowserReadOnly(t *testing.T) {
 	if s := b.state(id); s != "failed" {
 		t.Fatalf("job is %s after the refused retry; want failed", s)
 	}
+}
+
+// TestBrowserBasePath runs the dashboard under --base-path, as behind a
+// proxy: login, pages, the event stream and the API all under the prefix.
+func TestBrowserBasePath(t *testing.T) {
+	b := newBrowser(t, func(c *server.Config) { c.BasePath = "/ops/kyu" })
+	b.login()
+	if u := eval[string](b, `location.pathname`); u != "/ops/kyu/" {
+		t.Fatalf("after login the page is %s; want /ops/kyu/", u)
+	}
+	b.open("/jobs")
+	b.waitFor("the empty list", `document.getElementById("empty") !== null`)
+	id := b.enqueue(map[string]any{"type": "t", "queue": "prefixed"})
+	b.waitFor("the new job, live", `document.querySelector('#jobs tr[data-id="`+id+`"]') !== null`)
+	b.do("open the job", chromedp.Click(chromedp.CSS(`#jobs tr[data-id="`+id+`"] a`)))
+	b.waitFor("the job page", `location.pathname === "/ops/kyu/jobs/`+id+`" && document.getElementById("job-state") !== null`)
+}
+
+// TestBrowserEnqueueForm enqueues a job from the form: a payload that is
+// not JSON disables the button and says why; a valid one enqueues and
+// opens the new job.
+func TestBrowserEnqueueForm(t *testing.T) {
+	b := newBrowser(t, nil)
+	b.login()
+	b.open("/enqueue")
+	b.waitFor("the form", `document.getElementById("enqueue") !== null`)
+	setPayload := func(v string) {
+		eval[bool](b, `(() => { const t = document.getElementById("e-payload"); t.value = `+jsString(v)+`; t.dispatchEvent(new Event("input")); return true; })()`)
+	}
+	b.do("fill the form",
+		chromedp.SendKeys(chromedp.ID("e-type"), "form.job"),
+		chromedp.SendKeys(chromedp.ID("e-queue"), "forms"),
+		chromedp.SendKeys(chromedp.ID("e-delay"), "1h"))
+	setPayload(`{"to": `)
+	b.waitFor("the payload refused", `document.getElementById("enqueue-submit").disabled && document.getElementById("payload-error").textContent.startsWith("Payload is not JSON")`)
+	setPayload(`{"to": "ada@example.com"}`)
+	b.waitFor("the payload taken", `!document.getElementById("enqueue-submit").disabled && document.getElementById("payload-error").textContent === ""`)
+	b.do("enqueue", chromedp.Click(chromedp.ID("enqueue-submit")))
+	b.waitFor("the new job's page", `location.pathname.startsWith("/jobs/") && document.getElementById("payload") !== null`)
+	id := strings.TrimPrefix(eval[string](b, `location.pathname`), "/jobs/")
+	var j struct {
+		Type, Queue, State string
+		Payload            map[string]string
+	}
+	b.api("GET", "/api/v1/jobs/"+id, nil, &j)
+	if j.Type != "form.job" || j.Queue != "forms" || j.State != "scheduled" || j.Payload["to"] != "ada@example.com" {
+		t.Fatalf("enqueued %+v; want form.job in forms, scheduled an hour ahead, with the payload", j)
+	}
+}
+
+// jsString quotes s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

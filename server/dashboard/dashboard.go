@@ -150,6 +150,10 @@ func (d *Dashboard) render(w http.ResponseWriter, status int, data pageData) {
 // serveStatic serves the script and style sheet. They are small and
 // change with the binary, so browsers revalidate them.
 func (d *Dashboard) serveStatic(w http.ResponseWriter, r *http.Request) {
+	if strings.HasSuffix(r.URL.Path, "/") { // no folder listings
+		d.notFound(w, r)
+		return
+	}
 	w.Header().Set("Cache-Control", "no-cache")
 	d.static.ServeHTTP(w, r)
 }

@@ -142,10 +142,26 @@
     if (wait > 0) { if (!timer) timer = setTimeout(() => { timer = null; refresh(); }, wait); return; }
     loading = true;
     lastLoad = Date.now();
-    Promise.resolve(page.load()).then(markUpdated, (e) => flash(e.message, true)).finally(() => {
+    const focus = focusKey(document.activeElement);
+    Promise.resolve(page.load()).then(() => { restoreFocus(focus); markUpdated(); }, (e) => flash(e.message, true)).finally(() => {
       loading = false;
       if (again) { again = false; refresh(); }
     });
+  }
+
+  // focusKey names the focused control so that it can be focused again
+  // after the page's content is rebuilt.
+  function focusKey(e) {
+    if (!e || !app.contains(e)) return null;
+    if (e.id) return "#" + CSS.escape(e.id);
+    if (e.dataset && e.dataset.key) return '[data-key="' + CSS.escape(e.dataset.key) + '"]';
+    return null;
+  }
+
+  function restoreFocus(key) {
+    if (!key || app.contains(document.activeElement)) return;
+    const e = app.querySelector(key);
+    if (e) e.focus();
   }
 
   function connect() {
@@ -204,17 +220,20 @@
     return el("div", { class: "scroll" }, el("table", { id: "queues" }, el("thead", {}, head), el("tbody", {}, rows)));
   }
 
+  // purgeChoice keeps each queue's chosen purge state across live updates.
+  const purgeChoice = {};
+
   function queueActions(q) {
     const name = encodeURIComponent(q.name);
     const c = q.counts || {};
-    const purgeState = el("select", { "aria-label": "State to purge in " + q.name, class: "purge-state" },
-      STATES.filter((s) => s !== "active").map((s) => el("option", { value: s }, s + " (" + (c[s] || 0) + ")")));
+    const purgeState = el("select", { "aria-label": "State to purge in " + q.name, class: "purge-state", "data-key": "purge-state-" + q.name, onchange: (e) => { purgeChoice[q.name] = e.target.value; } },
+      STATES.filter((s) => s !== "active").map((s) => el("option", { value: s, selected: purgeChoice[q.name] === s }, s + " (" + (c[s] || 0) + ")")));
     return el("div", { class: "actions" },
       q.paused
-        ? el("button", { class: "resume", onclick: () => act("Resume " + q.name, () => api("POST", "/queues/" + name + "/resume").then(() => q.name + " resumed")) }, "Resume")
-        : el("button", { class: "pause", onclick: () => act("Pause " + q.name, () => api("POST", "/queues/" + name + "/pause").then(() => q.name + " paused")) }, "Pause"),
+        ? el("button", { class: "resume", "data-key": "pause-toggle-" + q.name, onclick: () => act("Resume " + q.name, () => api("POST", "/queues/" + name + "/resume").then(() => q.name + " resumed")) }, "Resume")
+        : el("button", { class: "pause", "data-key": "pause-toggle-" + q.name, onclick: () => act("Pause " + q.name, () => api("POST", "/queues/" + name + "/pause").then(() => q.name + " paused")) }, "Pause"),
       el("button", {
-        class: "retry-failed", disabled: !c.failed,
+        class: "retry-failed", "data-key": "retry-failed-" + q.name, disabled: !c.failed,
         onclick: async () => {
           if (!(await confirmDialog("Retry all " + (c.failed || 0) + " failed jobs of " + q.name + "?"))) return;
           act("Retry failed", () => api("POST", "/queues/" + name + "/retry?state=failed").then((r) => r.count + " jobs retried"));
@@ -222,7 +241,7 @@
       }, "Retry failed"),
       purgeState,
       el("button", {
-        class: "danger purge",
+        class: "danger purge", "data-key": "purge-" + q.name,
         onclick: async () => {
           const st = purgeState.value;
           if (!(await confirmDialog("Delete all " + (c[st] || 0) + " " + st + " jobs of " + q.name + "? This cannot be undone."))) return;
@@ -260,7 +279,7 @@
   function chart(minutes) {
     const W = 720, H = 160, pad = 24;
     const max = Math.max(1, ...minutes.map((m) => m.processed));
-    const s = svg("svg", { viewBox: `0 0 ${W} ${H + pad}`, role: "img", "aria-label": "Processed and failed jobs per minute", preserveAspectRatio: "none" });
+    const s = svg("svg", { viewBox: `0 0 ${W} ${H + pad}`, role: "img", "aria-label": "Processed and failed jobs per minute" });
     s.append(svg("line", { x1: 0, y1: H, x2: W, y2: H, class: "axis" }));
     const bw = W / Math.max(1, minutes.length);
     minutes.forEach((m, i) => {
@@ -307,25 +326,41 @@
       const counts = {};
       for (const q of queues) if (!f.queue || q.name === f.queue) for (const s of STATES) counts[s] = (counts[s] || 0) + ((q.counts || {})[s] || 0);
       const tabs = el("div", { class: "tabs", role: "navigation", "aria-label": "States" },
-        el("a", { href: "?" + this.query({ ...f, state: "" }), "aria-current": f.state === "" ? "true" : "false", "data-state": "", onclick: (e) => { e.preventDefault(); this.setFilter({ ...f, state: "" }); } }, "all (" + sum(counts) + ")"),
-        STATES.map((s) => el("a", { href: "?" + this.query({ ...f, state: s }), "data-state": s, "aria-current": f.state === s ? "true" : "false", onclick: (e) => { e.preventDefault(); this.setFilter({ ...f, state: s }); } }, s + " (" + (counts[s] || 0) + ")")));
+        el("a", { href: "?" + this.query({ ...f, state: "" }), "data-key": "tab-all", "aria-current": f.state === "" ? "true" : "false", "data-state": "", onclick: (e) => { e.preventDefault(); this.setFilter({ ...f, state: "" }); } }, "all (" + sum(counts) + ")"),
+        STATES.map((s) => el("a", { href: "?" + this.query({ ...f, state: s }), "data-state": s, "data-key": "tab-" + s, "aria-current": f.state === s ? "true" : "false", onclick: (e) => { e.preventDefault(); this.setFilter({ ...f, state: s }); } }, s + " (" + (counts[s] || 0) + ")")));
+      const key = JSON.stringify(f);
+      if (this.key !== key || !app.contains(this.listBox)) {
+        this.key = key;
+        this.tabsBox = el("div");
+        this.datalist = el("datalist", { id: "queue-names" });
+        this.listBox = el("div");
+        show(this.tabsBox, this.form(f), this.datalist, READONLY ? null : this.actions(f), this.listBox);
+      }
+      this.tabsBox.replaceChildren(tabs);
+      this.datalist.replaceChildren(...queues.map((q) => el("option", { value: q.name })));
+      this.listBox.replaceChildren(...nodes([this.table(list)]));
+    },
+    form(f) {
       const input = (name, label, value, list) => el("div", {}, el("label", { for: "f-" + name }, label), el("input", { id: "f-" + name, name, value, list, size: 14 }));
       const form = el("form", {
         class: "filters", id: "filters", role: "search",
         onsubmit: (e) => { e.preventDefault(); const d = new FormData(e.target); this.setFilter({ ...f, queue: d.get("queue"), type: d.get("type"), tag: d.get("tag"), q: d.get("q"), order: d.get("order") }); },
       },
-      input("queue", "Queue", f.queue, "queue-names"), el("datalist", { id: "queue-names" }, queues.map((q) => el("option", { value: q.name }))),
+      input("queue", "Queue", f.queue, "queue-names"),
       input("type", "Type", f.type), input("tag", "Tag", f.tag), input("q", "Search id prefix, title", f.q),
       el("div", {}, el("label", { for: "f-order" }, "Order"), el("select", { id: "f-order", name: "order" },
         el("option", { value: "newest", selected: f.order === "newest" }, "newest first"), el("option", { value: "oldest", selected: f.order === "oldest" }, "oldest first"))),
       el("button", { type: "submit" }, "Filter"));
+      return form;
+    },
+    table(list) {
       const items = list.jobs || [];
       const ids = new Set(items.map((j) => j.id));
       for (const id of [...this.selected]) if (!ids.has(id)) this.selected.delete(id);
       const all = el("input", { type: "checkbox", "aria-label": "Select all on this page", checked: items.length > 0 && items.every((j) => this.selected.has(j.id)),
         onchange: (e) => { for (const j of items) e.target.checked ? this.selected.add(j.id) : this.selected.delete(j.id); refresh(); } });
       const rows = items.map((j) => el("tr", { "data-id": j.id, "data-state": j.state },
-        READONLY ? null : el("td", {}, el("input", { type: "checkbox", class: "pick", "aria-label": "Select " + j.id, checked: this.selected.has(j.id), onchange: (e) => { e.target.checked ? this.selected.add(j.id) : this.selected.delete(j.id); } })),
+        READONLY ? null : el("td", {}, el("input", { type: "checkbox", class: "pick", "data-key": "pick-" + j.id, "aria-label": "Select " + j.id, checked: this.selected.has(j.id), onchange: (e) => { e.target.checked ? this.selected.add(j.id) : this.selected.delete(j.id); } })),
         el("td", {}, jobLink(j.id)), el("td", {}, stateBadge(j.state)), el("td", {}, j.type), el("td", {}, j.queue),
         el("td", { class: "wrap" }, j.title || ""), el("td", { class: "num" }, j.attempt + "/" + j.max_attempts),
         el("td", {}, time(j.created_at)), el("td", {}, time(j.run_at))));
@@ -336,8 +371,7 @@
         el("button", { id: "first-page", disabled: !this.cursor, onclick: () => { this.cursor = ""; this.stack = []; refresh(); } }, "First page"),
         el("button", { id: "prev-page", disabled: !this.stack.length, onclick: () => { this.cursor = this.stack.pop() || ""; refresh(); } }, "Previous"),
         el("button", { id: "next-page", disabled: !list.next_cursor, onclick: () => { this.stack.push(this.cursor); this.cursor = list.next_cursor; refresh(); } }, "Next page"));
-      show(tabs, form, READONLY ? null : this.actions(f), table,
-        items.length ? null : el("p", { class: "muted", id: "empty" }, "No jobs match."), paging);
+      return [table, items.length ? null : el("p", { class: "muted", id: "empty" }, "No jobs match."), paging];
     },
     actions(f) {
       const one = (action, label) => el("button", {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
@@ -86,7 +87,7 @@ func newBrowser(t *testing.T, change func(*server.Config)) *browser {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	cfg := server.Config{Backend: store, Addr: "127.0.0.1:0", Token: browserToken,
+	cfg := server.Config{Backend: store, Addr: "127.0.0.1:0", Token: browserToken, Store: "embedded store (pebble) in a test directory",
 		EventInterval: 200 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond}
 	if change != nil {
 		change(&cfg)
@@ -396,6 +397,20 @@ func TestBrowserLoginAndPages(t *testing.T) {
 		b.waitFor(p.name+" content", p.ready)
 		b.shot(p.name)
 	}
+	if os.Getenv(screenshotsEnv) != "" {
+		b.do("dark scheme", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+			return err
+		}))
+		b.open("/")
+		b.waitFor("overview content", pages[0].ready)
+		b.shot("overview-dark")
+		b.do("light scheme", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{}})
+			return err
+		}))
+	}
 	b.do("phone width", chromedp.EmulateViewport(390, 844))
 	for _, p := range pages {
 		b.open(p.path)
@@ -448,11 +463,13 @@ func TestBrowserRetryFailedJob(t *testing.T) {
 	b.waitFor("the error shown", `document.getElementById("errors").textContent.includes("first attempt fails")`)
 	b.do("retry", chromedp.Click(chromedp.ID("retry")))
 	b.waitFor("the job completed", `document.querySelector('#job-state [data-state="completed"]') !== null`)
+	b.shot("job-retried")
 	if s := b.state(id); s != "completed" {
 		t.Fatalf("job is %s in the store; want completed", s)
 	}
 	b.open("/workers")
 	b.waitFor("the worker listed", `document.getElementById("browser-test-worker") !== null`)
+	b.shot("workers-one")
 }
 
 // TestBrowserCancelRunningJob cancels a job that a real worker runs and

@@ -277,7 +277,8 @@
 
   // chart draws processed and failed per minute as bars.
   function chart(minutes) {
-    const W = 720, H = 160, pad = 24;
+    // One unit per CSS pixel of the page's width, so labels keep their size.
+    const W = Math.max(300, Math.round(app.clientWidth || 720)), H = 180, pad = 24;
     const max = Math.max(1, ...minutes.map((m) => m.processed));
     const s = svg("svg", { viewBox: `0 0 ${W} ${H + pad}`, role: "img", "aria-label": "Processed and failed jobs per minute" });
     s.append(svg("line", { x1: 0, y1: H, x2: W, y2: H, class: "axis" }));
@@ -476,7 +477,13 @@
           },
         }, "Enqueue a copy"));
     },
-    live(kind, data) { return kind === "job" && data.job && data.job.id === this.id; },
+    // Changes made through this server arrive as job events; the queue
+    // counts every few seconds also catch changes made elsewhere (a worker
+    // on the store directly) while the job is not final.
+    live(kind, data) {
+      if (kind === "job") return data.job && data.job.id === this.id;
+      return kind === "queues" && this.data !== null && !FINAL.has(this.data.state);
+    },
   };
 
   function jsonBlock(title, value, id) {

@@ -327,3 +327,26 @@ func TestBulkAction(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardLoginOverTLS checks that the session cookie is marked
+// Secure when the login came over TLS.
+func TestDashboardLoginOverTLS(t *testing.T) {
+	t.Parallel()
+	srv, err := server.New(server.Config{Backend: openStore(t), Token: testToken, MaintenanceInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewTLSServer(srv.Handler())
+	defer ts.Close()
+	hc := ts.Client()
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := hc.PostForm(ts.URL+"/login", url.Values{"token": {testToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookies := resp.Cookies()
+	if resp.StatusCode != http.StatusSeeOther || len(cookies) != 1 || !cookies[0].Secure || !cookies[0].HttpOnly {
+		t.Fatalf("login over TLS = %d, cookies %+v; want 303 and one Secure, HttpOnly cookie", resp.StatusCode, cookies)
+	}
+}

@@ -372,7 +372,12 @@
         el("button", { id: "first-page", disabled: !this.cursor, onclick: () => { this.cursor = ""; this.stack = []; refresh(); } }, "First page"),
         el("button", { id: "prev-page", disabled: !this.stack.length, onclick: () => { this.cursor = this.stack.pop() || ""; refresh(); } }, "Previous"),
         el("button", { id: "next-page", disabled: !list.next_cursor, onclick: () => { this.stack.push(this.cursor); this.cursor = list.next_cursor; refresh(); } }, "Next page"));
-      return [table, items.length ? null : el("p", { class: "muted", id: "empty" }, "No jobs match."), paging];
+      // A store reads a bounded stretch of jobs per page under a search or
+      // type filter, so an empty page with a cursor is not the end.
+      const empty = items.length ? null : list.next_cursor
+        ? el("p", { class: "muted", id: "empty-so-far" }, "No match in the jobs read for this page; Next page reads further.")
+        : el("p", { class: "muted", id: "empty" }, "No jobs match.");
+      return [table, empty, paging];
     },
     actions(f) {
       const one = (action, label) => el("button", {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -650,4 +651,66 @@ func TestBrowserEnqueueForm(t *testing.T) {
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestBrowserSelectedJobsAndDelete retries the jobs ticked in the list
+// (and only those), then deletes one from its page after confirming.
+func TestBrowserSelectedJobsAndDelete(t *testing.T) {
+	b := newBrowser(t, nil)
+	var ids []string
+	for range 3 {
+		ids = append(ids, b.enqueue(map[string]any{"type": "t", "queue": "sel", "max_attempts": 1}))
+	}
+	b.failJob("sel", 3)
+	b.login()
+	b.open("/jobs?state=failed")
+	b.waitFor("three failed jobs", `document.querySelectorAll("#jobs tr[data-id]").length === 3`)
+	for _, id := range ids[:2] {
+		b.do("tick "+id, chromedp.Click(chromedp.CSS(`#jobs tr[data-id="`+id+`"] input.pick`)))
+	}
+	b.do("retry the ticked", chromedp.Click(chromedp.CSS(`button.sel-retry`)))
+	b.waitFor("the result", `document.getElementById("flash").textContent === "Retry: 2 done"`)
+	b.waitFor("one failed job left in the list", `document.querySelectorAll("#jobs tr[data-id]").length === 1`)
+	for i, want := range []string{"pending", "pending", "failed"} {
+		if s := b.state(ids[i]); s != want {
+			t.Errorf("job %d is %s; want %s", i, s, want)
+		}
+	}
+	b.open("/jobs/" + ids[2])
+	b.waitFor("the delete button", `document.getElementById("delete") !== null`)
+	b.do("delete", chromedp.Click(chromedp.ID("delete")))
+	b.waitFor("the confirmation", `document.getElementById("confirm").open`)
+	b.do("confirm", chromedp.Click(chromedp.ID("confirm-yes")))
+	b.waitFor("back on the jobs page", `location.pathname === "/jobs"`)
+	var list struct{ Jobs []struct{ ID string } }
+	b.api("GET", "/api/v1/jobs?queue=sel", nil, &list)
+	if len(list.Jobs) != 2 {
+		t.Fatalf("%d jobs left in the queue; want 2 after deleting one", len(list.Jobs))
+	}
+}
+
+// TestBrowserPausesWhileHidden checks that the page closes its event
+// stream when the tab is hidden and, shown again, reconnects and catches
+// up without a reload. (The test flips document.hidden itself; headless
+// Chromium does not hide tabs.)
+func TestBrowserPausesWhileHidden(t *testing.T) {
+	b := newBrowser(t, nil)
+	b.login()
+	b.open("/jobs")
+	b.waitFor("the stream open", `document.getElementById("live").classList.contains("on")`)
+	setHidden := func(hidden bool) {
+		eval[bool](b, `(() => { Object.defineProperty(document, "hidden", {configurable: true, get: () => `+strconv.FormatBool(hidden)+`}); document.dispatchEvent(new Event("visibilitychange")); return true; })()`)
+	}
+	setHidden(true)
+	if eval[bool](b, `document.getElementById("live").classList.contains("on")`) {
+		t.Fatal("the stream is still open while the tab is hidden")
+	}
+	eval[bool](b, `window.kyuNoReload = true`)
+	id := b.enqueue(map[string]any{"type": "t", "queue": "hidden"})
+	setHidden(false)
+	b.waitFor("the stream open again", `document.getElementById("live").classList.contains("on")`)
+	b.waitFor("the job enqueued meanwhile", `document.querySelector('#jobs tr[data-id="`+id+`"]') !== null`)
+	if !eval[bool](b, `window.kyuNoReload === true`) {
+		t.Fatal("the page reloaded; want it to catch up in place")
+	}
 }

@@ -714,3 +714,55 @@ func TestBrowserPausesWhileHidden(t *testing.T) {
 		t.Fatal("the page reloaded; want it to catch up in place")
 	}
 }
+
+// TestBrowserJobProgressRunNowAndCopy checks the job page's live
+// progress bar and log lines while a real worker runs the job, the run
+// now button of a scheduled job, and enqueueing a copy.
+func TestBrowserJobProgressRunNowAndCopy(t *testing.T) {
+	b := newBrowser(t, nil)
+	release := make(chan struct{})
+	mux := kyu.NewMux()
+	mux.HandleFunc("long", func(ctx context.Context, j *kyu.Job) error {
+		if err := kyu.Progress(ctx, 50, "half way"); err != nil {
+			return err
+		}
+		if err := kyu.Log(ctx, "resized the first image"); err != nil {
+			return err
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	b.startWorker("long", mux)
+	id := b.enqueue(map[string]any{"type": "long", "queue": "long"})
+	b.login()
+	b.open("/jobs/" + id)
+	b.waitFor("the progress bar at 50%", `(() => { const p = document.querySelector("#progress progress"); return p !== null && p.value === 50 && document.getElementById("progress").textContent.includes("half way"); })()`)
+	b.waitFor("the log line", `document.getElementById("logs") !== null && document.getElementById("logs").textContent.includes("resized the first image")`)
+	b.shot("job-running")
+	close(release)
+	b.waitFor("the job completed", `document.querySelector('#job-state [data-state="completed"]') !== null`)
+
+	later := b.enqueue(map[string]any{"type": "later", "queue": "later", "delay": "1h", "payload": map[string]any{"n": 7}})
+	b.open("/jobs/" + later)
+	b.waitFor("the run now button", `document.querySelector('#job-state [data-state="scheduled"]') !== null && document.getElementById("run") !== null`)
+	b.do("run now", chromedp.Click(chromedp.ID("run")))
+	b.waitFor("the job pending", `document.querySelector('#job-state [data-state="pending"]') !== null`)
+	if s := b.state(later); s != "pending" {
+		t.Fatalf("job is %s after run now; want pending", s)
+	}
+	b.do("enqueue a copy", chromedp.Click(chromedp.ID("copy")))
+	b.waitFor("the copy's page", `location.pathname !== "/jobs/`+later+`" && document.getElementById("payload") !== null`)
+	copyID := strings.TrimPrefix(eval[string](b, `location.pathname`), "/jobs/")
+	var j struct {
+		Type, Queue string
+		Payload     map[string]int
+	}
+	b.api("GET", "/api/v1/jobs/"+copyID, nil, &j)
+	if j.Type != "later" || j.Queue != "later" || j.Payload["n"] != 7 {
+		t.Fatalf("copy is %+v; want type later in queue later with the payload", j)
+	}
+}

@@ -766,3 +766,26 @@ func TestBrowserJobProgressRunNowAndCopy(t *testing.T) {
 		t.Fatalf("copy is %+v; want type later in queue later with the payload", j)
 	}
 }
+
+// TestBrowserSessionExpires checks that once the session cookie expires,
+// the next change the page hears of sends it to the login page, which
+// comes back to the same page after logging in again.
+func TestBrowserSessionExpires(t *testing.T) {
+	b := newBrowser(t, func(c *server.Config) { c.SessionTTL = 2 * time.Second })
+	b.login()
+	b.open("/jobs?queue=exp")
+	b.allow(http.StatusUnauthorized)
+	deadline := time.Now().Add(20 * time.Second)
+	for !eval[bool](b, `location.pathname === "/login"`) {
+		if time.Now().After(deadline) {
+			t.Fatal("the page did not go to the login page within 20s of its session's end")
+		}
+		b.enqueue(map[string]any{"type": "t", "queue": "exp"})
+		time.Sleep(200 * time.Millisecond) // a change every 200 ms until then
+	}
+	b.waitFor("the login form", `document.getElementById("token") !== null`)
+	b.do("log in again",
+		chromedp.SendKeys(chromedp.ID("token"), b.token),
+		chromedp.Click(chromedp.ID("login-submit")))
+	b.waitFor("back on the jobs page", `location.pathname === "/jobs" && location.search === "?queue=exp" && document.querySelector("#jobs tr[data-id]") !== null`)
+}

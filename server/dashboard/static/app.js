@@ -168,7 +168,17 @@
     if (source || !page.live) return;
     source = new EventSource(API + "/events", { withCredentials: true });
     source.onopen = () => liveDot.classList.add("on");
-    source.onerror = () => liveDot.classList.remove("on");
+    source.onerror = () => {
+      liveDot.classList.remove("on");
+      // The browser retries a dropped stream by itself, but not one the
+      // server refused (a session that expired, too many streams): try
+      // again in a while, and reload the data, which leads to the login
+      // page when the session is over.
+      if (source && source.readyState === EventSource.CLOSED) {
+        disconnect();
+        setTimeout(() => { if (!document.hidden) { connect(); refresh(); } }, 5000);
+      }
+    };
     for (const kind of ["job", "queue", "queues", "worker"]) {
       source.addEventListener(kind, (ev) => {
         let data = null;

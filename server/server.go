@@ -82,11 +82,11 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's routes as one http.Handler (auth, limits,
-// the Host and cross-origin checks and error answers included), for
-// mounting under another mux or serving with httptest. Start serves the
-// same handler. Without a Token it answers only loopback Host names
-// unless Config.AllowedHosts names more. The body deadline applies where
+// Handler returns the server's routes and dashboard as one http.Handler
+// (auth, limits, the Host and cross-origin checks and error answers
+// included), for mounting under another mux or serving with httptest.
+// Start serves the same handler. Without a Token it answers only loopback
+// Host names unless Config.AllowedHosts names more. The body deadline applies where
 // the ResponseWriter lets it be set.
 func (s *Server) Handler() http.Handler { return s.handler }
 

@@ -414,8 +414,12 @@
             const action = bulkSel.value;
             try {
               const dry = await api("POST", "/jobs/bulk", { filter, action, dry_run: true });
-              const n = dry.matched + (dry.more ? "+ (capped at " + dry.matched + ")" : "");
-              if (!(await confirmDialog(action[0].toUpperCase() + action.slice(1) + " " + n + " jobs matching this filter?"))) return;
+              if (!dry.matched) { flash("No job matches this filter."); return; }
+              const verb = action[0].toUpperCase() + action.slice(1);
+              const text = dry.more
+                ? verb + " the oldest " + dry.matched + " jobs matching this filter? More match; one action takes at most " + dry.matched + "."
+                : verb + " " + dry.matched + " jobs matching this filter?";
+              if (!(await confirmDialog(text))) return;
               act("Bulk " + action, () => api("POST", "/jobs/bulk", { filter, action, limit: dry.matched }).then((r) => "Bulk " + action + ": " + r.done + " of " + r.matched + " done" + (r.errors && r.errors.length ? ", " + (r.matched - r.done) + " refused" : "")));
             } catch (e) { flash(e.message, true); }
           },

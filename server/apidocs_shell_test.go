@@ -211,6 +211,13 @@ func batchFailures(body []byte) error {
 // routePattern names the documented route that path belongs to, or path
 // itself.
 func routePattern(path string) string {
+	// A literal route (/api/v1/jobs/bulk) wins over a pattern that a
+	// placeholder would fit (/api/v1/jobs/{id}), as in http.ServeMux.
+	for _, r := range documentedRoutes {
+		if _, pattern, _ := strings.Cut(r, " "); pattern == path {
+			return pattern
+		}
+	}
 	segs := strings.Split(path, "/")
 	for _, r := range documentedRoutes {
 		_, pattern, _ := strings.Cut(r, " ")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/kyuhq/kyu"
@@ -28,6 +30,7 @@ const (
 	DefaultMaxMetricLabels     = 200
 	DefaultBodyTimeout         = 60 * time.Second
 	DefaultMaxConns            = 4096
+	DefaultSessionTTL          = 12 * time.Hour
 )
 
 // Config configures a Server. Zero fields take the documented defaults.
@@ -57,6 +60,23 @@ type Config struct {
 	TLSKeyFile  string
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
+
+	// BasePath is the path prefix the server answers under, for a proxy
+	// that forwards a path such as /kyu to it: "/kyu" serves the dashboard
+	// at /kyu/ and the API at /kyu/api/v1. Default "" (the root). Requests
+	// outside it answer 404.
+	BasePath string
+	// ReadOnly refuses, with 403, every request that changes state except
+	// the worker side (claim, leases, heartbeats, completions, failures,
+	// releases, progress and logs, the worker registry and the
+	// maintenance steps workers run), so workers keep running while people
+	// only look. The dashboard then shows no actions.
+	ReadOnly bool
+	// Store describes the store for the dashboard: its kind and URL,
+	// without secrets. Default: its Go type.
+	Store string
+	// SessionTTL is how long a dashboard login lasts; default 12h.
+	SessionTTL time.Duration
 
 	// MaxPayload bounds one job's payload in bytes; default
 	// backend.DefaultMaxPayload.
@@ -201,6 +221,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxMetricLabels <= 0 {
 		c.MaxMetricLabels = DefaultMaxMetricLabels
 	}
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.Store == "" && c.Backend != nil {
+		c.Store = fmt.Sprintf("%T", c.Backend)
+	}
 	if c.Backoff == nil {
 		c.Backoff = kyu.ExponentialBackoff(kyu.DefaultBackoffBase, kyu.DefaultBackoffMax)
 	}
@@ -213,6 +239,18 @@ func (c Config) validate() error {
 		return errors.New("server: Config.Backend is required")
 	}
 	return c.checkListen()
+}
+
+// checkBasePath accepts "" or a clean path that starts with "/" and does
+// not end with one.
+func checkBasePath(p string) error {
+	if p == "" {
+		return nil
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || path.Clean(p) != p || strings.ContainsAny(p, "?#%\"<> ") {
+		return fmt.Errorf("server: base path %q: want a clean path such as /kyu (a leading slash, none at the end)", p)
+	}
+	return nil
 }
 
 // CheckListen reports whether a server may listen as c says: the address,
@@ -228,6 +266,9 @@ func (c Config) CheckListen() error {
 
 // checkListen is CheckListen of a Config with its defaults applied.
 func (c Config) checkListen() error {
+	if err := checkBasePath(c.BasePath); err != nil {
+		return err
+	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return errors.New("server: TLS needs both a certificate and a key file")
 	}

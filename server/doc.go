@@ -1,12 +1,14 @@
 // Package server is kyu's HTTP server: the REST API under /api/v1 (the
 // producer side, the worker side that backend/remote speaks, the admin
-// operations, a live event stream and an OpenAPI 3.1 document), /metrics
-// for Prometheus and the /healthz and /readyz probes, over any
+// operations, a live event stream and an OpenAPI 3.1 document), the web
+// dashboard (package server/dashboard) at every other path, /metrics for
+// Prometheus and the /healthz and /readyz probes, over any
 // backend.Backend.
 //
 // It is embeddable: New builds a Server from a Config, Start listens and
 // serves, Ready says when it accepts connections, Shutdown drains it.
-// Handler gives the routes alone, to mount under another mux. The server
+// Handler gives the routes alone (the dashboard included), to mount under
+// another mux. The server
 // also runs the maintenance loops of its backend (promotion, lease
 // recovery, retention), so workers that reach it over HTTP need nothing
 // else. It keeps no state of its own beside the backend, except the

@@ -44,6 +44,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/api/v1/jobs/{id}/wait", auth: true, handle: s.handleWait, summary: "Wait until the job is finished, up to timeout; the job either way", ok: 200, okSchema: "Job", params: []string{"timeout"}},
 		{method: "POST", path: "/api/v1/jobs/{id}/retry", auth: true, handle: s.handleRetry, summary: "Run a failed or cancelled job again", ok: 200, okSchema: "Job"},
 		{method: "POST", path: "/api/v1/jobs/{id}/cancel", auth: true, handle: s.handleCancel, summary: "Cancel a job (an active one at the end of its attempt)", ok: 200, okSchema: "Job"},
+		{method: "POST", path: "/api/v1/jobs/bulk", auth: true, handle: s.handleBulk, summary: "Retry, cancel or delete every job matching a filter, up to a limit; or count them (dry run)", body: "BulkRequest", ok: 200, okSchema: "BulkResult"},
 		{method: "POST", path: "/api/v1/jobs/{id}/run", auth: true, handle: s.handleRunNow, summary: "Make a scheduled or retry job pending now", ok: 200, okSchema: "Job"},
 
 		// Worker side, one job.
@@ -90,6 +91,9 @@ func (s *Server) buildHandler() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range s.routes {
 		h := http.Handler(rt.handle)
+		if s.cfg.ReadOnly && changesState(rt.method) && !workerSide(rt) {
+			h = http.HandlerFunc(refuseWrite)
+		}
 		h = s.instrument(rt.method+" "+rt.path, h)
 		if changesState(rt.method) {
 			h = s.requireJSON(h)
@@ -99,12 +103,21 @@ func (s *Server) buildHandler() http.Handler {
 		}
 		mux.Handle(rt.method+" "+rt.path, h)
 	}
-	// Everything else: JSON 404 and 405 answers instead of the mux's text.
-	mux.Handle("/", s.requireTokenFor(http.HandlerFunc(s.handleUnmatched)))
+	// Everything else: the dashboard, or under /api/ JSON 404 and 405
+	// answers instead of the mux's text.
+	unmatched := s.requireTokenFor(http.HandlerFunc(s.handleUnmatched))
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isAPIPath(r.URL.Path) {
+			unmatched.ServeHTTP(w, r)
+			return
+		}
+		s.dashboard.ServeHTTP(w, r)
+	}))
 	h := s.guardBody(mux)
 	h = s.limitBody(h)
 	h = s.checkOrigin(h)
 	h = s.refuseUnclean(h)
+	h = s.underBasePath(h)
 	h = s.limitHeader(h)
 	return s.checkHost(h)
 }

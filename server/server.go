@@ -12,6 +12,7 @@ import (
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/internal/lifecycle"
+	"github.com/kyuhq/kyu/server/dashboard"
 )
 
 // Server serves the kyu API over one backend. Build it with New.
@@ -26,6 +27,10 @@ type Server struct {
 	metrics    *metrics
 	idem       *idempotency
 	events     *hub
+	// sessions checks dashboard logins; nil without a token.
+	sessions *dashboard.Sessions
+	// dashboard serves every path outside /api/.
+	dashboard *dashboard.Dashboard
 	// polls is a semaphore bounding the requests that wait.
 	polls chan struct{}
 	// bodies bounds the large request bodies handled at once; see
@@ -64,6 +69,9 @@ func New(cfg Config) (*Server, error) {
 		events:   newHub(),
 	}
 	s.metrics = newMetrics(s)
+	if err := s.buildDashboard(); err != nil {
+		return nil, err
+	}
 	s.routes = s.routeTable()
 	doc, err := s.openAPI()
 	if err != nil {
@@ -74,11 +82,11 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's routes as one http.Handler (auth, limits,
-// the Host and cross-origin checks and error answers included), for
-// mounting under another mux or serving with httptest. Start serves the
-// same handler. Without a Token it answers only loopback Host names
-// unless Config.AllowedHosts names more. The body deadline applies where
+// Handler returns the server's routes and dashboard as one http.Handler
+// (auth, limits, the Host and cross-origin checks and error answers
+// included), for mounting under another mux or serving with httptest.
+// Start serves the same handler. Without a Token it answers only loopback
+// Host names unless Config.AllowedHosts names more. The body deadline applies where
 // the ResponseWriter lets it be set.
 func (s *Server) Handler() http.Handler { return s.handler }
 

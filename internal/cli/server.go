@@ -35,6 +35,8 @@ type serverFlags struct {
 	tlsCert    string
 	tlsKey     string
 	verbose    bool
+	basePath   string
+	readOnly   bool
 
 	// allowedHosts are Host names taken besides the loopback ones.
 	allowedHosts []string
@@ -55,18 +57,20 @@ func newServerCommand() *cobra.Command {
 	var f serverFlags
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Serve the REST API, event stream and metrics over a store",
-		Long: `Serve the kyu REST API (/api/v1, OpenAPI document at
-/api/v1/openapi.json), server-sent events, Prometheus metrics (/metrics)
-and health probes (/healthz, /readyz) over a store, and run the store's
-maintenance (promotion of due jobs, lease recovery, retention).
+		Short: "Serve the dashboard, REST API, event stream and metrics over a store",
+		Long: `Serve the web dashboard (at /), the kyu REST API (/api/v1, OpenAPI
+document at /api/v1/openapi.json), server-sent events, Prometheus metrics
+(/metrics) and health probes (/healthz, /readyz) over a store, and run the
+store's maintenance (promotion of due jobs, lease recovery, retention).
+--base-path serves all of it under a prefix, for a proxy.
 
 Workers and producers in other processes reach it with the backend URL
 http://ADDR. The embedded store belongs to one process at a time, so
 while the server runs it, everything else goes through the server.
 
 With a token every /api/ and /metrics request needs "Authorization:
-Bearer <token>". Give it in KYU_TOKEN or in a file (--token-file); --token
+Bearer <token>", and the dashboard asks for the token once on a login
+page (the session lasts 12 hours). Give it in KYU_TOKEN or in a file (--token-file); --token
 puts it on the command line, where other users of the machine see it (ps).
 Listening beyond loopback without a token is refused unless --insecure is
 given, and then logged as a warning.
@@ -76,14 +80,16 @@ localhost, 127.0.0.1 or [::1] (any port), so that no web page can reach it
 under a name of its own; --allowed-hosts adds names, such as a proxy's.
 Every request that changes state must say Content-Type: application/json,
 and one that a browser marks as coming from another site is refused.
+--read-only refuses every change with 403 except the calls workers make
+(claims, leases, progress, logs, their registry entries).
 
 The Go heap gets a soft limit (--memory-limit; by default 192MiB above the
 heap live once the store is open; GOMEMLIMIT is kept when set): the garbage collector works harder near it rather than
 let the heap grow to twice what is live. The embedded store's memtables
 and block cache are outside it.
 
-The address it listens on is printed to stdout (on a terminal, with the
-REST API's URL and how to stop it); logs go to stderr, the embedded
+The address it listens on and the dashboard's URL are printed to stdout
+(on a terminal, with the REST API's URL and how to stop it); logs go to stderr, the embedded
 store's absolute directory among them.
 SIGINT or SIGTERM drains requests in flight and stops.`,
 		Example: `  kyu server
@@ -110,6 +116,8 @@ SIGINT or SIGTERM drains requests in flight and stops.`,
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
 	fl.StringVar(&f.memoryLimit, "memory-limit", strconv.Itoa(defaultMemoryLimit>>20)+"MiB", "soft limit on the Go heap, which the garbage collector works to stay under: a size such as 512MiB, or off (when not given: $"+memoryLimitEnv+", else $GOMEMLIMIT, else the default)")
+	fl.StringVar(&f.basePath, "base-path", "", "path prefix to serve under, for a proxy that forwards a path such as /kyu")
+	fl.BoolVar(&f.readOnly, "read-only", false, "refuse every change (403) except workers' calls; the dashboard shows no actions")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
 	return cmd
 }
@@ -128,6 +136,7 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 		Addr: f.addr, Token: f.token, Insecure: f.insecure, AllowedHosts: f.allowedHosts,
 		BodyTimeout: f.bodyTimeout, MaxConns: f.maxConns,
 		TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey, Logger: log,
+		BasePath: f.basePath, ReadOnly: f.readOnly, Store: describeBackend(f.backendURL),
 	}
 	// Refuse a bad address before the store exists: opening an embedded
 	// store creates its directory.
@@ -180,9 +189,11 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 	if f.tlsCert != "" {
 		scheme = "https"
 	}
+	root := fmt.Sprintf("%s://%s%s", scheme, srv.Addr(), f.basePath)
 	fmt.Fprintf(stdout, "kyu server listening on %s://%s (backend %s)\n", scheme, srv.Addr(), describeBackend(f.backendURL))
+	fmt.Fprintf(stdout, "Dashboard: %s/\n", root)
 	if f.terminal {
-		fmt.Fprintf(stdout, "REST API: %s://%s/api/v1 (OpenAPI document at /api/v1/openapi.json)\nPress Ctrl+C to stop.\n", scheme, srv.Addr())
+		fmt.Fprintf(stdout, "REST API: %s/api/v1 (OpenAPI document at %s/api/v1/openapi.json)\nPress Ctrl+C to stop.\n", root, root)
 	}
 	<-ctx.Done()
 	log.Info("kyu server shutting down", "grace", serverShutdownGrace)

@@ -192,7 +192,7 @@ func TestServerOnTerminal(t *testing.T) {
 	}
 	_, after, _ := strings.Cut(first, "listening on ")
 	base, _, _ := strings.Cut(after, " ")
-	if want := "REST API: " + base + "/api/v1 (OpenAPI document at /api/v1/openapi.json)\nPress Ctrl+C to stop.\n"; string(rest) != want {
+	if want := "Dashboard: " + base + "/\nREST API: " + base + "/api/v1 (OpenAPI document at " + base + "/api/v1/openapi.json)\nPress Ctrl+C to stop.\n"; string(rest) != want {
 		t.Errorf("printed after the address %q; want %q", rest, want)
 	}
 	logs := stderr.String()
@@ -202,5 +202,43 @@ func TestServerOnTerminal(t *testing.T) {
 	}
 	if !strings.HasSuffix(logs, "msg=\"kyu server stopped\"\n") {
 		t.Errorf("logs %q; want them to end with kyu server stopped", logs)
+	}
+}
+
+// TestServerBasePathAndReadOnly checks that --base-path serves the
+// dashboard and the API under the prefix, and that --read-only refuses an
+// enqueue with 403 while the pages still answer.
+func TestServerBasePathAndReadOnly(t *testing.T) {
+	t.Parallel()
+	base, stop := serveCLI(t, "--base-path", "/kyu", "--read-only", "--token", "")
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	resp, err := http.Get(base + "/kyu/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), `data-base="/kyu"`) || !strings.Contains(string(page), `data-readonly="true"`) {
+		t.Fatalf("GET /kyu/ = %d %.300q; want the overview page under /kyu, read-only", resp.StatusCode, page)
+	}
+	resp, err = http.Post(base+"/kyu/api/v1/jobs", "application/json", strings.NewReader(`{"type":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("enqueue on a read-only server = %d; want 403", resp.StatusCode)
+	}
+	resp, err = http.Get(base + "/api/v1/queues")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET /api/v1/queues outside the base path = %d; want 404", resp.StatusCode)
 	}
 }

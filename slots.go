@@ -81,9 +81,6 @@ type poolQueue struct {
 	taken atomic.Int32
 }
 
-// atCap reports whether the queue has taken every slot its cap allows.
-func (q *poolQueue) atCap() bool { return q.max > 0 && q.taken.Load() >= q.max }
-
 // room is how many more slots the queue may take, or -1 without a cap.
 func (q *poolQueue) room() int32 {
 	if q.max == 0 {
@@ -139,6 +136,7 @@ func (s *slots) releaseOnRecord(q *poolQueue, hold slotHold) bool {
 		return false
 	case slotHeld:
 		s.held.Add(-1)
+	case slotTaken:
 	}
 	s.taken.Add(-1)
 	s.releaseQueue(q)

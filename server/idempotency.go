@@ -121,10 +121,3 @@ func (c *idempotency) remove(el *list.Element) {
 	c.bytes -= e.size
 	c.order.Remove(el)
 }
-
-// len is the number of entries remembered.
-func (c *idempotency) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
-}

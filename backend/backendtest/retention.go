@@ -114,7 +114,7 @@ func testRetention(t *testing.T, factory Factory) {
 		active := f.enqueueOne(backend.NewJob{Retention: backend.RetainNone, Priority: 1})
 		j := f.claimID(retry, "highest priority")
 		f.mustOK("Fail", f.fail(backend.FailItem{Lease: lease(j), Message: "later", RetryAt: t0.Add(20 * 365 * 24 * time.Hour)}))
-		j = f.claimID(active, "next priority")
+		f.claimID(active, "next priority")
 		f.now = t0.Add(10 * 365 * 24 * time.Hour)
 		f.wantResult("ApplyRetention ten years on with no final job", f.applyRetention(), backend.MaintenanceResult{})
 		f.wantState(pending, backend.StatePending, "retention never deletes a pending job")

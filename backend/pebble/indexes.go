@@ -200,12 +200,6 @@ func (x *indexes) queueRetention(queue string) backend.QueueRetention {
 	return backend.QueueRetention{}
 }
 
-// paused reports whether a queue is paused.
-func (x *indexes) paused(queue string) bool {
-	q := x.queues[queue]
-	return q != nil && q.settings.Paused
-}
-
 // waiting reports whether a job in state s waits to be claimed.
 func waiting(s backend.State) bool {
 	return s == backend.StatePending || s == backend.StateScheduled || s == backend.StateRetry

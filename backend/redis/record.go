@@ -39,7 +39,7 @@ const (
 	hStarted     = 9  // ms or ""
 	hFinished    = 10 // ms or ""
 	hWorker      = 11 // hex or ""
-	hCancel      = 12 // see cancelCodes
+	hCancel      = 12 // see "The cancel field" below
 	hUniqueLen   = 13 // bytes of unique key after the header
 	hRetention   = 14 // "" default, "n" none, "f" forever, else ms to keep
 	headerFields = 14
@@ -49,7 +49,6 @@ const (
 // "r" cancelled at once by Cancel; "q" active, its cancel requested; "R"
 // cancelled after a requested cancel (reason requested, CancelRequested
 // kept as a record); "h" cancelled by its handler (FailItem.Cancel).
-const cancelCodes = "drqRh"
 
 // stateCode is the letter a record stores for a state.
 func stateCode(s backend.State) string {

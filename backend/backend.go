@@ -136,6 +136,9 @@ import (
 
 // Backend is a job store. All methods are safe for concurrent use.
 type Backend interface {
+	// Leader elects the store's maintainer (see leader.go).
+	Leader
+
 	// Enqueue writes new jobs atomically. A job whose unique key is held is
 	// not an error: its item reports Duplicate with the holder's id.
 	// Validation always covers the whole batch before anything is written;

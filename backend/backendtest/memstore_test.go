@@ -43,6 +43,8 @@ type memStore struct {
 	// minutes counts ended attempts per minute: [processed, failed].
 	minutes           map[time.Time]*[2]int64
 	processed, failed int64
+	// leaders holds the Leader leases by name.
+	leaders map[string]backend.Leadership
 }
 
 func newMemStore() *memStore {
@@ -54,6 +56,7 @@ func newMemStore() *memStore {
 		queues:   map[string]backend.QueueSettings{},
 		workers:  map[string]*backend.WorkerInfo{},
 		minutes:  map[time.Time]*[2]int64{},
+		leaders:  map[string]backend.Leadership{},
 	}
 }
 
@@ -889,4 +892,33 @@ func (s *memStore) Workers(ctx context.Context, p backend.WorkersParams) ([]back
 	}
 	slices.SortFunc(ws, func(a, b backend.WorkerInfo) int { return cmp.Compare(a.ID, b.ID) })
 	return ws, nil
+}
+
+func (s *memStore) Lead(ctx context.Context, p backend.LeadParams) (backend.Leadership, error) {
+	if err := p.Check(); err != nil {
+		return backend.Leadership{}, err
+	}
+	if err := s.lock(); err != nil {
+		return backend.Leadership{}, err
+	}
+	defer s.mu.Unlock()
+	l := backend.NextLeadership(s.leaders[p.Name], p)
+	if l.Held {
+		s.leaders[p.Name] = l
+	}
+	return l, nil
+}
+
+func (s *memStore) Resign(ctx context.Context, p backend.ResignParams) error {
+	if err := p.Check(); err != nil {
+		return err
+	}
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if l, store := backend.ResignedLeadership(s.leaders[p.Name], p); store {
+		s.leaders[p.Name] = l
+	}
+	return nil
 }

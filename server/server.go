@@ -42,7 +42,7 @@ type Server struct {
 	ready   chan struct{}
 	served  chan error
 
-	maint  [3]lifecycle.Loop
+	maint  lifecycle.Loop
 	ticker lifecycle.Loop
 }
 
@@ -128,7 +128,7 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-// startBackground starts the maintenance loops and the event ticker. Their
+// startBackground starts the maintainer and the event ticker. Their
 // context is independent of Start's, and Shutdown stops them.
 func (s *Server) startBackground() {
 	bg := context.Background()
@@ -177,9 +177,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 			err = errors.Join(err, fmt.Errorf("server: serve: %w", serveErr))
 		}
 	}
-	for i := range s.maint {
-		s.maint[i].Stop()
-	}
+	s.maint.Stop()
 	s.ticker.Stop()
 	return err
 }

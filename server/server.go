@@ -83,7 +83,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Start listens on Config.Addr and serves in the background, and starts
-// the maintenance loops and the event ticker. ctx bounds only the start;
+// the maintainer and the event ticker. ctx bounds only the start;
 // Shutdown stops the server.
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()

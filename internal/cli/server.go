@@ -59,7 +59,8 @@ func newServerCommand() *cobra.Command {
 		Long: `Serve the kyu REST API (/api/v1, OpenAPI document at
 /api/v1/openapi.json), server-sent events, Prometheus metrics (/metrics)
 and health probes (/healthz, /readyz) over a store, and run the store's
-maintenance (promotion of due jobs, lease recovery, retention).
+maintenance (promotion of due jobs, lease recovery, retention) while the
+servers and workers sharing the store elect this one to.
 
 Workers and producers in other processes reach it with the backend URL
 http://ADDR. The embedded store belongs to one process at a time, so

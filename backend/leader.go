@@ -47,7 +47,7 @@ type Leader interface {
 const MaintenanceLeadership = "maintenance"
 
 // LeaderNameLimit bounds the bytes of a lease's Name and Holder.
-const LeaderNameLimit = 200
+const LeaderNameLimit = 256
 
 // ErrLeadElsewhere is Lead's answer on a store whose maintenance is not
 // its callers' business: a caller then runs none.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/internal/maintenance"
@@ -16,6 +17,7 @@ import (
 // workers sharing the store elect one of them to run maintenance.
 func (s *Server) startMaintenance(ctx context.Context) {
 	host, _ := os.Hostname()
+	host = strings.ToValidUTF8(host[:min(len(host), 100)], "") // within backend.LeaderNameLimit
 	m := &maintenance.Maintainer{
 		Backend:  s.b,
 		Holder:   fmt.Sprintf("kyu-server-%s-%d-%s", host, os.Getpid(), rand.Text()[:8]),

@@ -77,6 +77,9 @@ func (m *Maintainer) Run(ctx context.Context) {
 			case errors.Is(err, backend.ErrLeadElsewhere):
 				m.Log.Debug("kyu: the store is maintained elsewhere; running no maintenance")
 				return
+			case errors.As(err, new(*backend.ValidationError)):
+				m.Log.Error("kyu: running no maintenance", "error", err)
+				return
 			case err != nil:
 				if ctx.Err() != nil {
 					return

@@ -6,12 +6,16 @@ import (
 	"github.com/kyuhq/kyu/internal/maintenance"
 )
 
-// startMaintenance starts the three maintenance loops: promoting due
-// scheduled and retry jobs, recovering expired leases, applying retention.
+// startMaintenance starts the worker's maintainer: it promotes due
+// scheduled and retry jobs, recovers expired leases and applies retention
+// while the processes sharing the store elect it, and stands by otherwise.
 func (w *Worker) startMaintenance(ctx context.Context) {
-	for i, s := range maintenance.Steps(w.b) {
-		w.maint[i].Start(ctx, func(ctx context.Context) {
-			maintenance.Loop(ctx, s, w.cfg.MaintenanceInterval, w.cfg.Clock.Now, w.log)
-		})
+	m := &maintenance.Maintainer{
+		Backend:  w.b,
+		Holder:   w.cfg.ID,
+		Interval: w.cfg.MaintenanceInterval,
+		Now:      w.cfg.Clock.Now,
+		Log:      w.log,
 	}
+	w.maint.Start(ctx, m.Run)
 }

@@ -13,10 +13,12 @@ type ClientBackend interface {
 
 // WorkerBackend is what a Worker needs of its store: running jobs under
 // leases, enqueueing the periodic jobs, the maintenance steps and its
-// entry in the registry. Every backend.Backend is one.
+// entry in the registry, and the lease that elects the store's one
+// maintainer. Every backend.Backend is one.
 type WorkerBackend interface {
 	backend.Producer
 	backend.Runner
 	backend.Maintainer
 	backend.Registry
+	backend.Leader
 }

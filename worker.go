@@ -42,8 +42,9 @@ const outcomeTimeout = 10 * time.Second
 // requests), one completer records outcomes of many jobs in one backend
 // call, one reporter sends handlers' progress and log lines in batches, one
 // loop keeps the worker's entry in the registry, one enqueues the periodic
-// jobs if there are any, and unless disabled three maintenance loops
-// promote due jobs, recover expired leases and apply retention.
+// jobs if there are any, and unless disabled one maintainer promotes due
+// jobs, recovers expired leases and applies retention while the store
+// elects it (internal/maintenance), standing by otherwise.
 type Worker struct {
 	b   WorkerBackend
 	cfg WorkerConfig
@@ -53,7 +54,7 @@ type Worker struct {
 	comp      *completer
 	reports   *reporter
 	heartbeat lifecycle.Loop
-	maint     [3]lifecycle.Loop
+	maint     lifecycle.Loop
 	registry  lifecycle.Loop
 	// sched enqueues the periodic jobs in the periodic loop; nil when none.
 	sched    *periodic.Scheduler
@@ -291,9 +292,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	w.heartbeat.Stop()
 	w.reports.loop.Stop()
 	w.comp.loop.Stop()
-	for i := range w.maint {
-		w.maint[i].Stop()
-	}
+	w.maint.Stop()
 	w.registry.Stop()
 	w.deregister()
 	w.log.Info("kyu: worker stopped", "took", time.Since(start).Round(time.Millisecond))

@@ -115,12 +115,13 @@ type WorkerConfig struct {
 	Logger *slog.Logger
 
 	// MaintenanceInterval is how often the worker promotes due scheduled
-	// and retry jobs, recovers expired leases and applies retention.
-	// Default 1s.
+	// and retry jobs, recovers expired leases and applies retention,
+	// while the workers and servers sharing its store elect it to; the
+	// others stand by. Default 1s.
 	MaintenanceInterval time.Duration
 
-	// DisableMaintenance turns those maintenance loops off, for a worker
-	// that shares a store with another process that runs them.
+	// DisableMaintenance keeps the worker out of that election: it never
+	// runs maintenance. Over backend/remote it runs none anyway.
 	DisableMaintenance bool
 
 	// MaxLogLines caps the log lines a job keeps (Log, Logf), over all its

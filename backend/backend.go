@@ -185,6 +185,8 @@ type Backend interface {
 	Admin
 	Maintainer
 	Registry
+	// Leader elects the store's maintainer (see leader.go).
+	Leader
 
 	// Close releases the store. Calls after Close return ErrClosed.
 	Close() error

@@ -22,6 +22,7 @@ import "context"
 //     Purge, UpdateQueue, RegisterWorker: the params' Check.
 //   - Complete, Release, Delete, Cancel, Retry, RunNow, Promote,
 //     RecoverLeases, ApplyRetention, Workers: CheckNow.
+//   - Lead, Resign: the params' Check.
 //   - Get, WatchFinished, DeregisterWorker, Close: nothing.
 func Checked(b Backend) Backend {
 	if c, ok := b.(*checked); ok {
@@ -220,4 +221,18 @@ func (c *checked) DeregisterWorker(ctx context.Context, p DeregisterWorkerParams
 
 func (c *checked) Close() error {
 	return c.b.Close()
+}
+
+func (c *checked) Lead(ctx context.Context, p LeadParams) (Leadership, error) {
+	if err := p.Check(); err != nil {
+		return Leadership{}, err
+	}
+	return c.b.Lead(ctx, p)
+}
+
+func (c *checked) Resign(ctx context.Context, p ResignParams) error {
+	if err := p.Check(); err != nil {
+		return err
+	}
+	return c.b.Resign(ctx, p)
 }

@@ -125,8 +125,10 @@ type Config struct {
 	// new connections wait in the listen backlog until one closes.
 	MaxConns int
 	// MaintenanceInterval is how often the server promotes due jobs,
-	// recovers expired leases and applies retention; default 1s, negative
-	// to run no maintenance.
+	// recovers expired leases and applies retention while the servers
+	// and workers sharing its store elect it to (internal/maintenance);
+	// default 1s, negative to run no maintenance (then its remote workers
+	// get none either).
 	MaintenanceInterval time.Duration
 	// IdempotencyTTL, IdempotencyEntries and IdempotencyBytes bound the
 	// answers remembered for Idempotency-Key: default 10 minutes, 10000

@@ -8,9 +8,9 @@
 // It is embeddable: New builds a Server from a Config, Start listens and
 // serves, Ready says when it accepts connections, Shutdown drains it.
 // Handler gives the routes alone (the dashboard included), to mount under
-// another mux. The server
-// also runs the maintenance loops of its backend (promotion, lease
-// recovery, retention), so workers that reach it over HTTP need nothing
-// else. It keeps no state of its own beside the backend, except the
+// another mux. The server also runs a maintainer of its backend
+// (promotion, lease recovery, retention, while the processes sharing the
+// store elect it), so workers that reach it over HTTP need nothing else
+// and run none. It keeps no state of its own beside the backend, except the
 // answers remembered for Idempotency-Key, which live in this process only.
 package server

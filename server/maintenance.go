@@ -2,26 +2,35 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"fmt"
 	"net/http"
+	"os"
+	"strings"
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/internal/maintenance"
 	"github.com/kyuhq/kyu/server/api"
 )
 
-// startMaintenance starts one loop per step. Several servers (or workers)
-// on one shared store may run them at once: each step is safe to repeat.
+// startMaintenance starts the server's maintainer: the servers and
+// workers sharing the store elect one of them to run maintenance.
 func (s *Server) startMaintenance(ctx context.Context) {
-	for i, st := range maintenance.Steps(s.b) {
-		s.maint[i].Start(ctx, func(ctx context.Context) {
-			maintenance.Loop(ctx, st, s.cfg.MaintenanceInterval, s.clockNow, s.log)
-		})
+	host, _ := os.Hostname()
+	host = strings.ToValidUTF8(host[:min(len(host), 100)], "") // within backend.LeaderNameLimit
+	m := &maintenance.Maintainer{
+		Backend:  s.b,
+		Holder:   fmt.Sprintf("kyu-server-%s-%d-%s", host, os.Getpid(), rand.Text()[:8]),
+		Interval: s.cfg.MaintenanceInterval,
+		Now:      s.clockNow,
+		Log:      s.log,
 	}
+	s.maint.Start(ctx, m.Run)
 }
 
 // handleMaintenance serves POST /api/v1/maintenance/{step}: one step now,
-// for operators and for backend/remote, whose callers drive maintenance
-// themselves.
+// whoever maintains the store, for operators and for callers of
+// backend/remote's steps.
 func (s *Server) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 	var step *maintenance.Step
 	for _, st := range maintenance.Steps(s.b) {

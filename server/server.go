@@ -47,7 +47,7 @@ type Server struct {
 	ready   chan struct{}
 	served  chan error
 
-	maint  [3]lifecycle.Loop
+	maint  lifecycle.Loop
 	ticker lifecycle.Loop
 }
 
@@ -91,7 +91,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Start listens on Config.Addr and serves in the background, and starts
-// the maintenance loops and the event ticker. ctx bounds only the start;
+// the maintainer and the event ticker. ctx bounds only the start;
 // Shutdown stops the server.
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
@@ -136,7 +136,7 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-// startBackground starts the maintenance loops and the event ticker. Their
+// startBackground starts the maintainer and the event ticker. Their
 // context is independent of Start's, and Shutdown stops them.
 func (s *Server) startBackground() {
 	bg := context.Background()
@@ -185,9 +185,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 			err = errors.Join(err, fmt.Errorf("server: serve: %w", serveErr))
 		}
 	}
-	for i := range s.maint {
-		s.maint[i].Stop()
-	}
+	s.maint.Stop()
 	s.ticker.Stop()
 	return err
 }

@@ -94,6 +94,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Complete", testComplete},
 		{"Delete", testDelete},
 		{"Maintenance", testMaintenance},
+		{"Leader", testLeader},
 		{"Subscribe", testSubscribe},
 		{"Cancel", testCancel},
 		{"Admin", testAdmin},

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,6 +72,36 @@ func testMaintenance(t *testing.T, factory Factory) {
 			if res := f.maintenance("RecoverLeases", f.b.RecoverLeases, 2); res.Moved != want {
 				t.Fatalf("RecoverLeases(limit 2) step %d over 5 expired leases moved %d; want %d", i+1, res.Moved, want)
 			}
+		}
+	})
+
+	t.Run("LimitAcrossQueues", func(t *testing.T) {
+		f := start(t, factory)
+		// One call covers every queue, and Limit bounds the call, not
+		// each queue: 2, 3 and 4 due jobs in three queues, limit 4.
+		for i, n := range []int{2, 3, 4} {
+			q := uniqueQueue(t, fmt.Sprint("-", i))
+			for range n {
+				f.enqueueOne(backend.NewJob{Queue: q, RunAt: f.now.Add(time.Second)})
+			}
+		}
+		f.now = t0.Add(time.Second)
+		total := 0
+		for step := 1; ; step++ {
+			res := f.maintenance("Promote", f.b.Promote, 4)
+			if res.Moved > 4 {
+				t.Fatalf("Promote(limit 4) step %d over three queues moved %d jobs; want at most 4", step, res.Moved)
+			}
+			total += res.Moved
+			if res.Moved < 4 {
+				break
+			}
+			if step > 9 {
+				t.Fatal("Promote(limit 4) keeps reporting 4 moved jobs after 9 due jobs")
+			}
+		}
+		if total != 9 {
+			t.Fatalf("Promote(limit 4), repeated while it reports 4 jobs, moved %d of the 9 due jobs in three queues", total)
 		}
 	})
 

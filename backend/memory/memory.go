@@ -56,6 +56,8 @@ type store struct {
 	// minutes counts ended attempts per minute: [processed, failed].
 	minutes           map[time.Time]*[2]int64
 	processed, failed int64
+	// leaders holds the Leader leases by name.
+	leaders map[string]backend.Leadership
 }
 
 // New returns an empty store.
@@ -72,6 +74,7 @@ func newStore() *store {
 		queues:   map[string]backend.QueueSettings{},
 		workers:  map[string]*backend.WorkerInfo{},
 		minutes:  map[time.Time]*[2]int64{},
+		leaders:  map[string]backend.Leadership{},
 	}
 }
 
@@ -909,4 +912,27 @@ func (s *store) Workers(ctx context.Context, p backend.WorkersParams) ([]backend
 	}
 	slices.SortFunc(ws, func(a, b backend.WorkerInfo) int { return cmp.Compare(a.ID, b.ID) })
 	return ws, nil
+}
+
+func (s *store) Lead(ctx context.Context, p backend.LeadParams) (backend.Leadership, error) {
+	if err := s.lock(); err != nil {
+		return backend.Leadership{}, err
+	}
+	defer s.mu.Unlock()
+	l := backend.NextLeadership(s.leaders[p.Name], p)
+	if l.Held {
+		s.leaders[p.Name] = l
+	}
+	return l, nil
+}
+
+func (s *store) Resign(ctx context.Context, p backend.ResignParams) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if l, store := backend.ResignedLeadership(s.leaders[p.Name], p); store {
+		s.leaders[p.Name] = l
+	}
+	return nil
 }

@@ -117,6 +117,9 @@ type store struct {
 	// their writes to the group instead of waiting for a sync of their own.
 	entered atomic.Uint64
 
+	// leaders holds the Leader leases (leader.go).
+	leaders leaders
+
 	subsMu sync.Mutex
 	subs   map[string]map[*subscriber]struct{}
 	// watchers holds the WatchFinished subscribers per job; watching

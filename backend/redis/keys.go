@@ -46,6 +46,7 @@ import (
 //	                         array), <id>:n "lines kept|lines dropped"
 //	{P}:workers       hash   worker id -> its entry (JSON backend.WorkerInfo)
 //	{P}:worker-ends   zset   worker ids by the entry's expiry ms
+//	{P}:leader:<name> hash   a Leader lease: holder, epoch, expires ms (leader.go)
 //
 // Wake-ups travel on the Pub/Sub channel P:wake:<queue name>; jobs that
 // became final or were deleted are announced on {P:N}:done (the message

@@ -14,10 +14,17 @@ import (
 // defaultStepLimit bounds a maintenance step when the caller gives no Limit.
 const defaultStepLimit = 1000
 
-// eachQueue runs one maintenance script per queue, in name order, while
-// the step has room left; its ARGV are now, the room left and what extra
-// gives for the queue. step reads a script's reply and says how many jobs
-// it acted on.
+// eachQueue runs one maintenance script per queue, in pipelined waves,
+// sharing the step's room (its Limit) among the queues: the first wave
+// runs every queue's script in one round trip (one per node on a
+// cluster), each with an equal share of the room (one each for the first
+// queues, in name order, when there are more queues than room); each
+// later wave shares what is left among the queues that used up their
+// share and those not yet run. So a step over queues with little to do
+// costs one round trip besides the queue listing, and the step as a
+// whole touches at most Limit jobs. The script's ARGV are now, its share
+// and what extra gives for the queue; step reads its reply and says how
+// many jobs it acted on.
 func (s *store) eachQueue(ctx context.Context, op string, p backend.MaintenanceParams, sc *script, extra func(queue string) []string, step func(reply rueidis.RedisResult) (int, error)) error {
 	if err := s.enter(); err != nil {
 		return err
@@ -32,29 +39,45 @@ func (s *store) eachQueue(ctx context.Context, op string, p backend.MaintenanceP
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultStepLimit
+	room := p.Limit
+	if room <= 0 {
+		room = defaultStepLimit
 	}
 	nowS := strconv.FormatInt(p.Now.UnixMilli(), 10)
-	for _, q := range names {
-		if limit <= 0 {
-			break
+	for room > 0 && len(names) > 0 {
+		wave := names[:min(len(names), room)]
+		share := room / len(wave)
+		shareS := strconv.Itoa(share)
+		calls := make([]call, len(wave))
+		for i, q := range wave {
+			calls[i] = call{s: sc, keys: s.keysOf(sc, queues[q]), args: append([]string{nowS, shareS}, extra(q)...)}
 		}
-		args := append([]string{nowS, strconv.Itoa(limit)}, extra(q)...)
-		var reply rueidis.RedisResult
-		err := s.retry(ctx, func(int) error {
-			reply = s.eval(ctx, sc, s.keysOf(sc, queues[q]), args)
-			return reply.Error()
-		})
-		if err != nil {
-			return fmt.Errorf("kyu/redis: %s queue %q: %w", op, q, err)
+		replies := s.evalMany(ctx, calls)
+		var next []string
+		for i, q := range wave {
+			reply := replies[i]
+			if err := reply.Error(); err != nil {
+				// Retry this queue's script on its own, as one call would.
+				err = s.retry(ctx, func(try int) error {
+					if try > 0 {
+						reply = s.eval(ctx, sc, calls[i].keys, calls[i].args)
+					}
+					return reply.Error()
+				})
+				if err != nil {
+					return fmt.Errorf("kyu/redis: %s queue %q: %w", op, q, err)
+				}
+			}
+			n, err := step(reply)
+			if err != nil {
+				return fmt.Errorf("kyu/redis: %s queue %q: unexpected reply %s", op, q, reply.String())
+			}
+			room -= n
+			if n >= share {
+				next = append(next, q)
+			}
 		}
-		n, err := step(reply)
-		if err != nil {
-			return fmt.Errorf("kyu/redis: %s queue %q: unexpected reply %s", op, q, reply.String())
-		}
-		limit -= n
+		names = append(next, names[len(wave):]...)
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ type scripts struct {
 	get, list, delete, cancel, retry, runNow, retryQueue *script
 	purge, report, updateQueue, stats, promote, recover  *script
 	retention, registerWorker, deregisterWorker          *script
-	register, marker                                     *script
+	register, marker, lead, resign                       *script
 	// lib is every script as one function library.
 	lib *library
 }
@@ -77,6 +77,9 @@ func (s *scripts) specs() []scriptSpec {
 		{&s.deregisterWorker, "deregister worker", false, []string{"workers", "worker_ends"}},
 		{&s.register, "register", false, []string{"queues", "queue_names", "meta"}},
 		{&s.marker, "marker", false, []string{"meta"}},
+		// lease is the lease hash of the name asked for (keys.leader).
+		{&s.lead, "lead", false, []string{"lease"}},
+		{&s.resign, "resign", false, []string{"lease"}},
 	}
 }
 
@@ -122,6 +125,18 @@ func (sc *script) storeKeys(k keys) []string {
 	out := make([]string, len(sc.keys))
 	for i, name := range sc.keys {
 		out[i] = k.named(name)
+	}
+	return out
+}
+
+// leaseKeys is storeKeys for a script that takes the lease hash of the
+// lease named lease (keys.leader) as its key "lease".
+func (sc *script) leaseKeys(k keys, lease string) []string {
+	out := sc.storeKeys(k)
+	for i, name := range sc.keys {
+		if name == "lease" {
+			out[i] = k.leader(lease)
+		}
 	}
 	return out
 }

@@ -90,13 +90,16 @@ func TestScriptKeysPassed(t *testing.T) {
 		if sp.perQueue {
 			passed = s.keysOf(sc, 7)
 		} else {
-			passed = sc.storeKeys(k)
+			passed = sc.leaseKeys(k, "a-lease")
 		}
 		if len(passed) != len(sc.keys) {
 			t.Fatalf("script %s: calls pass %v for %v", sc.name, passed, sc.keys)
 		}
 		for i, name := range sc.keys {
 			want := k.named(name)
+			if name == "lease" {
+				want = k.leader("a-lease")
+			}
 			if sp.perQueue {
 				want = q.key(name)
 			}

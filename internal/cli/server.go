@@ -61,7 +61,8 @@ func newServerCommand() *cobra.Command {
 		Long: `Serve the web dashboard (at /), the kyu REST API (/api/v1, OpenAPI
 document at /api/v1/openapi.json), server-sent events, Prometheus metrics
 (/metrics) and health probes (/healthz, /readyz) over a store, and run the
-store's maintenance (promotion of due jobs, lease recovery, retention).
+store's maintenance (promotion of due jobs, lease recovery, retention)
+while the servers and workers sharing the store elect this one to.
 --base-path serves all of it under a prefix, for a proxy.
 
 Workers and producers in other processes reach it with the backend URL

@@ -182,15 +182,19 @@ func waitState(tb testing.TB, s *store, c *kyu.Client, id string, state kyu.Stat
 	return job
 }
 
-// waitFinal waits with Client.Wait until the job is final and returns it,
-// failing the test at waitTimeout.
+// waitFinal waits with Client.Wait until the job is final and returns it;
+// at waitTimeout it fails the test, saying what state the job is in.
 func waitFinal(tb testing.TB, c *kyu.Client, id string) *kyu.Job {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	job, err := c.Wait(ctx, id)
 	if err != nil {
-		tb.Fatalf("wait for job %s to end: %v", id, err)
+		j, gerr := c.Get(context.Background(), id)
+		if gerr != nil {
+			tb.Fatalf("%v; then Get: %v", err, gerr)
+		}
+		tb.Fatalf("%v; the job is %s at attempt %d with errors %+v", err, j.State, j.Attempt, j.Errors)
 	}
 	return job
 }

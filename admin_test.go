@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/kyuhq/kyu"
@@ -22,192 +23,203 @@ func enqueueN(t *testing.T, c *kyu.Client, queue string, n int) []string {
 }
 
 func TestAdminRetryAndRunNow(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	c := kyu.NewClient(s, kyu.ClientConfig{})
-	w := startWorker(t, s, kyu.WorkerConfig{
-		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
-			if job.Attempt == 1 {
-				return kyu.Permanent(errors.New("first try fails"))
-			}
-			return nil
-		}),
-		Queues: map[string]int{"admin": 1},
+	bubble(t, func(t *testing.T) {
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		w := startWorker(t, s, kyu.WorkerConfig{
+			Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+				if job.Attempt == 1 {
+					return kyu.Permanent(errors.New("first try fails"))
+				}
+				return nil
+			}),
+			Queues: map[string]int{"admin": 1},
+		})
+		id := enqueue(t, c, "x", nil, kyu.EnqueueOptions{Queue: "admin", MaxAttempts: 1})
+		waitState(t, s, c, id, kyu.StateFailed)
+
+		job, err := c.Retry(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if job.State != kyu.StatePending || job.Attempt != 1 || job.MaxAttempts < 2 {
+			t.Fatalf("retried job is %s at attempt %d of %d", job.State, job.Attempt, job.MaxAttempts)
+		}
+		if job := waitState(t, s, c, id, kyu.StateCompleted); job.Attempt != 2 {
+			t.Errorf("completed at attempt %d, want 2", job.Attempt)
+		}
+		if _, err := c.Retry(t.Context(), id); !errors.Is(err, kyu.ErrWrongState) {
+			t.Errorf("Retry of a completed job = %v, want ErrWrongState", err)
+		}
+		if _, err := c.Retry(t.Context(), unknownID); !errors.Is(err, kyu.ErrNotFound) {
+			t.Errorf("Retry of an unknown id = %v, want ErrNotFound", err)
+		}
+
+		// RunNow: a job scheduled for next year runs now.
+		later := enqueue(t, c, "x", nil, kyu.EnqueueOptions{Queue: "admin", Delay: 365 * 24 * time.Hour, MaxAttempts: 1})
+		if _, err := c.RunNow(t.Context(), id); !errors.Is(err, kyu.ErrWrongState) {
+			t.Errorf("RunNow of a completed job = %v, want ErrWrongState", err)
+		}
+		job, err = c.RunNow(t.Context(), later)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if job.State != kyu.StatePending {
+			t.Fatalf("after RunNow the job is %s", job.State)
+		}
+		waitState(t, s, c, later, kyu.StateFailed)
+		synctest.Wait()
+		if st := w.Stats(); st.Failed != 2 {
+			t.Errorf("stats = %+v, want both failures counted", st)
+		}
 	})
-	id := enqueue(t, c, "x", nil, kyu.EnqueueOptions{Queue: "admin", MaxAttempts: 1})
-	waitState(t, c, id, kyu.StateFailed)
-
-	job, err := c.Retry(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if job.State != kyu.StatePending || job.Attempt != 1 || job.MaxAttempts < 2 {
-		t.Fatalf("retried job is %s at attempt %d of %d", job.State, job.Attempt, job.MaxAttempts)
-	}
-	if job := waitState(t, c, id, kyu.StateCompleted); job.Attempt != 2 {
-		t.Errorf("completed at attempt %d, want 2", job.Attempt)
-	}
-	if _, err := c.Retry(t.Context(), id); !errors.Is(err, kyu.ErrWrongState) {
-		t.Errorf("Retry of a completed job = %v, want ErrWrongState", err)
-	}
-	if _, err := c.Retry(t.Context(), unknownID); !errors.Is(err, kyu.ErrNotFound) {
-		t.Errorf("Retry of an unknown id = %v, want ErrNotFound", err)
-	}
-
-	// RunNow: a job scheduled for next year runs now.
-	later := enqueue(t, c, "x", nil, kyu.EnqueueOptions{Queue: "admin", Delay: 365 * 24 * time.Hour, MaxAttempts: 1})
-	if _, err := c.RunNow(t.Context(), id); !errors.Is(err, kyu.ErrWrongState) {
-		t.Errorf("RunNow of a completed job = %v, want ErrWrongState", err)
-	}
-	job, err = c.RunNow(t.Context(), later)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if job.State != kyu.StatePending {
-		t.Fatalf("after RunNow the job is %s", job.State)
-	}
-	waitState(t, c, later, kyu.StateFailed)
-	eventually(t, "both failures counted", func() bool { return w.Stats().Failed == 2 })
 }
 
 func TestAdminDeleteAndPurge(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	c := kyu.NewClient(s, kyu.ClientConfig{})
-	started := make(chan struct{}, 1)
-	release := make(chan struct{})
-	startWorker(t, s, kyu.WorkerConfig{
-		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
-			started <- struct{}{}
-			<-release
-			return nil
-		}),
-		Queues: map[string]int{"busy": 1},
-	})
-	defer close(release)
-	active := enqueue(t, c, "x", nil, kyu.EnqueueOptions{Queue: "busy"})
-	recv(t, started, "handler start")
-	if err := c.Delete(t.Context(), active); !errors.Is(err, kyu.ErrJobActive) {
-		t.Errorf("Delete of an active job = %v, want ErrJobActive", err)
-	}
-	if err := c.Delete(t.Context(), unknownID); !errors.Is(err, kyu.ErrNotFound) {
-		t.Errorf("Delete of an unknown id = %v, want ErrNotFound", err)
-	}
-	var verr *kyu.ValidationError
-	if _, err := c.Purge(t.Context(), "busy", kyu.StateActive); !errors.As(err, &verr) {
-		t.Errorf("Purge of active jobs = %v, want a ValidationError", err)
-	}
+	bubble(t, func(t *testing.T) {
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		started := make(chan struct{}, 1)
+		release := make(chan struct{})
+		startWorker(t, s, kyu.WorkerConfig{
+			Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+				started <- struct{}{}
+				<-release
+				return nil
+			}),
+			Queues: map[string]int{"busy": 1},
+		})
+		defer close(release)
+		active := enqueue(t, c, "x", nil, kyu.EnqueueOptions{Queue: "busy"})
+		recv(t, started, "handler start")
+		if err := c.Delete(t.Context(), active); !errors.Is(err, kyu.ErrJobActive) {
+			t.Errorf("Delete of an active job = %v, want ErrJobActive", err)
+		}
+		if err := c.Delete(t.Context(), unknownID); !errors.Is(err, kyu.ErrNotFound) {
+			t.Errorf("Delete of an unknown id = %v, want ErrNotFound", err)
+		}
+		var verr *kyu.ValidationError
+		if _, err := c.Purge(t.Context(), "busy", kyu.StateActive); !errors.As(err, &verr) {
+			t.Errorf("Purge of active jobs = %v, want a ValidationError", err)
+		}
 
-	// Pending jobs of an unserved queue: delete one, purge the rest.
-	ids := enqueueN(t, c, "idle", 5)
-	if err := c.Delete(t.Context(), ids[0]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Get(t.Context(), ids[0]); !errors.Is(err, kyu.ErrNotFound) {
-		t.Errorf("Get after Delete = %v, want ErrNotFound", err)
-	}
-	n, err := c.Purge(t.Context(), "idle", kyu.StatePending)
-	if err != nil || n != 4 {
-		t.Fatalf("Purge = %d, %v; want 4", n, err)
-	}
-	if job, err := c.Get(t.Context(), active); err != nil || job.State != kyu.StateActive {
-		t.Fatalf("the active job of another queue: %v, %v", job, err)
-	}
+		// Pending jobs of an unserved queue: delete one, purge the rest.
+		ids := enqueueN(t, c, "idle", 5)
+		if err := c.Delete(t.Context(), ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Get(t.Context(), ids[0]); !errors.Is(err, kyu.ErrNotFound) {
+			t.Errorf("Get after Delete = %v, want ErrNotFound", err)
+		}
+		n, err := c.Purge(t.Context(), "idle", kyu.StatePending)
+		if err != nil || n != 4 {
+			t.Fatalf("Purge = %d, %v; want 4", n, err)
+		}
+		if job, err := c.Get(t.Context(), active); err != nil || job.State != kyu.StateActive {
+			t.Fatalf("the active job of another queue: %v, %v", job, err)
+		}
+	})
 }
 
 func TestAdminRetryFailed(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	c := kyu.NewClient(s, kyu.ClientConfig{})
-	w := startWorker(t, s, kyu.WorkerConfig{
-		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
-			if job.Attempt == 1 {
-				return errors.New("first try fails")
-			}
-			return nil
-		}),
-		Queues: map[string]int{"flaky": 4},
+	bubble(t, func(t *testing.T) {
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		w := startWorker(t, s, kyu.WorkerConfig{
+			Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+				if job.Attempt == 1 {
+					return errors.New("first try fails")
+				}
+				return nil
+			}),
+			Queues: map[string]int{"flaky": 4},
+		})
+		ids := enqueueN(t, c, "flaky", 6)
+		for _, id := range ids {
+			waitState(t, s, c, id, kyu.StateFailed)
+		}
+		n, err := c.RetryFailed(t.Context(), "flaky")
+		if err != nil || n != 6 {
+			t.Fatalf("RetryFailed = %d, %v; want 6", n, err)
+		}
+		for _, id := range ids {
+			waitState(t, s, c, id, kyu.StateCompleted)
+		}
+		synctest.Wait()
+		if st := w.Stats(); st.Succeeded != 6 || st.Failed != 6 {
+			t.Errorf("stats = %+v, want 6 succeeded and 6 failed", st)
+		}
+		if n, err := c.RetryFailed(t.Context(), "flaky"); err != nil || n != 0 {
+			t.Errorf("RetryFailed with nothing failed = %d, %v; want 0", n, err)
+		}
+		var verr *kyu.ValidationError
+		if _, err := c.RetryFailed(t.Context(), "no spaces"); !errors.As(err, &verr) {
+			t.Errorf("RetryFailed of a bad queue name = %v, want a ValidationError", err)
+		}
 	})
-	ids := enqueueN(t, c, "flaky", 6)
-	for _, id := range ids {
-		waitState(t, c, id, kyu.StateFailed)
-	}
-	n, err := c.RetryFailed(t.Context(), "flaky")
-	if err != nil || n != 6 {
-		t.Fatalf("RetryFailed = %d, %v; want 6", n, err)
-	}
-	for _, id := range ids {
-		waitState(t, c, id, kyu.StateCompleted)
-	}
-	eventually(t, "the counters", func() bool { st := w.Stats(); return st.Succeeded == 6 && st.Failed == 6 })
-	if n, err := c.RetryFailed(t.Context(), "flaky"); err != nil || n != 0 {
-		t.Errorf("RetryFailed with nothing failed = %d, %v; want 0", n, err)
-	}
-	var verr *kyu.ValidationError
-	if _, err := c.RetryFailed(t.Context(), "no spaces"); !errors.As(err, &verr) {
-		t.Errorf("RetryFailed of a bad queue name = %v, want a ValidationError", err)
-	}
 }
 
 // A paused queue hands nothing out; another queue of the same worker goes
 // on, and resuming the paused one lets its job run.
 func TestPauseQueue(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	c := kyu.NewClient(s, kyu.ClientConfig{})
-	settings, err := c.PauseQueue(t.Context(), "held")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !settings.Paused {
-		t.Fatalf("settings after PauseQueue = %+v", settings)
-	}
-	held := enqueue(t, c, "x", nil, kyu.EnqueueOptions{Queue: "held"})
-	startWorker(t, s, kyu.WorkerConfig{
-		Handler:      kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
-		Queues:       map[string]int{"held": 1, "free": 1},
-		PollInterval: 5 * time.Millisecond,
+	bubble(t, func(t *testing.T) {
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		settings, err := c.PauseQueue(t.Context(), "held")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !settings.Paused {
+			t.Fatalf("settings after PauseQueue = %+v", settings)
+		}
+		held := enqueue(t, c, "x", nil, kyu.EnqueueOptions{Queue: "held"})
+		startWorker(t, s, kyu.WorkerConfig{
+			Handler:      kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
+			Queues:       map[string]int{"held": 1, "free": 1},
+			PollInterval: 5 * time.Millisecond,
+		})
+		// Two jobs of the other queue, one after the other: by the time the
+		// second is done the worker has polled the paused queue many times.
+		for range 2 {
+			waitState(t, s, c, enqueue(t, c, "x", nil, kyu.EnqueueOptions{Queue: "free"}), kyu.StateCompleted)
+		}
+		if job, err := c.Get(t.Context(), held); err != nil || job.State != kyu.StatePending {
+			t.Fatalf("the paused queue's job: %v, %v; want pending", job, err)
+		}
+		if settings, err := c.ResumeQueue(t.Context(), "held"); err != nil || settings.Paused {
+			t.Fatalf("ResumeQueue = %+v, %v", settings, err)
+		}
+		waitState(t, s, c, held, kyu.StateCompleted)
 	})
-	// Two jobs of the other queue, one after the other: by the time the
-	// second is done the worker has polled the paused queue many times.
-	for range 2 {
-		waitState(t, c, enqueue(t, c, "x", nil, kyu.EnqueueOptions{Queue: "free"}), kyu.StateCompleted)
-	}
-	if job, err := c.Get(t.Context(), held); err != nil || job.State != kyu.StatePending {
-		t.Fatalf("the paused queue's job: %v, %v; want pending", job, err)
-	}
-	if settings, err := c.ResumeQueue(t.Context(), "held"); err != nil || settings.Paused {
-		t.Fatalf("ResumeQueue = %+v, %v", settings, err)
-	}
-	waitState(t, c, held, kyu.StateCompleted)
 }
 
 func TestSetQueueRetention(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	clock := newFakeClock()
-	c := kyu.NewClient(s, kyu.ClientConfig{Clock: clock})
-	r := kyu.QueueRetention{Completed: kyu.RetainFor(time.Hour), Failed: kyu.RetainForever}
-	settings, err := c.SetQueueRetention(t.Context(), "short", r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if settings.Retention != r {
-		t.Fatalf("retention = %+v, want %+v", settings.Retention, r)
-	}
-	startWorker(t, s, kyu.WorkerConfig{
-		Handler: kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
-		Queues:  map[string]int{"short": 1},
-		Clock:   clock,
+	bubble(t, func(t *testing.T) {
+		s := newStore(t)
+		clock := newFakeClock()
+		c := kyu.NewClient(s, kyu.ClientConfig{Clock: clock})
+		r := kyu.QueueRetention{Completed: kyu.RetainFor(time.Hour), Failed: kyu.RetainForever}
+		settings, err := c.SetQueueRetention(t.Context(), "short", r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if settings.Retention != r {
+			t.Fatalf("retention = %+v, want %+v", settings.Retention, r)
+		}
+		startWorker(t, s, kyu.WorkerConfig{
+			Handler: kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
+			Queues:  map[string]int{"short": 1},
+			Clock:   clock,
+		})
+		id := enqueue(t, c, "x", nil, kyu.EnqueueOptions{Queue: "short"})
+		job := waitState(t, s, c, id, kyu.StateCompleted)
+		if want := job.FinishedAt.Add(time.Hour); !job.ExpiresAt.Equal(want) {
+			t.Errorf("expires at %s, want finish + 1h = %s", job.ExpiresAt, want)
+		}
+		if _, err := c.SetQueueRetention(t.Context(), "short", kyu.QueueRetention{Completed: -5}); err == nil {
+			t.Error("SetQueueRetention accepted an undefined retention")
+		}
 	})
-	id := enqueue(t, c, "x", nil, kyu.EnqueueOptions{Queue: "short"})
-	job := waitState(t, c, id, kyu.StateCompleted)
-	if want := job.FinishedAt.Add(time.Hour); !job.ExpiresAt.Equal(want) {
-		t.Errorf("expires at %s, want finish + 1h = %s", job.ExpiresAt, want)
-	}
-	if _, err := c.SetQueueRetention(t.Context(), "short", kyu.QueueRetention{Completed: -5}); err == nil {
-		t.Error("SetQueueRetention accepted an undefined retention")
-	}
 }
 
 func TestListAndStats(t *testing.T) {

@@ -31,7 +31,7 @@ const (
 	crashBurst       = 10                    // batches enqueued at once, before pacing
 	crashPace        = 10 * time.Millisecond // between later batches, so the kill lands mid-enqueue
 	crashConcurrency = 20                    // the child worker's concurrency
-	crashLease       = 2 * time.Second       // the child worker's lease
+	crashLease       = time.Second           // the child worker's lease
 	crashKillAfter   = 300                   // "started" lines before SIGKILL
 	crashFailEvery   = 10                    // every 10th job fails its first attempt
 	crashChildLife   = 60 * time.Second      // a child never killed gives up then
@@ -198,6 +198,8 @@ func TestWorkerCrash(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reopen store: %v", err)
 	}
+	// The store must be durable: the in-memory one would lose every job
+	// with the child.
 	t.Cleanup(func() { _ = s.Close() })
 	c := kyu.NewClient(s, kyu.ClientConfig{})
 	ctx := context.Background()
@@ -241,27 +243,37 @@ func TestWorkerCrash(t *testing.T) {
 		PollInterval:        50 * time.Millisecond,
 		MaintenanceInterval: 50 * time.Millisecond,
 	})
+	// The store signals each job that ends; the jobs are read again at
+	// each signal until every one has completed.
 	recoverStart := time.Now()
-	deadline := recoverStart.Add(crashRecoverWait)
-	for {
+	watchCtx, cancelWatch := context.WithTimeout(ctx, crashRecoverWait)
+	defer cancelWatch()
+	ended, err := s.WatchFinished(watchCtx, backend.WatchParams{IDs: enqueued})
+	if err != nil {
+		t.Fatalf("watch the jobs: %v", err)
+	}
+	defer ended.Close()
+	left := enqueued
+	for len(left) > 0 {
 		states := map[kyu.State]int{}
-		var notDone *kyu.Job
-		for _, id := range enqueued {
+		var notDone []string
+		for _, id := range left {
 			j := get(id)
 			states[j.State]++
-			if j.State != kyu.StateCompleted && notDone == nil {
-				notDone = j
+			if j.State != kyu.StateCompleted {
+				notDone = append(notDone, id)
 			}
 		}
-		if notDone == nil {
+		if left = notDone; len(left) == 0 {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-ended.C:
+		case <-watchCtx.Done():
+			j := get(left[0])
 			t.Fatalf("after %s, %d acknowledged jobs are not completed (states %v); e.g. job %s is %s, attempt %d, worker %q, errors %+v",
-				crashRecoverWait, len(enqueued)-states[kyu.StateCompleted], states,
-				notDone.ID, notDone.State, notDone.Attempt, notDone.WorkerID, notDone.Errors)
+				crashRecoverWait, len(left), states, j.ID, j.State, j.Attempt, j.WorkerID, j.Errors)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	recovered := time.Since(recoverStart)
 

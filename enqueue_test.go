@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kyuhq/kyu"
+	"github.com/kyuhq/kyu/backend/memory"
 )
 
 // TestEnqueueDuplicateSameEverywhere: every enqueue method reports a held
@@ -88,17 +89,17 @@ func TestEnqueueManyJSON(t *testing.T) {
 // transaction refuses with ErrNotSupported, naming what it would need.
 func TestEnqueueTxNotSupported(t *testing.T) {
 	t.Parallel()
-	c := kyu.NewClient(newStore(t), kyu.ClientConfig{})
+	c := kyu.NewClient(memory.New(), kyu.ClientConfig{})
 	_, err := c.EnqueueTx(t.Context(), struct{}{}, "t", nil, kyu.EnqueueOptions{})
 	if !errors.Is(err, kyu.ErrNotSupported) {
-		t.Fatalf("EnqueueTx on pebble = %v; want ErrNotSupported", err)
+		t.Fatalf("EnqueueTx on the in-memory store = %v; want ErrNotSupported", err)
 	}
-	for _, want := range []string{"*pebble.Store", "backend.TxEnqueuer", "pgx.Tx"} {
+	for _, want := range []string{"*memory.Store", "backend.TxEnqueuer", "pgx.Tx"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("EnqueueTx's error %q does not say %q", err, want)
 		}
 	}
 	if _, err := c.EnqueueManyTx(t.Context(), struct{}{}, []kyu.JobSpec{{Type: "t"}}); !errors.Is(err, kyu.ErrNotSupported) {
-		t.Errorf("EnqueueManyTx on pebble = %v; want ErrNotSupported", err)
+		t.Errorf("EnqueueManyTx on the in-memory store = %v; want ErrNotSupported", err)
 	}
 }

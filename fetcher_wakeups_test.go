@@ -17,16 +17,18 @@ import (
 type flakyWakeups struct {
 	backend.Backend
 
-	mu      sync.Mutex
-	failing bool
-	calls   int // Subscribe calls
-	failed  int // of them, failed
-	ends    []func()
+	mu         sync.Mutex
+	failing    bool
+	calls      int // Subscribe calls
+	failed     int // of them, failed
+	ends       []func()
+	subscribed changes // announced after each Subscribe call is counted
 }
 
 func (f *flakyWakeups) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.subscribed.announce()
 	f.calls++
 	if f.failing {
 		f.failed++
@@ -96,35 +98,34 @@ func (f *flakyWakeups) endAll() {
 // hour between polls nothing else would claim it. The failure is logged
 // once, not per attempt, and the return once.
 func TestWorkerSubscribesAgainAfterFailure(t *testing.T) {
-	t.Parallel()
-	store := &flakyWakeups{Backend: newStore(t), failing: true}
-	c := kyu.NewClient(store, kyu.ClientConfig{})
-	var logs logBuffer
-	ran := make(chan string, 1)
-	startWorker(t, store, kyu.WorkerConfig{
-		Handler: kyu.HandlerFunc(func(_ context.Context, job *kyu.Job) error {
-			ran <- job.ID
-			return nil
-		}),
-		PollInterval:       time.Hour,
-		DisableMaintenance: true,
-		Logger:             logs.logger(),
-	})
-	eventually(t, "three failed Subscribe calls (the worker trying again)", func() bool {
-		_, failed := store.counts()
-		return failed >= 3
-	})
-	store.setFailing(false)
-	id := enqueue(t, c, "later", nil, kyu.EnqueueOptions{})
-	if got := recv(t, ran, "the job enqueued once subscribing works to run"); got != id {
-		t.Fatalf("ran %s, want %s", got, id)
-	}
-	out := logs.String()
-	if n := strings.Count(out, "no wake-up signals from the backend"); n != 1 {
-		t.Errorf("the failure is logged %d times, want once:\n%s", n, out)
-	}
-	eventually(t, "the return of the wake-ups to be logged", func() bool {
-		return strings.Contains(logs.String(), "wake-up signals are back")
+	bubble(t, func(t *testing.T) {
+		store := &flakyWakeups{Backend: newStore(t), failing: true}
+		c := kyu.NewClient(store, kyu.ClientConfig{})
+		var logs logBuffer
+		ran := make(chan string, 1)
+		startWorker(t, store, kyu.WorkerConfig{
+			Handler: kyu.HandlerFunc(func(_ context.Context, job *kyu.Job) error {
+				ran <- job.ID
+				return nil
+			}),
+			PollInterval:       time.Hour,
+			DisableMaintenance: true,
+			Logger:             logs.logger(),
+		})
+		store.subscribed.waitFor(t, "three failed Subscribe calls (the worker trying again)", func() bool {
+			_, failed := store.counts()
+			return failed >= 3
+		})
+		store.setFailing(false)
+		id := enqueue(t, c, "later", nil, kyu.EnqueueOptions{})
+		if got := recv(t, ran, "the job enqueued once subscribing works to run"); got != id {
+			t.Fatalf("ran %s, want %s", got, id)
+		}
+		out := logs.String()
+		if n := strings.Count(out, "no wake-up signals from the backend"); n != 1 {
+			t.Errorf("the failure is logged %d times, want once:\n%s", n, out)
+		}
+		logs.waitLine(t, "wake-up signals are back")
 	})
 }
 
@@ -132,29 +133,30 @@ func TestWorkerSubscribesAgainAfterFailure(t *testing.T) {
 // that cannot be reopened) is replaced: the worker subscribes again and
 // starts a job enqueued afterwards at once.
 func TestWorkerSubscribesAgainWhenSubscriptionEnds(t *testing.T) {
-	t.Parallel()
-	store := &flakyWakeups{Backend: newStore(t)}
-	c := kyu.NewClient(store, kyu.ClientConfig{})
-	ran := make(chan string, 1)
-	startWorker(t, store, kyu.WorkerConfig{
-		Handler: kyu.HandlerFunc(func(_ context.Context, job *kyu.Job) error {
-			ran <- job.ID
-			return nil
-		}),
-		PollInterval:       time.Hour,
-		DisableMaintenance: true,
+	bubble(t, func(t *testing.T) {
+		store := &flakyWakeups{Backend: newStore(t)}
+		c := kyu.NewClient(store, kyu.ClientConfig{})
+		ran := make(chan string, 1)
+		startWorker(t, store, kyu.WorkerConfig{
+			Handler: kyu.HandlerFunc(func(_ context.Context, job *kyu.Job) error {
+				ran <- job.ID
+				return nil
+			}),
+			PollInterval:       time.Hour,
+			DisableMaintenance: true,
+		})
+		store.subscribed.waitFor(t, "the worker to subscribe", func() bool {
+			calls, _ := store.counts()
+			return calls == 1
+		})
+		store.endAll()
+		store.subscribed.waitFor(t, "the worker to subscribe again after its subscription ended", func() bool {
+			calls, _ := store.counts()
+			return calls == 2
+		})
+		id := enqueue(t, c, "after", nil, kyu.EnqueueOptions{})
+		if got := recv(t, ran, "the job enqueued after the new subscription to run"); got != id {
+			t.Fatalf("ran %s, want %s", got, id)
+		}
 	})
-	eventually(t, "the worker to subscribe", func() bool {
-		calls, _ := store.counts()
-		return calls == 1
-	})
-	store.endAll()
-	eventually(t, "the worker to subscribe again after its subscription ended", func() bool {
-		calls, _ := store.counts()
-		return calls == 2
-	})
-	id := enqueue(t, c, "after", nil, kyu.EnqueueOptions{})
-	if got := recv(t, ran, "the job enqueued after the new subscription to run"); got != id {
-		t.Fatalf("ran %s, want %s", got, id)
-	}
 }

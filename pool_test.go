@@ -7,20 +7,30 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/kyuhq/kyu"
 )
 
-// enqueueIn adds n jobs of type "work" to queue.
-func enqueueIn(tb testing.TB, c *kyu.Client, queue string, n int) {
+// enqueueIn adds n jobs of type "work" to queue and returns their ids.
+func enqueueIn(tb testing.TB, c *kyu.Client, queue string, n int) []string {
 	tb.Helper()
 	jobs := make([]kyu.JobSpec, n)
 	for i := range jobs {
 		jobs[i] = kyu.JobSpec{Type: "work", EnqueueOptions: kyu.EnqueueOptions{Queue: queue}}
 	}
-	if _, err := c.EnqueueMany(context.Background(), jobs); err != nil {
-		tb.Fatal(err)
+	return enqueueSpecs(tb, c, jobs)
+}
+
+// waitSucceeded waits until every job of ids has ended, then until the
+// worker has counted them, and checks that it counted n successes.
+func waitSucceeded(t *testing.T, s *store, w *kyu.Worker, ids []string, n int64) {
+	t.Helper()
+	waitAllFinal(t, s, ids)
+	synctest.Wait()
+	if st := w.Stats(); st.Succeeded != n {
+		t.Fatalf("stats = %+v; want %d succeeded", st, n)
 	}
 }
 
@@ -48,68 +58,70 @@ func (l *queueLog) snapshot() []string {
 // (not the names' order), and the last queue is served once the others
 // are drained.
 func TestWorkerPoolStrictOrder(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	c := kyu.NewClient(s, kyu.ClientConfig{})
-	order := []string{"critical", "default", "bulk"}
-	const perQueue = 15
-	for _, q := range order {
-		enqueueIn(t, c, q, perQueue)
-	}
-	var log queueLog
-	w := startWorker(t, s, kyu.WorkerConfig{
-		Handler: kyu.HandlerFunc(func(_ context.Context, job *kyu.Job) error {
-			log.add(job.Queue)
-			return nil
-		}),
-		Pool: &kyu.PoolConfig{Concurrency: 1, Queues: []kyu.PoolQueue{
-			{Name: order[0]}, {Name: order[1]}, {Name: order[2]},
-		}},
-	})
-	eventually(t, "every job to succeed", func() bool { return w.Stats().Succeeded == 3*perQueue })
-	var want []string
-	for _, q := range order {
-		for range perQueue {
-			want = append(want, q)
+	bubble(t, func(t *testing.T) {
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		order := []string{"critical", "default", "bulk"}
+		const perQueue = 15
+		var ids []string
+		for _, q := range order {
+			ids = append(ids, enqueueIn(t, c, q, perQueue)...)
 		}
-	}
-	if got := log.snapshot(); !slices.Equal(got, want) {
-		t.Fatalf("jobs ran in queue order %v; want %d of each queue in the order %v", got, perQueue, order)
-	}
+		var log queueLog
+		w := startWorker(t, s, kyu.WorkerConfig{
+			Handler: kyu.HandlerFunc(func(_ context.Context, job *kyu.Job) error {
+				log.add(job.Queue)
+				return nil
+			}),
+			Pool: &kyu.PoolConfig{Concurrency: 1, Queues: []kyu.PoolQueue{
+				{Name: order[0]}, {Name: order[1]}, {Name: order[2]},
+			}},
+		})
+		waitSucceeded(t, s, w, ids, 3*perQueue)
+		var want []string
+		for _, q := range order {
+			for range perQueue {
+				want = append(want, q)
+			}
+		}
+		if got := log.snapshot(); !slices.Equal(got, want) {
+			t.Fatalf("jobs ran in queue order %v; want %d of each queue in the order %v", got, perQueue, order)
+		}
+	})
 }
 
 // In weighted order each claim draws the queue order by weight: with both
 // queues full and one handler, about three in four jobs come from the
 // queue of weight 3.
 func TestWorkerPoolWeightedOrder(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	c := kyu.NewClient(s, kyu.ClientConfig{})
-	const perQueue, counted = 200, 200
-	enqueueIn(t, c, "heavy", perQueue)
-	enqueueIn(t, c, "light", perQueue)
-	var log queueLog
-	w := startWorker(t, s, kyu.WorkerConfig{
-		Handler: kyu.HandlerFunc(func(_ context.Context, job *kyu.Job) error {
-			log.add(job.Queue)
-			return nil
-		}),
-		Pool: &kyu.PoolConfig{Concurrency: 1, Queues: []kyu.PoolQueue{
-			{Name: "light", Weight: 1}, {Name: "heavy", Weight: 3},
-		}},
-		ClaimBatch: 1,
-	})
-	eventually(t, "every job to succeed", func() bool { return w.Stats().Succeeded == 2*perQueue })
-	heavy := 0
-	for _, q := range log.snapshot()[:counted] {
-		if q == "heavy" {
-			heavy++
+	bubble(t, func(t *testing.T) {
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		const perQueue, counted = 200, 200
+		ids := append(enqueueIn(t, c, "heavy", perQueue), enqueueIn(t, c, "light", perQueue)...)
+		var log queueLog
+		w := startWorker(t, s, kyu.WorkerConfig{
+			Handler: kyu.HandlerFunc(func(_ context.Context, job *kyu.Job) error {
+				log.add(job.Queue)
+				return nil
+			}),
+			Pool: &kyu.PoolConfig{Concurrency: 1, Queues: []kyu.PoolQueue{
+				{Name: "light", Weight: 1}, {Name: "heavy", Weight: 3},
+			}},
+			ClaimBatch: 1,
+		})
+		waitSucceeded(t, s, w, ids, 2*perQueue)
+		heavy := 0
+		for _, q := range log.snapshot()[:counted] {
+			if q == "heavy" {
+				heavy++
+			}
 		}
-	}
-	// Expected 150 of 200; the bounds are about five standard deviations.
-	if heavy < 120 || heavy > 180 {
-		t.Fatalf("of the first %d jobs, %d came from the queue of weight 3; want 120-180", counted, heavy)
-	}
+		// Expected 150 of 200; the bounds are about five standard deviations.
+		if heavy < 120 || heavy > 180 {
+			t.Fatalf("of the first %d jobs, %d came from the queue of weight 3; want 120-180", counted, heavy)
+		}
+	})
 }
 
 // peak tracks the most handlers of one queue running at once.
@@ -131,48 +143,52 @@ func (p *peak) leave() { p.live.Add(-1) }
 // strict order with many jobs waiting, and the rest of the pool serves
 // the other queues meanwhile.
 func TestWorkerPoolQueueCap(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	c := kyu.NewClient(s, kyu.ClientConfig{})
-	const slowJobs, fastJobs, slowMax = 12, 40, 2
-	enqueueIn(t, c, "slow", slowJobs)
-	enqueueIn(t, c, "fast", fastJobs)
-	var slow, all peak
-	var fastDone atomic.Int32
-	gate := make(chan struct{})
-	w := startWorker(t, s, kyu.WorkerConfig{
-		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
-			all.enter()
-			defer all.leave()
-			if job.Queue == "fast" {
-				fastDone.Add(1)
+	bubble(t, func(t *testing.T) {
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		const slowJobs, fastJobs, slowMax = 12, 40, 2
+		slowIDs := enqueueIn(t, c, "slow", slowJobs)
+		fastIDs := enqueueIn(t, c, "fast", fastJobs)
+		var slow, all peak
+		var fastDone atomic.Int32
+		gate := make(chan struct{})
+		w := startWorker(t, s, kyu.WorkerConfig{
+			Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+				all.enter()
+				defer all.leave()
+				if job.Queue == "fast" {
+					fastDone.Add(1)
+					return nil
+				}
+				slow.enter()
+				defer slow.leave()
+				select {
+				case <-gate:
+				case <-ctx.Done():
+				}
 				return nil
-			}
-			slow.enter()
-			defer slow.leave()
-			select {
-			case <-gate:
-			case <-ctx.Done():
-			}
-			return nil
-		}),
-		Pool: &kyu.PoolConfig{Concurrency: 5, Queues: []kyu.PoolQueue{
-			{Name: "slow", Max: slowMax}, {Name: "fast"},
-		}},
+			}),
+			Pool: &kyu.PoolConfig{Concurrency: 5, Queues: []kyu.PoolQueue{
+				{Name: "slow", Max: slowMax}, {Name: "fast"},
+			}},
+		})
+		// The slow jobs hold their handlers until the gate opens: the fast
+		// queue drains beside them on the slots the cap leaves.
+		waitAllFinal(t, s, fastIDs)
+		synctest.Wait()
+		if done, live := fastDone.Load(), slow.live.Load(); done != fastJobs || live != slowMax {
+			t.Fatalf("the fast queue ran %d of its %d jobs and the slow one runs %d at once; want all and its cap, %d",
+				done, fastJobs, live, slowMax)
+		}
+		close(gate)
+		waitSucceeded(t, s, w, append(slowIDs, fastIDs...), slowJobs+fastJobs)
+		if n := slow.max.Load(); n > slowMax {
+			t.Fatalf("the slow queue ran %d handlers at once; its cap is %d", n, slowMax)
+		}
+		if n := all.max.Load(); n > 5 {
+			t.Fatalf("the pool ran %d handlers at once; its concurrency is 5", n)
+		}
 	})
-	// The slow jobs hold their handlers until the gate opens: the fast
-	// queue drains beside them on the slots the cap leaves.
-	eventually(t, "the fast queue to drain beside the capped slow queue, at its cap", func() bool {
-		return fastDone.Load() == fastJobs && slow.live.Load() == slowMax
-	})
-	close(gate)
-	eventually(t, "every job to succeed", func() bool { return w.Stats().Succeeded == slowJobs+fastJobs })
-	if n := slow.max.Load(); n > slowMax {
-		t.Fatalf("the slow queue ran %d handlers at once; its cap is %d", n, slowMax)
-	}
-	if n := all.max.Load(); n > 5 {
-		t.Fatalf("the pool ran %d handlers at once; its concurrency is 5", n)
-	}
 }
 
 // A paused queue of the pool is skipped, in both orders; the others are
@@ -181,36 +197,37 @@ func TestWorkerPoolSkipsPausedQueue(t *testing.T) {
 	t.Parallel()
 	for _, weight := range []int{0, 5} {
 		t.Run(map[int]string{0: "strict", 5: "weighted"}[weight], func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			c := kyu.NewClient(s, kyu.ClientConfig{})
-			ctx := context.Background()
-			if _, err := c.PauseQueue(ctx, "paused"); err != nil {
-				t.Fatal(err)
-			}
-			enqueueIn(t, c, "paused", 5)
-			enqueueIn(t, c, "open", 5)
-			var ran sync.Map
-			w := startWorker(t, s, kyu.WorkerConfig{
-				Handler: kyu.HandlerFunc(func(_ context.Context, job *kyu.Job) error {
-					ran.Store(job.ID, job.Queue)
-					return nil
-				}),
-				Pool: &kyu.PoolConfig{Concurrency: 3, Queues: []kyu.PoolQueue{
-					{Name: "paused", Weight: weight}, {Name: "open", Weight: weight},
-				}},
-			})
-			eventually(t, "the open queue to drain", func() bool { return w.Stats().Succeeded == 5 })
-			ran.Range(func(_, q any) bool {
-				if q != "open" {
-					t.Errorf("a job of queue %v ran while it was paused", q)
+			bubble(t, func(t *testing.T) {
+				s := newStore(t)
+				c := kyu.NewClient(s, kyu.ClientConfig{})
+				ctx := context.Background()
+				if _, err := c.PauseQueue(ctx, "paused"); err != nil {
+					t.Fatal(err)
 				}
-				return true
+				pausedIDs := enqueueIn(t, c, "paused", 5)
+				openIDs := enqueueIn(t, c, "open", 5)
+				var ran sync.Map
+				w := startWorker(t, s, kyu.WorkerConfig{
+					Handler: kyu.HandlerFunc(func(_ context.Context, job *kyu.Job) error {
+						ran.Store(job.ID, job.Queue)
+						return nil
+					}),
+					Pool: &kyu.PoolConfig{Concurrency: 3, Queues: []kyu.PoolQueue{
+						{Name: "paused", Weight: weight}, {Name: "open", Weight: weight},
+					}},
+				})
+				waitSucceeded(t, s, w, openIDs, 5)
+				ran.Range(func(_, q any) bool {
+					if q != "open" {
+						t.Errorf("a job of queue %v ran while it was paused", q)
+					}
+					return true
+				})
+				if _, err := c.ResumeQueue(ctx, "paused"); err != nil {
+					t.Fatal(err)
+				}
+				waitSucceeded(t, s, w, pausedIDs, 10)
 			})
-			if _, err := c.ResumeQueue(ctx, "paused"); err != nil {
-				t.Fatal(err)
-			}
-			eventually(t, "the resumed queue to drain", func() bool { return w.Stats().Succeeded == 10 })
 		})
 	}
 }
@@ -218,56 +235,58 @@ func TestWorkerPoolSkipsPausedQueue(t *testing.T) {
 // A pool and queues of their own serve side by side; at shutdown with no
 // grace, the pool's running jobs go back to pending at once.
 func TestWorkerPoolBesideOwnQueues(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	c := kyu.NewClient(s, kyu.ClientConfig{})
-	enqueueIn(t, c, "own", 3)
-	enqueueIn(t, c, "a", 2)
-	enqueueIn(t, c, "b", 2)
-	var started atomic.Int32
-	w, err := kyu.NewWorker(s, kyu.WorkerConfig{
-		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
-			if job.Queue == "own" {
-				return nil
+	bubble(t, func(t *testing.T) {
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		own := enqueueIn(t, c, "own", 3)
+		enqueueIn(t, c, "a", 2)
+		enqueueIn(t, c, "b", 2)
+		started := make(chan struct{}, 4)
+		w, err := kyu.NewWorker(s, kyu.WorkerConfig{
+			Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+				if job.Queue == "own" {
+					return nil
+				}
+				started <- struct{}{}
+				<-ctx.Done()
+				return ctx.Err()
+			}),
+			Queues:        map[string]int{"own": 1},
+			Pool:          &kyu.PoolConfig{Concurrency: 4, Queues: []kyu.PoolQueue{{Name: "a"}, {Name: "b"}}},
+			ShutdownGrace: kyu.NoShutdownGrace,
+			Logger:        new(logBuffer).logger(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		waitSucceeded(t, s, w, own, 3)
+		for range 4 {
+			recv(t, started, "four pool jobs to run")
+		}
+		if err := w.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		st, err := c.Stats(t.Context(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pooled := 0
+		for _, q := range st.Queues {
+			if q.Name == "own" {
+				continue
 			}
-			started.Add(1)
-			<-ctx.Done()
-			return ctx.Err()
-		}),
-		Queues:        map[string]int{"own": 1},
-		Pool:          &kyu.PoolConfig{Concurrency: 4, Queues: []kyu.PoolQueue{{Name: "a"}, {Name: "b"}}},
-		ShutdownGrace: kyu.NoShutdownGrace,
-		Logger:        new(logBuffer).logger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "own queue done and four pool jobs running", func() bool {
-		return w.Stats().Succeeded == 3 && started.Load() == 4
-	})
-	if err := w.Shutdown(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	st, err := c.Stats(t.Context(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pooled := 0
-	for _, q := range st.Queues {
-		if q.Name == "own" {
-			continue
+			pooled++
+			if q.Counts[kyu.StatePending] != 2 || q.Counts[kyu.StateActive] != 0 {
+				t.Errorf("queue %s after shutdown: %v; want its 2 jobs pending", q.Name, q.Counts)
+			}
 		}
-		pooled++
-		if q.Counts[kyu.StatePending] != 2 || q.Counts[kyu.StateActive] != 0 {
-			t.Errorf("queue %s after shutdown: %v; want its 2 jobs pending", q.Name, q.Counts)
+		if pooled != 2 {
+			t.Errorf("stats list %d pool queues; want 2", pooled)
 		}
-	}
-	if pooled != 2 {
-		t.Errorf("stats list %d pool queues; want 2", pooled)
-	}
+	})
 }
 
 // NewWorker refuses a pool that makes no sense, naming the problem, and
@@ -315,37 +334,38 @@ func TestNewWorkerValidatesPool(t *testing.T) {
 // the pool's: the job's next attempt runs in the same queue, which the
 // cap would otherwise keep out of every claim. Nothing is left active.
 func TestWorkerPoolCapFreedByAbandonedHandler(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	c := kyu.NewClient(s, kyu.ClientConfig{})
-	hang := make(chan struct{})
-	t.Cleanup(sync.OnceFunc(func() { close(hang) }))
-	startWorker(t, s, kyu.WorkerConfig{
-		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
-			if job.Attempt == 1 {
-				<-hang // ignores its context
-			}
-			return nil
-		}),
-		Pool: &kyu.PoolConfig{Concurrency: 3, Queues: []kyu.PoolQueue{
-			{Name: "stubborn", Max: 1}, {Name: "other"},
-		}},
-		Lease:   time.Second, // also the grace past the timeout
-		Backoff: kyu.FixedBackoff(0),
-		Logger:  new(logBuffer).logger(),
-	})
-	id := enqueue(t, c, "work", nil, kyu.EnqueueOptions{Queue: "stubborn", Timeout: 50 * time.Millisecond})
-	job := waitState(t, c, id, kyu.StateCompleted)
-	if job.Attempt != 2 {
-		t.Fatalf("completed at attempt %d; want 2, after the abandoned first", job.Attempt)
-	}
-	st, err := c.Stats(t.Context(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range st.Queues {
-		if n := q.Counts[kyu.StateActive]; n != 0 {
-			t.Errorf("queue %s has %d active jobs after the run", q.Name, n)
+	bubble(t, func(t *testing.T) {
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		hang := make(chan struct{})
+		t.Cleanup(sync.OnceFunc(func() { close(hang) }))
+		startWorker(t, s, kyu.WorkerConfig{
+			Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+				if job.Attempt == 1 {
+					<-hang // ignores its context
+				}
+				return nil
+			}),
+			Pool: &kyu.PoolConfig{Concurrency: 3, Queues: []kyu.PoolQueue{
+				{Name: "stubborn", Max: 1}, {Name: "other"},
+			}},
+			Lease:   time.Second, // also the grace past the timeout
+			Backoff: kyu.FixedBackoff(0),
+			Logger:  new(logBuffer).logger(),
+		})
+		id := enqueue(t, c, "work", nil, kyu.EnqueueOptions{Queue: "stubborn", Timeout: 50 * time.Millisecond})
+		job := waitState(t, s, c, id, kyu.StateCompleted)
+		if job.Attempt != 2 {
+			t.Fatalf("completed at attempt %d; want 2, after the abandoned first", job.Attempt)
 		}
-	}
+		st, err := c.Stats(t.Context(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range st.Queues {
+			if n := q.Counts[kyu.StateActive]; n != 0 {
+				t.Errorf("queue %s has %d active jobs after the run", q.Name, n)
+			}
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -12,53 +13,50 @@ import (
 // removes.
 func TestTimeouts(t *testing.T) {
 	t.Parallel()
-	var ts timeouts
-	start := time.Now()
-	const n = 60
-	var mu sync.Mutex
-	firedAt := make(map[int]time.Time)
-	ctxs := make([]*runContext, n)
-	for _, i := range rand.Perm(n) {
-		c := &runContext{deadline: start.Add(time.Duration(10+rand.IntN(150)) * time.Millisecond), index: -1}
-		c.onTimeout = func() {
-			mu.Lock()
-			firedAt[i] = time.Now()
-			mu.Unlock()
+	synctest.Test(t, func(t *testing.T) {
+		var ts timeouts
+		start := time.Now()
+		const n = 60
+		var mu sync.Mutex
+		firedAt := make(map[int]time.Time)
+		ctxs := make([]*runContext, n)
+		for _, i := range rand.Perm(n) {
+			c := &runContext{deadline: start.Add(time.Duration(10+rand.IntN(150)) * time.Millisecond), index: -1}
+			c.onTimeout = func() {
+				mu.Lock()
+				firedAt[i] = time.Now()
+				mu.Unlock()
+			}
+			ctxs[i] = c
+			ts.add(c)
 		}
-		ctxs[i] = c
-		ts.add(c)
-	}
-	for i := 0; i < n; i += 3 {
-		ts.remove(ctxs[i])
-		ts.remove(ctxs[i]) // a second remove does nothing
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+		for i := 0; i < n; i += 3 {
+			ts.remove(ctxs[i])
+			ts.remove(ctxs[i]) // a second remove does nothing
+		}
+		// In the bubble the timers fire on their times: once the clock is
+		// past the last deadline and every callback has run, each context
+		// left has fired.
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
 		mu.Lock()
-		got := len(firedAt)
-		mu.Unlock()
-		if got == n-n/3 {
-			break
-		}
-		if time.Now().After(deadline) {
+		if got := len(firedAt); got != n-n/3 {
 			t.Fatalf("%d of %d timeouts fired", got, n-n/3)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for i, c := range ctxs {
-		at, fired := firedAt[i]
-		switch {
-		case i%3 == 0 && fired:
-			t.Errorf("context %d fired after it was removed", i)
-		case i%3 != 0 && at.Before(c.deadline):
-			t.Errorf("context %d fired %s before its deadline", i, c.deadline.Sub(at))
-		case i%3 != 0 && (!c.timedOut.Load() || c.index != -1):
-			t.Errorf("context %d: timedOut %v, index %d after firing", i, c.timedOut.Load(), c.index)
+		defer mu.Unlock()
+		for i, c := range ctxs {
+			at, fired := firedAt[i]
+			switch {
+			case i%3 == 0 && fired:
+				t.Errorf("context %d fired after it was removed", i)
+			case i%3 != 0 && at.Before(c.deadline):
+				t.Errorf("context %d fired %s before its deadline", i, c.deadline.Sub(at))
+			case i%3 != 0 && (!c.timedOut.Load() || c.index != -1):
+				t.Errorf("context %d: timedOut %v, index %d after firing", i, c.timedOut.Load(), c.index)
+			}
 		}
-	}
-	if len(ts.heap) != 0 || !ts.armed.IsZero() {
-		t.Errorf("heap holds %d, armed %v after every deadline", len(ts.heap), ts.armed)
-	}
+		if len(ts.heap) != 0 || !ts.armed.IsZero() {
+			t.Errorf("heap holds %d, armed %v after every deadline", len(ts.heap), ts.armed)
+		}
+	})
 }

@@ -429,3 +429,37 @@ func TestEnqueueCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchWakesPendingQueue: WatchFinished on a pending job wakes its
+// queue's subscribers. Marking the job watched locks its row for a
+// moment, and a claim then skips it (SKIP LOCKED) and finds nothing; the
+// worker that asked waits for a wake-up, and without one the job would
+// wait for its next poll. The job is enqueued by another store that is
+// closed before this one listens, so no enqueue's wake-up reaches it.
+func TestWatchWakesPendingQueue(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	producer := openTestStore(t, Options{})
+	res, err := producer.Enqueue(ctx, backend.EnqueueParams{Now: time.Now().UTC(),
+		Jobs: []backend.NewJob{{Type: "t", Queue: "q", MaxAttempts: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	producer.Close()
+	s := openTestStore(t, Options{Schema: producer.opts.Schema})
+	sub, err := s.Subscribe(ctx, backend.SubscribeParams{Queues: []string{"q"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	watch, err := s.WatchFinished(ctx, backend.WatchParams{IDs: []string{res.Jobs[0].ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+	select {
+	case <-sub.C:
+	case <-time.After(10 * time.Second):
+		t.Fatal("WatchFinished on a pending job did not wake its queue")
+	}
+}

@@ -89,6 +89,11 @@ func (s *store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*back
 // finished channel (statements that end unwatched jobs send none). A job
 // that ended before the mark is found final by the caller's Get; the
 // marks stay after the subscription closes, costing at most one NOTIFY.
+//
+// Marking locks the rows until it commits, and a claim meanwhile skips
+// them (SKIP LOCKED): its worker, finding nothing, waits for a wake-up.
+// So the queues of the pending jobs marked are woken once the mark is
+// in, or such a job could wait for the worker's next poll.
 func (s *store) WatchFinished(ctx context.Context, p backend.WatchParams) (*backend.Subscription, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
@@ -118,12 +123,33 @@ func (s *store) WatchFinished(ctx context.Context, p backend.WatchParams) (*back
 		return nil, err
 	}
 	if len(ids) > 0 {
-		if _, err := s.pool.Exec(ctx, s.sqls.watch, ids); err != nil {
+		pending, err := s.markWatched(ctx, ids)
+		if err != nil {
 			l.remove(l.watches, sub, ids)
 			return nil, s.wrap("watch", err)
 		}
+		s.notifyPending(pending)
 	}
 	return backend.NewSubscription(sub.c, func() { l.remove(l.watches, sub, ids) }), nil
+}
+
+// markWatched marks the jobs ids watched and returns the queues of those
+// marked that are pending.
+func (s *store) markWatched(ctx context.Context, ids []string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, s.sqls.watch, ids)
+	if err != nil {
+		return nil, err
+	}
+	var queues []string
+	var queue string
+	var pending bool
+	_, err = pgx.ForEachRow(rows, []any{&queue, &pending}, func() error {
+		if pending && !slices.Contains(queues, queue) {
+			queues = append(queues, queue)
+		}
+		return nil
+	})
+	return queues, err
 }
 
 // waitReady waits for the LISTEN connection, at most readyWait (then the

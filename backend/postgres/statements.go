@@ -82,7 +82,7 @@ func newStatements(schema, finished string) *statements {
 		retryCandidates:  byState(f, sqlRetryCandidates),
 		purge:            byState(f, sqlPurge),
 		updateQueue:      f(sqlUpdateQueue),
-		watch:            f(`UPDATE {{s}}.jobs SET watched = true WHERE id = ANY($1::uuid[]) AND NOT watched`),
+		watch:            f(`UPDATE {{s}}.jobs SET watched = true WHERE id = ANY($1::uuid[]) AND NOT watched RETURNING queue, state = 'pending'`),
 		notifyFinished:   `SELECT pg_notify($1, $2)`,
 		report:           f(sqlReport),
 		takeKey:          f(`SELECT holder::text FROM {{s}}.take_unique_key($1, $2, $3::uuid, NULL, $4)`),

@@ -56,6 +56,14 @@ type store struct {
 	// minutes counts ended attempts per minute: [processed, failed].
 	minutes           map[time.Time]*[2]int64
 	processed, failed int64
+	// queueMinutes counts ended attempts per queue and minute.
+	queueMinutes map[queueMinute]*[2]int64
+}
+
+// queueMinute names one queue's counters of one minute.
+type queueMinute struct {
+	queue  string
+	minute time.Time
 }
 
 // New returns an empty store.
@@ -72,6 +80,8 @@ func newStore() *store {
 		queues:   map[string]backend.QueueSettings{},
 		workers:  map[string]*backend.WorkerInfo{},
 		minutes:  map[time.Time]*[2]int64{},
+
+		queueMinutes: map[queueMinute]*[2]int64{},
 	}
 }
 
@@ -205,18 +215,27 @@ func (s *store) signalFinished(id string) {
 	}
 }
 
-// count adds one ended attempt to the minute of now and the totals.
-func (s *store) count(now time.Time, failed bool) {
+// count adds one ended attempt of a job in queue to the minute of now
+// (the store's and the queue's) and the totals.
+func (s *store) count(queue string, now time.Time, failed bool) {
 	m := backend.MinuteOf(now)
 	c := s.minutes[m]
 	if c == nil {
 		c = &[2]int64{}
 		s.minutes[m] = c
 	}
+	qm := queueMinute{queue, m}
+	qc := s.queueMinutes[qm]
+	if qc == nil {
+		qc = &[2]int64{}
+		s.queueMinutes[qm] = qc
+	}
 	c[0]++
+	qc[0]++
 	s.processed++
 	if failed {
 		c[1]++
+		qc[1]++
 		s.failed++
 	}
 }
@@ -366,7 +385,7 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 		j, err := s.live(it.Lease, p.Now)
 		if err == nil {
 			j.Result = slices.Clone(it.Result)
-			s.count(p.Now, false)
+			s.count(j.Queue, p.Now, false)
 			if j.CancelRequested {
 				s.endCancelled(j, backend.CancelReasonRequested, p.Now)
 			} else {
@@ -394,7 +413,7 @@ func (s *store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 			}
 			j.Errors = append(j.Errors, backend.AttemptError{Attempt: j.Attempt, At: p.Now, Kind: kind, Message: it.Message, Stack: it.Stack})
 			j.LeaseExpiresAt, j.WorkerID = time.Time{}, ""
-			s.count(p.Now, true)
+			s.count(j.Queue, p.Now, true)
 			switch {
 			case it.Cancel:
 				s.endCancelled(j, backend.CancelReasonHandler, p.Now)
@@ -529,7 +548,7 @@ func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 		j.Errors = append(j.Errors, backend.AttemptError{Attempt: j.Attempt, At: p.Now, Kind: backend.AttemptLeaseExpired, Message: "lease expired"})
 		j.LeaseExpiresAt, j.WorkerID = time.Time{}, ""
 		res.Moved++
-		s.count(p.Now, true)
+		s.count(j.Queue, p.Now, true)
 		if j.CancelRequested {
 			s.endCancelled(j, backend.CancelReasonRequested, p.Now)
 		} else if j.Attempt >= j.MaxAttempts {
@@ -568,6 +587,11 @@ func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams)
 	for m := range s.minutes {
 		if m.Before(backend.MinuteOf(p.Now.Add(-backend.StatsHistory))) {
 			delete(s.minutes, m)
+		}
+	}
+	for qm := range s.queueMinutes {
+		if qm.minute.Before(backend.MinuteOf(p.Now.Add(-backend.QueueStatsHistory))) {
+			delete(s.queueMinutes, qm)
 		}
 	}
 	for id, w := range s.workers {
@@ -856,6 +880,11 @@ func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 			qi.OldestPending = j.RunAt
 		}
 	}
+	for qm, c := range s.queueMinutes {
+		if qi := infos[qm.queue]; qi != nil {
+			qi.Add(p.Now, qm.minute, backend.AttemptCount{Processed: c[0], Failed: c[1]})
+		}
+	}
 	st := backend.Stats{Processed: s.processed, Failed: s.failed}
 	for _, qi := range infos {
 		st.Queues = append(st.Queues, *qi)
@@ -872,14 +901,35 @@ func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 	return st, nil
 }
 
-// RegisterWorker records or refreshes a worker's entry.
-func (s *store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
+// RegisterWorker records or refreshes a worker's entry, keeping its
+// command.
+func (s *store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) (backend.RegisterWorkerResult, error) {
 	if err := s.lock(); err != nil {
-		return err
+		return backend.RegisterWorkerResult{}, err
 	}
 	defer s.mu.Unlock()
-	s.workers[p.Worker.ID] = p.Registered()
-	return nil
+	w := p.Registered()
+	if old := s.workers[w.ID]; old != nil {
+		w.Command = old.Command
+	}
+	s.workers[w.ID] = w
+	return backend.RegisterWorkerResult{Command: w.Command}, nil
+}
+
+// CommandWorker records a command on a worker's entry.
+func (s *store) CommandWorker(ctx context.Context, p backend.CommandWorkerParams) (backend.WorkerInfo, error) {
+	if err := s.lock(); err != nil {
+		return backend.WorkerInfo{}, err
+	}
+	defer s.mu.Unlock()
+	w := s.workers[p.ID]
+	if w == nil || !w.ExpiresAt.After(p.Now) {
+		return backend.WorkerInfo{}, backend.ErrWorkerNotFound
+	}
+	w.Command = w.Command.Stronger(p.Command)
+	c := w.Clone()
+	c.Dead = !p.Now.Before(w.DeadAt)
+	return *c, nil
 }
 
 // DeregisterWorker removes a worker's entry.

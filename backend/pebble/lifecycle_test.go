@@ -304,7 +304,7 @@ func TestWorkersSurviveRestartAndExpire(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore(t, dir, Options{})
 	for _, id := range []string{"w2", "w1"} {
-		err := s.RegisterWorker(ctx, backend.RegisterWorkerParams{
+		_, err := s.RegisterWorker(ctx, backend.RegisterWorkerParams{
 			Worker:    backend.WorkerInfo{ID: id, Host: "h", PID: 7, Queues: []string{"q"}, Running: []string{"x"}, Processed: 3},
 			DeadAfter: time.Minute, ExpireAfter: time.Hour, Now: t0,
 		})

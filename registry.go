@@ -45,7 +45,7 @@ func (w *Worker) registryLoop(ctx context.Context) {
 		cmd, err := w.register(ctx)
 		if err == nil && w.obey(cmd) {
 			// Tell the registry the new state at once.
-			cmd, err = w.register(ctx)
+			_, err = w.register(ctx)
 		}
 		switch {
 		case err == nil:
@@ -76,9 +76,12 @@ func (w *Worker) registryLoop(ctx context.Context) {
 }
 
 // register records the worker's entry as it is now and returns the
-// command the registry holds for it.
+// command the registry holds for it. The call is not cut short when the
+// loop stops (only by registryTimeout): a registration still on its way
+// to a server could otherwise land after the deregistration at shutdown
+// and leave a dead entry behind.
 func (w *Worker) register(ctx context.Context) (WorkerCommand, error) {
-	ctx, cancel := context.WithTimeout(ctx, registryTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), registryTimeout)
 	defer cancel()
 	dead := registryDeadAfter * w.cfg.RegistryInterval
 	now := w.cfg.Clock.Now()

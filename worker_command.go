@@ -65,7 +65,8 @@ func (w *Worker) registryState() backend.WorkerState {
 
 // obey acts on the command the registry gave, once per new command
 // (the registry repeats it at every refresh). It reports whether the
-// worker's state changed, so the registry is told at once.
+// worker quieted, so the registry is told at once (a stopping worker
+// deregisters instead).
 func (w *Worker) obey(cmd WorkerCommand) bool {
 	if cmd == "" || cmd == w.lastCommand {
 		return false
@@ -87,6 +88,7 @@ func (w *Worker) obey(cmd WorkerCommand) bool {
 				w.log.Warn("kyu: shutdown on a stop command", "error", err)
 			}
 		}()
+		return false
 	default:
 		w.log.Warn("kyu: unknown worker command ignored", "command", cmd)
 		return false

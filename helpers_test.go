@@ -146,9 +146,14 @@ func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 	return s.Store.RecoverLeases(ctx, p)
 }
 
-func (s *store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
+func (s *store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) (backend.RegisterWorkerResult, error) {
 	defer s.touch()
 	return s.Store.RegisterWorker(ctx, p)
+}
+
+func (s *store) CommandWorker(ctx context.Context, p backend.CommandWorkerParams) (backend.WorkerInfo, error) {
+	defer s.touch()
+	return s.Store.CommandWorker(ctx, p)
 }
 
 func (s *store) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {

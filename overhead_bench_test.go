@@ -102,8 +102,8 @@ func (f *fakeBackend) Subscribe(ctx context.Context, p backend.SubscribeParams) 
 	return backend.NewSubscription(f.sub, nil), nil
 }
 
-func (f *fakeBackend) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
-	return nil
+func (f *fakeBackend) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) (backend.RegisterWorkerResult, error) {
+	return backend.RegisterWorkerResult{}, nil
 }
 
 func (f *fakeBackend) DeregisterWorker(ctx context.Context, p backend.DeregisterWorkerParams) error {

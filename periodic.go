@@ -137,3 +137,25 @@ func (w *Worker) periodicLoop(ctx context.Context) {
 		}
 	}
 }
+
+// periodicInfo describes the worker's periodic jobs for its registry
+// entry at now: each schedule's latest tick at or before now (LastRun)
+// and its next one. The ticks are the schedule's: which worker enqueued
+// a tick, the store's unique keys decide.
+func (w *Worker) periodicInfo(now time.Time) []backend.PeriodicInfo {
+	if len(w.cfg.Periodic) == 0 {
+		return nil
+	}
+	out := make([]backend.PeriodicInfo, 0, len(w.cfg.Periodic))
+	for _, pj := range w.cfg.Periodic {
+		info := backend.PeriodicInfo{Name: pj.Name, Spec: pj.Spec, Queue: pj.Queue, Type: pj.Type}
+		if info.Queue == "" {
+			info.Queue = backend.DefaultQueue
+		}
+		if spec, err := periodic.ParseSpec(pj.Spec); err == nil {
+			info.LastRun, info.NextRun = spec.Prev(now).UTC(), spec.Next(now).UTC()
+		}
+		out = append(out, info)
+	}
+	return out
+}

@@ -35,8 +35,18 @@ func (w *Worker) registryLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.RegistryInterval)
 	defer t.Stop()
 	failing := false
+	// A stale entry of an earlier run under the same id (a fixed
+	// WorkerConfig.ID, a crash) could hold a command meant for that run;
+	// if this fails, the first registration says so.
+	dctx, cancel := context.WithTimeout(ctx, registryTimeout)
+	_ = w.b.DeregisterWorker(dctx, backend.DeregisterWorkerParams{ID: w.cfg.ID})
+	cancel()
 	for {
-		err := w.register(ctx)
+		cmd, err := w.register(ctx)
+		if err == nil && w.obey(cmd) {
+			// Tell the registry the new state at once.
+			_, err = w.register(ctx)
+		}
 		switch {
 		case err == nil:
 			if failing {
@@ -65,24 +75,31 @@ func (w *Worker) registryLoop(ctx context.Context) {
 	}
 }
 
-// register records the worker's entry as it is now.
-func (w *Worker) register(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, registryTimeout)
+// register records the worker's entry as it is now and returns the
+// command the registry holds for it. The call is not cut short when the
+// loop stops (only by registryTimeout): a registration still on its way
+// to a server could otherwise land after the deregistration at shutdown
+// and leave a dead entry behind.
+func (w *Worker) register(ctx context.Context) (WorkerCommand, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), registryTimeout)
 	defer cancel()
 	dead := registryDeadAfter * w.cfg.RegistryInterval
-	return w.b.RegisterWorker(ctx, backend.RegisterWorkerParams{
-		Worker:      w.registryEntry(),
+	now := w.cfg.Clock.Now()
+	res, err := w.b.RegisterWorker(ctx, backend.RegisterWorkerParams{
+		Worker:      w.registryEntry(now),
 		DeadAfter:   dead,
 		ExpireAfter: max(registryExpireAfter, dead),
-		Now:         w.cfg.Clock.Now(),
+		Now:         now,
 	})
+	return res.Command, err
 }
 
-// registryEntry describes the worker: its identity, the ids of the jobs it
-// holds (running, or whose outcome is being recorded), and its counters.
-// Processed counts every attempt whose outcome was recorded, Failed those
-// recorded failed, as the store's own counters do.
-func (w *Worker) registryEntry() backend.WorkerInfo {
+// registryEntry describes the worker at now: its identity, the ids of the
+// jobs it holds (running, or whose outcome is being recorded), its
+// counters, its state and its periodic schedules. Processed counts every
+// attempt whose outcome was recorded, Failed those recorded failed, as the
+// store's own counters do.
+func (w *Worker) registryEntry(now time.Time) backend.WorkerInfo {
 	w.runsMu.Lock()
 	running := make([]string, 0, len(w.runs))
 	for _, run := range w.runs {
@@ -102,6 +119,8 @@ func (w *Worker) registryEntry() backend.WorkerInfo {
 		Running:     running,
 		Processed:   w.stats.succeeded.Load() + failed,
 		Failed:      failed,
+		State:       w.registryState(),
+		Periodic:    w.periodicInfo(now),
 	}
 }
 

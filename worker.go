@@ -64,9 +64,14 @@ type Worker struct {
 	host      string
 	startedAt time.Time
 
-	mu      sync.Mutex // guards state and the contexts below
-	state   workerState
-	stopped chan struct{} // closed when Shutdown has finished
+	mu    sync.Mutex // guards state, quiet and the contexts below
+	state workerState
+	// quiet is set by Quiet: the fetchers are stopped.
+	quiet bool
+	// lastCommand is the registry's command last obeyed; only the
+	// registry loop touches it.
+	lastCommand WorkerCommand
+	stopped     chan struct{} // closed when Shutdown has finished
 	// jobsCtx is the parent of every handler's context. It is never
 	// cancelled (it only carries Start's values): each handler's context is
 	// cancelled on its own, so starting a job touches no shared context.

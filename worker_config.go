@@ -138,6 +138,17 @@ type WorkerConfig struct {
 	// most 1h.
 	RegistryInterval time.Duration
 
+	// OnCommand, when set, is called with each command given to the worker
+	// through the registry (Client.QuietWorker, Client.StopWorker, the
+	// dashboard, POST /api/v1/workers/{id}/quiet or /stop), once per
+	// command, in a goroutine of its own, instead of the worker obeying it
+	// itself: the program decides (a daemon quiets or stops its own
+	// runners, then calls Worker.Quiet or Worker.Shutdown). When nil, the
+	// worker obeys: WorkerCommandQuiet calls Quiet, WorkerCommandStop
+	// Shutdown (Done tells the program). Commands arrive with the
+	// registry refresh, every RegistryInterval.
+	OnCommand func(cmd WorkerCommand)
+
 	// Periodic lists jobs the worker enqueues on a schedule (cron or
 	// interval). Any number of workers may list the same ones: each tick is
 	// enqueued once. A schedule that does not parse makes NewWorker fail.

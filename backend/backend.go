@@ -20,7 +20,7 @@
 //     change nothing (the dashboard, the CLI, kyu.Client); WatchFinished is
 //     here because it serves whoever waits to read a job's end.
 //   - Admin (Cancel, Retry, RunNow, RetryQueue, Purge, Delete,
-//     UpdateQueue): changes by request, outside any lease.
+//     UpdateQueue, CommandWorker): changes by request, outside any lease.
 //   - Maintainer (Promote, RecoverLeases, ApplyRetention): the repeatable
 //     steps a worker or server runs on a timer.
 //   - Registry (RegisterWorker, DeregisterWorker): a worker process's own
@@ -145,7 +145,14 @@
 //   - Registry. RegisterWorker upserts by id; Workers returns the entries
 //     with ExpiresAt after Now, marking Dead those with DeadAt not after
 //     Now; expired entries are never returned and may be removed by
-//     ApplyRetention.
+//     ApplyRetention. CommandWorker records a command on a live or dead
+//     entry (ErrWorkerNotFound for none), the entry keeps the strongest
+//     command given, RegisterWorker keeps it (whatever the caller passes)
+//     and returns it, Workers shows it, and it goes with the entry.
+//   - Queue rates. Each Complete, Fail and recovered lease also adds to
+//     its queue's counters of the minute of its Now; Stats sums them into
+//     QueueInfo.LastFiveMinutes and LastHour. Counters older than
+//     QueueStatsHistory may be dropped by ApplyRetention.
 //   - Promotion. A scheduled or retry job is claimable as soon as
 //     RunAt <= Now, whether or not Promote has run: Claim promotes the due
 //     jobs of its queues itself. Promote's Moved counts promoted jobs;
@@ -293,6 +300,12 @@ type Admin interface {
 	// UpdateQueue changes a queue's settings (pause, retention overrides)
 	// and returns them. A queue needs no creation; settings persist.
 	UpdateQueue(ctx context.Context, p UpdateQueueParams) (QueueSettings, error)
+
+	// CommandWorker records a command (quiet, stop) on a worker's registry
+	// entry, which the worker's next RegisterWorker returns to it, and
+	// returns the entry as Workers would show it. An id without an entry
+	// not expired at Now gives ErrWorkerNotFound. See WorkerCommand.
+	CommandWorker(ctx context.Context, p CommandWorkerParams) (WorkerInfo, error)
 }
 
 // Maintainer holds the steps that keep time moving in a store: each is
@@ -316,9 +329,10 @@ type Maintainer interface {
 // Registry is a worker process's own entry in the store's registry (which
 // Inspector.Workers lists).
 type Registry interface {
-	// RegisterWorker records or refreshes a worker process's entry;
+	// RegisterWorker records or refreshes a worker process's entry and
+	// returns the command recorded on it (see WorkerCommand);
 	// DeregisterWorker removes it.
-	RegisterWorker(ctx context.Context, p RegisterWorkerParams) error
+	RegisterWorker(ctx context.Context, p RegisterWorkerParams) (RegisterWorkerResult, error)
 	DeregisterWorker(ctx context.Context, p DeregisterWorkerParams) error
 }
 

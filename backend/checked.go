@@ -19,7 +19,7 @@ import "context"
 //   - Enqueue: EnqueueParams.Prepare (with the store's PayloadLimiter
 //     bound when MaxPayload is 0).
 //   - Claim, Heartbeat, Fail, Report, Subscribe, List, Stats, RetryQueue,
-//     Purge, UpdateQueue, RegisterWorker: the params' Check.
+//     Purge, UpdateQueue, RegisterWorker, CommandWorker: the params' Check.
 //   - Complete, Release, Delete, Cancel, Retry, RunNow, Promote,
 //     RecoverLeases, ApplyRetention, Workers: CheckNow.
 //   - Lead, Resign: the params' Check.
@@ -208,11 +208,18 @@ func (c *checked) ApplyRetention(ctx context.Context, p MaintenanceParams) (Main
 	return c.b.ApplyRetention(ctx, p)
 }
 
-func (c *checked) RegisterWorker(ctx context.Context, p RegisterWorkerParams) error {
+func (c *checked) RegisterWorker(ctx context.Context, p RegisterWorkerParams) (RegisterWorkerResult, error) {
 	if err := p.Check(); err != nil {
-		return err
+		return RegisterWorkerResult{}, err
 	}
 	return c.b.RegisterWorker(ctx, p)
+}
+
+func (c *checked) CommandWorker(ctx context.Context, p CommandWorkerParams) (WorkerInfo, error) {
+	if err := p.Check(); err != nil {
+		return WorkerInfo{}, err
+	}
+	return c.b.CommandWorker(ctx, p)
 }
 
 func (c *checked) DeregisterWorker(ctx context.Context, p DeregisterWorkerParams) error {

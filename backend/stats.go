@@ -35,6 +35,38 @@ type QueueInfo struct {
 	// OldestPending is the earliest RunAt among the queue's pending jobs
 	// (zero when none is pending); Now minus it is the queue's latency.
 	OldestPending time.Time
+	// LastFiveMinutes and LastHour count the queue's attempts that ended
+	// (as MinuteCount counts them) in the minute holding Now and the 4
+	// (59) minutes before it: the queue's throughput and error rate.
+	LastFiveMinutes AttemptCount
+	LastHour        AttemptCount
+}
+
+// AttemptCount counts ended attempts, as MinuteCount does.
+type AttemptCount struct {
+	Processed int64 `json:"processed"`
+	Failed    int64 `json:"failed"`
+}
+
+// QueueStatsHistory is how long per-queue per-minute counters are kept
+// (the longest window of QueueInfo).
+const QueueStatsHistory = time.Hour
+
+// Add adds c, the counts of the minute starting at m, to those windows of
+// q that hold m at now.
+func (q *QueueInfo) Add(now, m time.Time, c AttemptCount) {
+	last := MinuteOf(now)
+	if m.After(last) {
+		return
+	}
+	if m.After(last.Add(-5 * time.Minute)) {
+		q.LastFiveMinutes.Processed += c.Processed
+		q.LastFiveMinutes.Failed += c.Failed
+	}
+	if m.After(last.Add(-QueueStatsHistory)) {
+		q.LastHour.Processed += c.Processed
+		q.LastHour.Failed += c.Failed
+	}
 }
 
 // MinuteCount counts the attempts that ended in one minute: Processed

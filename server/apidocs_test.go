@@ -55,6 +55,7 @@ var documentedRoutes = []string{
 	"GET /api/v1/queues", "PATCH /api/v1/queues/{name}", "POST /api/v1/queues/{name}/pause",
 	"POST /api/v1/queues/{name}/resume", "POST /api/v1/queues/{name}/retry", "DELETE /api/v1/queues/{name}/jobs",
 	"GET /api/v1/stats", "GET /api/v1/workers", "PUT /api/v1/workers/{id}", "DELETE /api/v1/workers/{id}",
+	"POST /api/v1/workers/{id}/quiet", "POST /api/v1/workers/{id}/stop", "GET /api/v1/periodic",
 	"POST /api/v1/maintenance/{step}", "GET /api/v1/events", "GET /api/v1/wakeups",
 	"GET /api/v1/openapi.json", "GET /metrics", "GET /healthz", "GET /readyz",
 }

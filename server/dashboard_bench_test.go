@@ -35,6 +35,7 @@ var dashboardPages = []struct {
 	{"job", []string{"/jobs/{id}", "/api/v1/jobs/{id}"}},
 	{"queues", []string{"/queues", "/api/v1/queues", "/api/v1/workers"}},
 	{"workers", []string{"/workers", "/api/v1/workers"}},
+	{"periodic", []string{"/periodic", "/api/v1/periodic"}},
 }
 
 // BenchmarkDashboardPage measures each dashboard page's server time: its

@@ -9,9 +9,12 @@ import (
 
 // workerSide reports whether a route is one that workers call to run
 // jobs (claims, leases, progress, logs, the worker registry, maintenance
-// steps): a read-only server still serves these.
+// steps): a read-only server still serves these. Commands to workers
+// (quiet, stop) are not among them.
 func workerSide(rt route) bool {
 	switch {
+	case strings.HasSuffix(rt.path, "/{id}/quiet"), strings.HasSuffix(rt.path, "/{id}/stop"):
+		return false
 	case rt.path == "/api/v1/claim",
 		strings.HasPrefix(rt.path, "/api/v1/leases/"),
 		strings.HasPrefix(rt.path, "/api/v1/workers/"),

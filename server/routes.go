@@ -72,8 +72,11 @@ func (s *Server) routeTable() []route {
 		{method: "DELETE", path: "/api/v1/queues/{name}/jobs", auth: true, handle: s.handlePurge, summary: "Delete a queue's jobs in one state", ok: 200, okSchema: "Count", params: []string{"state", "limit"}},
 		{method: "GET", path: "/api/v1/stats", auth: true, handle: s.handleStats, summary: "Counts per queue and state, processed and failed per minute", ok: 200, okSchema: "Stats", params: []string{"minutes"}},
 		{method: "GET", path: "/api/v1/workers", auth: true, handle: s.handleWorkers, summary: "The worker registry", ok: 200, okSchema: "WorkerList"},
-		{method: "PUT", path: "/api/v1/workers/{id}", auth: true, handle: s.handleRegisterWorker, summary: "Register or refresh a worker process", body: "WorkerRegistration", ok: 204},
+		{method: "PUT", path: "/api/v1/workers/{id}", auth: true, handle: s.handleRegisterWorker, summary: "Register or refresh a worker process; the answer holds the command it is to obey", body: "WorkerRegistration", ok: 200, okSchema: "WorkerRegistered"},
 		{method: "DELETE", path: "/api/v1/workers/{id}", auth: true, handle: s.handleDeregisterWorker, summary: "Remove a worker process's entry", ok: 204},
+		{method: "POST", path: "/api/v1/workers/{id}/quiet", auth: true, handle: s.handleQuietWorker, summary: "Ask a worker to quiet down: claim nothing more, finish what runs, stay up", ok: 200, okSchema: "Worker"},
+		{method: "POST", path: "/api/v1/workers/{id}/stop", auth: true, handle: s.handleStopWorker, summary: "Ask a worker to shut down gracefully", ok: 200, okSchema: "Worker"},
+		{method: "GET", path: "/api/v1/periodic", auth: true, handle: s.handlePeriodic, summary: "The periodic schedules that live workers run, one per name", ok: 200, okSchema: "PeriodicList"},
 
 		// Maintenance, streams, documents.
 		{method: "POST", path: "/api/v1/maintenance/{step}", auth: true, handle: s.handleMaintenance, summary: "Run one maintenance step: promote, recover or retention", body: "MaintenanceRequest", ok: 200, okSchema: "MaintenanceResult"},

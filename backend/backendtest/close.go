@@ -39,7 +39,8 @@ func testClose(t *testing.T, factory Factory) {
 		_, checks["UpdateQueue"] = f.b.UpdateQueue(f.ctx, backend.UpdateQueueParams{Queue: f.queue, Paused: &paused, Now: f.now})
 		_, checks["List"] = f.b.List(f.ctx, backend.ListParams{})
 		_, checks["Stats"] = f.b.Stats(f.ctx, backend.StatsParams{Now: f.now})
-		checks["RegisterWorker"] = f.b.RegisterWorker(f.ctx, backend.RegisterWorkerParams{Worker: backend.WorkerInfo{ID: "w"}, DeadAfter: time.Minute, ExpireAfter: time.Hour, Now: f.now})
+		_, checks["CommandWorker"] = f.b.CommandWorker(f.ctx, backend.CommandWorkerParams{ID: "w", Command: backend.CommandStop, Now: f.now})
+		_, checks["RegisterWorker"] = f.b.RegisterWorker(f.ctx, backend.RegisterWorkerParams{Worker: backend.WorkerInfo{ID: "w"}, DeadAfter: time.Minute, ExpireAfter: time.Hour, Now: f.now})
 		checks["DeregisterWorker"] = f.b.DeregisterWorker(f.ctx, backend.DeregisterWorkerParams{ID: "w"})
 		_, checks["Workers"] = f.b.Workers(f.ctx, backend.WorkersParams{Now: f.now})
 		for op, err := range checks {

@@ -242,6 +242,59 @@ func testStats(t *testing.T, factory Factory) {
 		f.wantMinutes(f.stats(1), 1, map[int][2]int64{0: {2, 0}})
 	})
 
+	t.Run("QueueRates", func(t *testing.T) {
+		f := start(t, factory)
+		other := uniqueQueue(t, "-other")
+		rates := func(queue string) (five, hour backend.AttemptCount) {
+			f.t.Helper()
+			qi := f.queueInfo(f.stats(0), queue)
+			return qi.LastFiveMinutes, qi.LastHour
+		}
+		want := func(queue string, five, hour backend.AttemptCount, why string) {
+			t.Helper()
+			if g5, gh := rates(queue); g5 != five || gh != hour {
+				t.Fatalf("at %s queue %s counts last 5 min %+v, last hour %+v; want %+v, %+v: %s", stamp(f.now), queue, g5, gh, five, hour, why)
+			}
+		}
+		f.enqueueN(4)
+		f.enqueueOne(backend.NewJob{Queue: other})
+		want(f.queue, backend.AttemptCount{}, backend.AttemptCount{}, "nothing ended yet")
+		p := f.claimParams(5)
+		p.Queues = []string{f.queue, other}
+		p.Lease = 20 * time.Minute
+		jobs := f.claimWith(p)
+		if len(jobs) != 5 {
+			t.Fatalf("Claim(max 5) returned %d jobs", len(jobs))
+		}
+		f.at(10 * time.Second) // minute 0
+		f.mustOK("Complete", f.complete(lease(jobs[0]), nil))
+		f.mustOK("Fail", f.fail(backend.FailItem{Lease: lease(jobs[1]), Message: "retry", RetryAt: f.now.Add(time.Hour)}))
+		f.mustOK("Complete", f.complete(lease(jobs[4]), nil)) // the other queue
+		f.at(6 * time.Minute)                                 // minute 6
+		f.mustOK("Release", f.release(lease(jobs[2])))
+		f.mustOK("Fail", f.fail(backend.FailItem{Lease: lease(jobs[3]), Message: "final", Final: true}))
+		want(f.queue, backend.AttemptCount{Processed: 1, Failed: 1}, backend.AttemptCount{Processed: 3, Failed: 2},
+			"minute 0 is out of the last 5 minutes, in the last hour; Release counts in neither")
+		want(other, backend.AttemptCount{}, backend.AttemptCount{Processed: 1}, "the other queue counts its own")
+		f.at(20*time.Minute + 59*time.Second)
+		f.claimID(jobs[2].ID, "the released job")
+		f.at(40*time.Minute + 59*time.Second)
+		f.wantResult("RecoverLeases", f.recoverLeases(), backend.MaintenanceResult{Moved: 1})
+		want(f.queue, backend.AttemptCount{Processed: 1, Failed: 1}, backend.AttemptCount{Processed: 4, Failed: 3}, "a recovered lease counts failed")
+		f.at(time.Hour - time.Second) // minute 59: minute 0 is the hour's first
+		want(f.queue, backend.AttemptCount{}, backend.AttemptCount{Processed: 4, Failed: 3}, "minute 0 is still within the hour")
+		f.at(time.Hour) // minute 60
+		want(f.queue, backend.AttemptCount{}, backend.AttemptCount{Processed: 2, Failed: 2}, "minute 0 left the hour")
+		f.applyRetention()
+		want(f.queue, backend.AttemptCount{}, backend.AttemptCount{Processed: 2, Failed: 2}, "ApplyRetention keeps the last hour")
+		f.at(2 * time.Hour)
+		f.applyRetention()
+		want(f.queue, backend.AttemptCount{}, backend.AttemptCount{}, "nothing ended in the last hour")
+		if st := f.stats(0); st.Processed != 5 || st.Failed != 3 {
+			t.Fatalf("totals = %d, %d; want 5, 3", st.Processed, st.Failed)
+		}
+	})
+
 	t.Run("Checks", func(t *testing.T) {
 		f := start(t, factory)
 		for _, c := range []struct {

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -11,10 +12,28 @@ import (
 // register records w at f.now, dead after a minute and expired after an hour.
 func (f *fixture) register(w backend.WorkerInfo) {
 	f.t.Helper()
-	err := f.b.RegisterWorker(f.ctx, backend.RegisterWorkerParams{Worker: w, DeadAfter: time.Minute, ExpireAfter: time.Hour, Now: f.now})
+	f.registerCommand(w)
+}
+
+// registerCommand records w as register does and returns the command
+// RegisterWorker hands back.
+func (f *fixture) registerCommand(w backend.WorkerInfo) backend.WorkerCommand {
+	f.t.Helper()
+	res, err := f.b.RegisterWorker(f.ctx, backend.RegisterWorkerParams{Worker: w, DeadAfter: time.Minute, ExpireAfter: time.Hour, Now: f.now})
 	if err != nil {
 		f.t.Fatalf("RegisterWorker(%s) at %s: %v", w.ID, stamp(f.now), err)
 	}
+	return res.Command
+}
+
+// command gives cmd to the worker id at f.now.
+func (f *fixture) command(id string, cmd backend.WorkerCommand) backend.WorkerInfo {
+	f.t.Helper()
+	w, err := f.b.CommandWorker(f.ctx, backend.CommandWorkerParams{ID: id, Command: cmd, Now: f.now})
+	if err != nil {
+		f.t.Fatalf("CommandWorker(%s, %s) at %s: %v", id, cmd, stamp(f.now), err)
+	}
+	return w
 }
 
 // workers lists the registry at f.now.
@@ -55,6 +74,12 @@ func sameWorker(a, b backend.WorkerInfo) bool {
 	norm := func(w backend.WorkerInfo) backend.WorkerInfo {
 		c := w.Clone()
 		c.StartedAt, c.LastSeen, c.DeadAt, c.ExpiresAt = normTime(c.StartedAt), normTime(c.LastSeen), normTime(c.DeadAt), normTime(c.ExpiresAt)
+		for i := range c.Periodic {
+			c.Periodic[i].LastRun, c.Periodic[i].NextRun = normTime(c.Periodic[i].LastRun), normTime(c.Periodic[i].NextRun)
+		}
+		if len(c.Periodic) == 0 {
+			c.Periodic = nil
+		}
 		if len(c.Queues) == 0 {
 			c.Queues = nil
 		}
@@ -72,18 +97,25 @@ func testWorkers(t *testing.T, factory Factory) {
 		w := backend.WorkerInfo{
 			ID: "w-1", Host: "host-a", PID: 4242, Queues: []string{f.queue, "other"}, Concurrency: 8,
 			StartedAt: t0.Add(-time.Hour), Version: "v1.2.3", Running: []string{"job-a", "job-b"}, Processed: 10, Failed: 2,
+			State: backend.WorkerQuiet,
+			Periodic: []backend.PeriodicInfo{
+				{Name: "nightly", Spec: "@daily", Queue: f.queue, Type: "report", LastRun: t0.Add(-time.Hour), NextRun: t0.Add(23 * time.Hour)},
+				{Name: "tick", Spec: "@every 1m", Queue: "other", Type: "tick"},
+			},
 			// The store sets these; what the caller passes is ignored.
-			LastSeen: t0.Add(-time.Hour), Dead: true,
+			LastSeen: t0.Add(-time.Hour), Dead: true, Command: backend.CommandStop,
 		}
 		f.advance(time.Second)
-		f.register(w)
+		if cmd := f.registerCommand(w); cmd != "" {
+			t.Fatalf("RegisterWorker of a new entry returned command %q; want none (the caller's Command is ignored)", cmd)
+		}
 		want := *w.Clone()
-		want.LastSeen, want.DeadAt, want.ExpiresAt, want.Dead = f.now, f.now.Add(time.Minute), f.now.Add(time.Hour), false
+		want.LastSeen, want.DeadAt, want.ExpiresAt, want.Dead, want.Command = f.now, f.now.Add(time.Minute), f.now.Add(time.Hour), false, ""
 		ws := f.wantWorkers([]string{"w-1"}, "one worker registered")
 		if !sameWorker(ws[0], want) {
 			t.Fatalf("registered entry = %+v; want %+v", ws[0], want)
 		}
-		w.Queues[0], w.Running[0] = "changed", "changed"
+		w.Queues[0], w.Running[0], w.Periodic[0].Name = "changed", "changed", "changed"
 		if ws := f.workers(); !sameWorker(ws[0], want) {
 			t.Fatalf("entry changed with the caller's slices: %+v; a store copies what it is given", ws[0])
 		}
@@ -140,6 +172,80 @@ func testWorkers(t *testing.T, factory Factory) {
 		f.wantWorkers([]string{"b"}, "deregistering unknown ids changes nothing")
 	})
 
+	t.Run("Commands", func(t *testing.T) {
+		f := start(t, factory)
+		f.register(backend.WorkerInfo{ID: "a", Host: "h"})
+		f.register(backend.WorkerInfo{ID: "b", Host: "h"})
+		got := f.command("a", backend.CommandQuiet)
+		if got.ID != "a" || got.Command != backend.CommandQuiet || got.Host != "h" || got.Dead {
+			t.Fatalf("CommandWorker(a, quiet) = %+v; want a's live entry with command quiet", got)
+		}
+		ws := f.wantWorkers([]string{"a", "b"}, "a command adds no entry")
+		if ws[0].Command != backend.CommandQuiet || ws[1].Command != "" {
+			t.Fatalf("Workers shows commands %q, %q; want quiet for a, none for b", ws[0].Command, ws[1].Command)
+		}
+		f.advance(10 * time.Second)
+		for i := range 2 {
+			if cmd := f.registerCommand(backend.WorkerInfo{ID: "a", Host: "h", State: backend.WorkerQuiet}); cmd != backend.CommandQuiet {
+				t.Fatalf("refresh %d of a returned command %q; want quiet at every refresh (at least once)", i, cmd)
+			}
+		}
+		if cmd := f.registerCommand(backend.WorkerInfo{ID: "b", Host: "h"}); cmd != "" {
+			t.Fatalf("refresh of b returned command %q; want none", cmd)
+		}
+		if w := f.command("a", backend.CommandQuiet); w.Command != backend.CommandQuiet || w.State != backend.WorkerQuiet {
+			t.Fatalf("CommandWorker(a, quiet) again = command %q, state %q; want quiet, quiet (the refreshed entry)", w.Command, w.State)
+		}
+		if w := f.command("a", backend.CommandStop); w.Command != backend.CommandStop {
+			t.Fatalf("CommandWorker(a, stop) after quiet = %q; want stop", w.Command)
+		}
+		if w := f.command("a", backend.CommandQuiet); w.Command != backend.CommandStop {
+			t.Fatalf("CommandWorker(a, quiet) after stop = %q; want stop (a command never weakens)", w.Command)
+		}
+		if cmd := f.registerCommand(backend.WorkerInfo{ID: "a", Host: "h", State: backend.WorkerStopping}); cmd != backend.CommandStop {
+			t.Fatalf("refresh of a returned command %q; want stop", cmd)
+		}
+
+		// A dead entry takes a command; an expired or removed one does not.
+		f.advance(time.Minute)
+		if w := f.command("b", backend.CommandStop); !w.Dead || w.Command != backend.CommandStop {
+			t.Fatalf("CommandWorker(b, stop) of a dead entry = dead %v, command %q; want dead, stop", w.Dead, w.Command)
+		}
+		if err := f.b.DeregisterWorker(f.ctx, backend.DeregisterWorkerParams{ID: "a"}); err != nil {
+			t.Fatalf("DeregisterWorker(a): %v", err)
+		}
+		for _, id := range []string{"a", "never"} {
+			_, err := f.b.CommandWorker(f.ctx, backend.CommandWorkerParams{ID: id, Command: backend.CommandStop, Now: f.now})
+			if !errors.Is(err, backend.ErrNotFound) {
+				t.Fatalf("CommandWorker(%s) of no entry = %v; want ErrNotFound", id, err)
+			}
+		}
+		if cmd := f.registerCommand(backend.WorkerInfo{ID: "a"}); cmd != "" {
+			t.Fatalf("a worker registered again after its entry was removed got command %q; want none", cmd)
+		}
+		f.at(time.Hour + 10*time.Second)
+		_, err := f.b.CommandWorker(f.ctx, backend.CommandWorkerParams{ID: "b", Command: backend.CommandQuiet, Now: f.now})
+		if !errors.Is(err, backend.ErrNotFound) {
+			t.Fatalf("CommandWorker(b) at its ExpiresAt = %v; want ErrNotFound", err)
+		}
+
+		for _, c := range []struct {
+			field string
+			p     backend.CommandWorkerParams
+		}{
+			{"id", backend.CommandWorkerParams{Command: backend.CommandStop, Now: f.now}},
+			{"command", backend.CommandWorkerParams{ID: "a", Command: "restart", Now: f.now}},
+			{"command", backend.CommandWorkerParams{ID: "a", Now: f.now}},
+			{"now", backend.CommandWorkerParams{ID: "a", Command: backend.CommandStop}},
+		} {
+			_, err := f.b.CommandWorker(f.ctx, c.p)
+			wantInvalid(t, err, -1, c.field)
+		}
+		if ws := f.wantWorkers([]string{"a!"}, "only a's new entry is left, silent since"); ws[0].Command != "" {
+			t.Fatalf("refused commands changed a's entry: command %q", ws[0].Command)
+		}
+	})
+
 	t.Run("SortedByID", func(t *testing.T) {
 		f := start(t, factory)
 		for _, id := range []string{"m", "b", "z", "a"} {
@@ -167,8 +273,10 @@ func testWorkers(t *testing.T, factory Factory) {
 			{"expire_after", backend.RegisterWorkerParams{Worker: backend.WorkerInfo{ID: "w"}, DeadAfter: time.Hour, ExpireAfter: time.Minute, Now: f.now}},
 			{"expire_after", backend.RegisterWorkerParams{Worker: backend.WorkerInfo{ID: "w"}, DeadAfter: time.Hour, ExpireAfter: 2 * time.Hour, Now: backend.MaxTime().Add(-time.Hour)}},
 			{"now", backend.RegisterWorkerParams{Worker: backend.WorkerInfo{ID: "w"}, DeadAfter: time.Minute, ExpireAfter: time.Hour}},
+			{"worker.state", backend.RegisterWorkerParams{Worker: backend.WorkerInfo{ID: "w", State: "asleep"}, DeadAfter: time.Minute, ExpireAfter: time.Hour, Now: f.now}},
+			{"worker.periodic", backend.RegisterWorkerParams{Worker: backend.WorkerInfo{ID: "w", Periodic: []backend.PeriodicInfo{{Name: "bad\x00"}}}, DeadAfter: time.Minute, ExpireAfter: time.Hour, Now: f.now}},
 		} {
-			err := f.b.RegisterWorker(f.ctx, c.p)
+			_, err := f.b.RegisterWorker(f.ctx, c.p)
 			wantInvalid(t, err, -1, c.field)
 		}
 		f.wantWorkers(nil, "every registration was refused")

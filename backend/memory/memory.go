@@ -58,6 +58,14 @@ type store struct {
 	processed, failed int64
 	// leaders holds the Leader leases by name.
 	leaders map[string]backend.Leadership
+	// queueMinutes counts ended attempts per queue and minute.
+	queueMinutes map[queueMinute]*[2]int64
+}
+
+// queueMinute names one queue's counters of one minute.
+type queueMinute struct {
+	queue  string
+	minute time.Time
 }
 
 // New returns an empty store.
@@ -75,6 +83,8 @@ func newStore() *store {
 		workers:  map[string]*backend.WorkerInfo{},
 		minutes:  map[time.Time]*[2]int64{},
 		leaders:  map[string]backend.Leadership{},
+
+		queueMinutes: map[queueMinute]*[2]int64{},
 	}
 }
 
@@ -208,18 +218,27 @@ func (s *store) signalFinished(id string) {
 	}
 }
 
-// count adds one ended attempt to the minute of now and the totals.
-func (s *store) count(now time.Time, failed bool) {
+// count adds one ended attempt of a job in queue to the minute of now
+// (the store's and the queue's) and the totals.
+func (s *store) count(queue string, now time.Time, failed bool) {
 	m := backend.MinuteOf(now)
 	c := s.minutes[m]
 	if c == nil {
 		c = &[2]int64{}
 		s.minutes[m] = c
 	}
+	qm := queueMinute{queue, m}
+	qc := s.queueMinutes[qm]
+	if qc == nil {
+		qc = &[2]int64{}
+		s.queueMinutes[qm] = qc
+	}
 	c[0]++
+	qc[0]++
 	s.processed++
 	if failed {
 		c[1]++
+		qc[1]++
 		s.failed++
 	}
 }
@@ -369,7 +388,7 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 		j, err := s.live(it.Lease, p.Now)
 		if err == nil {
 			j.Result = slices.Clone(it.Result)
-			s.count(p.Now, false)
+			s.count(j.Queue, p.Now, false)
 			if j.CancelRequested {
 				s.endCancelled(j, backend.CancelReasonRequested, p.Now)
 			} else {
@@ -397,7 +416,7 @@ func (s *store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 			}
 			j.Errors = append(j.Errors, backend.AttemptError{Attempt: j.Attempt, At: p.Now, Kind: kind, Message: it.Message, Stack: it.Stack})
 			j.LeaseExpiresAt, j.WorkerID = time.Time{}, ""
-			s.count(p.Now, true)
+			s.count(j.Queue, p.Now, true)
 			switch {
 			case it.Cancel:
 				s.endCancelled(j, backend.CancelReasonHandler, p.Now)
@@ -532,7 +551,7 @@ func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 		j.Errors = append(j.Errors, backend.AttemptError{Attempt: j.Attempt, At: p.Now, Kind: backend.AttemptLeaseExpired, Message: "lease expired"})
 		j.LeaseExpiresAt, j.WorkerID = time.Time{}, ""
 		res.Moved++
-		s.count(p.Now, true)
+		s.count(j.Queue, p.Now, true)
 		if j.CancelRequested {
 			s.endCancelled(j, backend.CancelReasonRequested, p.Now)
 		} else if j.Attempt >= j.MaxAttempts {
@@ -571,6 +590,11 @@ func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams)
 	for m := range s.minutes {
 		if m.Before(backend.MinuteOf(p.Now.Add(-backend.StatsHistory))) {
 			delete(s.minutes, m)
+		}
+	}
+	for qm := range s.queueMinutes {
+		if qm.minute.Before(backend.MinuteOf(p.Now.Add(-backend.QueueStatsHistory))) {
+			delete(s.queueMinutes, qm)
 		}
 	}
 	for id, w := range s.workers {
@@ -859,6 +883,11 @@ func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 			qi.OldestPending = j.RunAt
 		}
 	}
+	for qm, c := range s.queueMinutes {
+		if qi := infos[qm.queue]; qi != nil {
+			qi.Add(p.Now, qm.minute, backend.AttemptCount{Processed: c[0], Failed: c[1]})
+		}
+	}
 	st := backend.Stats{Processed: s.processed, Failed: s.failed}
 	for _, qi := range infos {
 		st.Queues = append(st.Queues, *qi)
@@ -875,14 +904,35 @@ func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 	return st, nil
 }
 
-// RegisterWorker records or refreshes a worker's entry.
-func (s *store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
+// RegisterWorker records or refreshes a worker's entry, keeping its
+// command.
+func (s *store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) (backend.RegisterWorkerResult, error) {
 	if err := s.lock(); err != nil {
-		return err
+		return backend.RegisterWorkerResult{}, err
 	}
 	defer s.mu.Unlock()
-	s.workers[p.Worker.ID] = p.Registered()
-	return nil
+	w := p.Registered()
+	if old := s.workers[w.ID]; old != nil {
+		w.Command = old.Command
+	}
+	s.workers[w.ID] = w
+	return backend.RegisterWorkerResult{Command: w.Command}, nil
+}
+
+// CommandWorker records a command on a worker's entry.
+func (s *store) CommandWorker(ctx context.Context, p backend.CommandWorkerParams) (backend.WorkerInfo, error) {
+	if err := s.lock(); err != nil {
+		return backend.WorkerInfo{}, err
+	}
+	defer s.mu.Unlock()
+	w := s.workers[p.ID]
+	if w == nil || !w.ExpiresAt.After(p.Now) {
+		return backend.WorkerInfo{}, backend.ErrWorkerNotFound
+	}
+	w.Command = w.Command.Stronger(p.Command)
+	c := w.Clone()
+	c.Dead = !p.Now.Before(w.DeadAt)
+	return *c, nil
 }
 
 // DeregisterWorker removes a worker's entry.

@@ -22,6 +22,9 @@ type commitGroup struct {
 	// values (and the totals) are written when the committer takes the
 	// group, so a batch of completions writes each counter once.
 	minutes []int64
+	// queueMinutes names the queue minutes whose counters changed,
+	// written likewise.
+	queueMinutes []queueMinute
 	// seq is the group's number (Store.commits), set when it is taken.
 	seq  uint64
 	done chan struct{}

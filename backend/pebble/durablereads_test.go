@@ -176,10 +176,11 @@ func TestReadersSeeOnlyDurableState(t *testing.T) {
 	}, {
 		what: "Workers",
 		write: func(s *Store, id string) error {
-			return s.RegisterWorker(ctx, backend.RegisterWorkerParams{
+			_, err := s.RegisterWorker(ctx, backend.RegisterWorkerParams{
 				Worker:    backend.WorkerInfo{ID: "w1", Queues: []string{backend.DefaultQueue}, Concurrency: 1},
 				DeadAfter: time.Minute, ExpireAfter: time.Hour, Now: t0,
 			})
+			return err
 		},
 		read: func(s *Store, id string) (string, error) {
 			ws, err := s.Workers(ctx, backend.WorkersParams{Now: t0})

@@ -16,6 +16,7 @@ import (
 //	'q' + queue               the queue's settings (encodeSettings)
 //	'm' + minute[8]           the counters of one minute (Unix seconds, big-endian)
 //	't'                       the counters' totals
+//	'n' + minute[8] + queue   the counters of one queue in one minute
 //	'w' + worker id           a worker's registry entry (encodeWorker)
 //	'c'                       the number of groups committed (uvarint;
 //	                          see Options.AcceptDataLoss)
@@ -29,6 +30,7 @@ const (
 	prefixSettings = 'q'
 	prefixMinute   = 'm'
 	prefixTotals   = 't'
+	prefixQueueMin = 'n'
 	prefixWorker   = 'w'
 	prefixCommits  = 'c'
 )
@@ -97,6 +99,11 @@ func settingsKey(queue string) []byte { return append([]byte{prefixSettings}, qu
 
 func minuteKey(unix int64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{prefixMinute}, uint64(unix))
+}
+
+func queueMinuteKey(qm queueMinute) []byte {
+	k := binary.BigEndian.AppendUint64([]byte{prefixQueueMin}, uint64(qm.minute))
+	return append(k, qm.queue...)
 }
 
 func workerKey(id string) []byte { return append([]byte{prefixWorker}, id...) }

@@ -107,7 +107,7 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 		if r := p.Items[i].Result; r != nil {
 			j.Result = slices.Clone(r)
 		}
-		s.countAttempt(p.Now, false)
+		s.countAttempt(j.Queue, p.Now, false)
 		if s.cancelRequested(id, j, sd, p.Now) {
 			return
 		}
@@ -135,7 +135,7 @@ func (s *store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 		j.Errors = append(j.Errors, backend.AttemptError{
 			Attempt: j.Attempt, At: p.Now, Kind: kind, Message: it.Message, Stack: it.Stack,
 		})
-		s.countAttempt(p.Now, true)
+		s.countAttempt(j.Queue, p.Now, true)
 		if s.cancelRequested(id, j, sd, p.Now) {
 			return
 		}

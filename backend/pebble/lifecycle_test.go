@@ -177,6 +177,9 @@ func TestQueueSettingsAndCountsSurviveRestart(t *testing.T) {
 		if stats.Processed != 2 || stats.Failed != 1 || last.Processed != 2 || last.Failed != 1 || !last.Minute.Equal(t0) {
 			t.Fatalf("round %d: counters %d/%d, last minute %+v; want 2 processed, 1 failed at %s", round, stats.Processed, stats.Failed, last, t0)
 		}
+		if want := (backend.AttemptCount{Processed: 2, Failed: 1}); q.LastFiveMinutes != want || q.LastHour != want {
+			t.Fatalf("round %d: queue p counts %+v, %+v; want %+v in both windows", round, q.LastFiveMinutes, q.LastHour, want)
+		}
 		s = reopen(t, s, dir)
 	}
 
@@ -187,8 +190,8 @@ func TestQueueSettingsAndCountsSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = reopen(t, s, dir)
-	if len(s.counters.minutes) != 0 {
-		t.Fatalf("%d minutes kept past StatsHistory", len(s.counters.minutes))
+	if len(s.counters.minutes) != 0 || len(s.counters.queues) != 0 {
+		t.Fatalf("%d minutes, %d queue minutes kept past StatsHistory", len(s.counters.minutes), len(s.counters.queues))
 	}
 	stats, err := s.Stats(ctx, backend.StatsParams{Now: later, Minutes: 1440})
 	if err != nil || stats.Processed != 2 || stats.Minutes[0].Processed != 0 || len(stats.Minutes) != 1440 {
@@ -304,7 +307,7 @@ func TestWorkersSurviveRestartAndExpire(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore(t, dir, Options{})
 	for _, id := range []string{"w2", "w1"} {
-		err := s.RegisterWorker(ctx, backend.RegisterWorkerParams{
+		_, err := s.RegisterWorker(ctx, backend.RegisterWorkerParams{
 			Worker:    backend.WorkerInfo{ID: id, Host: "h", PID: 7, Queues: []string{"q"}, Running: []string{"x"}, Processed: 3},
 			DeadAfter: time.Minute, ExpireAfter: time.Hour, Now: t0,
 		})

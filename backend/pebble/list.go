@@ -9,7 +9,7 @@ import (
 // listScanLimit bounds the records one List call examines when filters by
 // type or search reject most of them: the page then ends early, with a
 // cursor to go on from, so one call never holds the store for long.
-const listScanLimit = 5000
+const listScanLimit = 1000
 
 // List pages through jobs in id order with filters. The candidates come
 // from the in-memory per-queue, per-state id sets (every job's id is in

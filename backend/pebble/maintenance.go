@@ -92,7 +92,7 @@ func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 			j.Errors = append(j.Errors, backend.AttemptError{
 				Attempt: j.Attempt, At: now, Kind: backend.AttemptLeaseExpired, Message: "lease expired",
 			})
-			s.countAttempt(now, true)
+			s.countAttempt(j.Queue, now, true)
 			if s.cancelRequested(e.id, j, sd, now) {
 				res.Moved++
 				continue

@@ -123,6 +123,21 @@ func (s *store) rebuildSettings() error {
 	if err != nil {
 		return err
 	}
+	err = s.scan(prefixQueueMin, func(k, v []byte) error {
+		if len(k) < 10 {
+			return fmt.Errorf("%w: bad queue counter key %x", errCorruptRecord, k)
+		}
+		p, f, err := decodeCounts(v)
+		if err != nil {
+			return err
+		}
+		qm := queueMinute{queue: string(k[9:]), minute: int64(binary.BigEndian.Uint64(k[1:9]))}
+		s.counters.queues[qm] = &minuteCount{processed: p, failed: f}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	err = s.scan(prefixTotals, func(k, v []byte) error {
 		p, f, err := decodeCounts(v)
 		s.counters.processed, s.counters.failed = p, f

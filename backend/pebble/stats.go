@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
@@ -22,6 +23,16 @@ type counters struct {
 	// attempts end in the same minute as the one before.
 	last       *minuteCount
 	lastMinute int64
+	// queues maps a queue's minute to its counts (backend.QueueInfo's
+	// windows), kept backend.QueueStatsHistory.
+	queues map[queueMinute]*minuteCount
+}
+
+// queueMinute names the counters of one queue in one minute (Unix
+// seconds).
+type queueMinute struct {
+	queue  string
+	minute int64
 }
 
 type minuteCount struct {
@@ -29,12 +40,12 @@ type minuteCount struct {
 }
 
 func newCounters() counters {
-	return counters{minutes: make(map[int64]*minuteCount)}
+	return counters{minutes: make(map[int64]*minuteCount), queues: make(map[queueMinute]*minuteCount)}
 }
 
-// countAttempt counts an attempt that ended at now, failed or not (see
-// backend.MinuteCount); mu must be held.
-func (s *store) countAttempt(now time.Time, failed bool) {
+// countAttempt counts an attempt of a job in queue that ended at now,
+// failed or not (see backend.MinuteCount); mu must be held.
+func (s *store) countAttempt(queue string, now time.Time, failed bool) {
 	// backend.MinuteOf, for the times CheckNow allows (from 1970 on).
 	u := now.Unix()
 	m := u - u%60
@@ -46,21 +57,39 @@ func (s *store) countAttempt(now time.Time, failed bool) {
 		}
 		s.counters.last, s.counters.lastMinute = c, m
 	}
+	qm := queueMinute{queue, m}
+	qc := s.counters.queues[qm]
+	if qc == nil {
+		qc = &minuteCount{}
+		s.counters.queues[qm] = qc
+	}
 	c.processed++
+	qc.processed++
 	s.counters.processed++
 	if failed {
 		c.failed++
+		qc.failed++
 		s.counters.failed++
 	}
 	g := s.group()
 	if !slices.Contains(g.minutes, m) {
 		g.minutes = append(g.minutes, m)
 	}
+	if !slices.Contains(g.queueMinutes, qm) {
+		g.queueMinutes = append(g.queueMinutes, qm)
+	}
 }
 
 // writeCounters adds to g's batch the counters its operations changed;
 // mu must be held, and g taken from pending (nothing else writes to it).
 func (s *store) writeCounters(g *commitGroup) {
+	for _, qm := range g.queueMinutes {
+		if c := s.counters.queues[qm]; c != nil {
+			_ = g.batch.Set(queueMinuteKey(qm), encodeCounts(c.processed, c.failed), nil)
+		} else {
+			_ = g.batch.Delete(queueMinuteKey(qm), nil)
+		}
+	}
 	if len(g.minutes) == 0 {
 		return
 	}
@@ -75,11 +104,25 @@ func (s *store) writeCounters(g *commitGroup) {
 }
 
 // dropMinutes forgets the counters of minutes that no Stats call at now
-// can show any more (older than backend.StatsHistory), at most limit; mu
+// can show any more (older than backend.StatsHistory, and
+// backend.QueueStatsHistory for a queue's), at most limit of each; mu
 // must be held.
 func (s *store) dropMinutes(now time.Time, limit int) {
-	oldest := backend.MinuteOf(now).Add(-backend.StatsHistory + time.Minute).Unix()
+	oldestQueue := backend.MinuteOf(now).Add(-backend.QueueStatsHistory + time.Minute).Unix()
 	n := 0
+	for qm := range s.counters.queues {
+		if n >= limit {
+			break
+		}
+		if qm.minute < oldestQueue {
+			delete(s.counters.queues, qm)
+			g := s.group()
+			g.queueMinutes = append(g.queueMinutes, qm)
+			n++
+		}
+	}
+	oldest := backend.MinuteOf(now).Add(-backend.StatsHistory + time.Minute).Unix()
+	n = 0
 	for m := range s.counters.minutes {
 		if n >= limit {
 			return
@@ -170,6 +213,12 @@ func (s *store) statsLocked(p backend.StatsParams) (backend.Stats, error) {
 			if c := s.counters.minutes[m.Unix()]; c != nil {
 				st.Minutes[i].Processed, st.Minutes[i].Failed = c.processed, c.failed
 			}
+		}
+	}
+	for qm, c := range s.counters.queues {
+		i, ok := slices.BinarySearchFunc(st.Queues, qm.queue, func(q backend.QueueInfo, name string) int { return strings.Compare(q.Name, name) })
+		if ok {
+			st.Queues[i].Add(p.Now, time.Unix(qm.minute, 0).UTC(), backend.AttemptCount{Processed: c.processed, Failed: c.failed})
 		}
 	}
 	st.Processed, st.Failed = s.counters.processed, s.counters.failed

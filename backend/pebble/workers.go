@@ -16,25 +16,78 @@ import (
 // path.
 
 // RegisterWorker records or replaces a worker's entry, with LastSeen,
-// DeadAt and ExpiresAt set from p.Now; it is durable when it returns.
-func (s *store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
+// DeadAt and ExpiresAt set from p.Now and the command it held; it is
+// durable when it returns.
+func (s *store) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) (backend.RegisterWorkerResult, error) {
 	w := p.Registered()
-	val, err := encodeWorker(w)
-	if err != nil {
-		return err
-	}
 	if err := s.begin(ctx); err != nil {
-		return err
+		return backend.RegisterWorkerResult{}, err
 	}
 	defer s.end()
 	if err := s.lockState(); err != nil {
-		return err
+		return backend.RegisterWorkerResult{}, err
+	}
+	if old := s.workers[w.ID]; old != nil {
+		w.Command = old.Command
+	}
+	g, err := s.putWorker(w)
+	s.unlock()
+	if err != nil {
+		return backend.RegisterWorkerResult{}, err
+	}
+	return backend.RegisterWorkerResult{Command: w.Command}, wait(g)
+}
+
+// CommandWorker records a command on a worker's entry not expired at
+// p.Now; it is durable when it returns.
+func (s *store) CommandWorker(ctx context.Context, p backend.CommandWorkerParams) (backend.WorkerInfo, error) {
+	if err := s.begin(ctx); err != nil {
+		return backend.WorkerInfo{}, err
+	}
+	defer s.end()
+	if err := s.lockState(); err != nil {
+		return backend.WorkerInfo{}, err
+	}
+	old := s.workers[p.ID]
+	if old == nil || !old.ExpiresAt.After(p.Now) {
+		g := s.lastGroup()
+		s.unlock()
+		if err := wait(g); err != nil {
+			return backend.WorkerInfo{}, err
+		}
+		return backend.WorkerInfo{}, backend.ErrWorkerNotFound
+	}
+	w := old.Clone()
+	w.Command = old.Command.Stronger(p.Command)
+	var g *commitGroup
+	var err error
+	if w.Command != old.Command {
+		g, err = s.putWorker(w)
+	} else {
+		g = s.lastGroup()
+	}
+	s.unlock()
+	if err != nil {
+		return backend.WorkerInfo{}, err
+	}
+	if err := wait(g); err != nil {
+		return backend.WorkerInfo{}, err
+	}
+	out := w.Clone()
+	out.Dead = !p.Now.Before(w.DeadAt)
+	return *out, nil
+}
+
+// putWorker stores w in memory and in the current group; mu must be held.
+func (s *store) putWorker(w *backend.WorkerInfo) (*commitGroup, error) {
+	val, err := encodeWorker(w)
+	if err != nil {
+		return nil, err
 	}
 	s.workers[w.ID] = w
 	g := s.group()
 	_ = g.batch.Set(workerKey(w.ID), val, nil)
-	s.unlock()
-	return wait(g)
+	return g, nil
 }
 
 // DeregisterWorker removes a worker's entry; an unknown id is not an

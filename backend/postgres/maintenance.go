@@ -46,8 +46,9 @@ func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 
 // ApplyRetention deletes up to Limit final jobs whose retention has run
 // out, then forgets up to Limit unique keys whose UniqueFor period ended,
-// folds the per-minute counters older than StatsHistory into the totals
-// and removes expired worker entries.
+// folds the per-minute counters older than StatsHistory into the totals,
+// drops the per-queue ones older than QueueStatsHistory and removes
+// expired worker entries.
 // Each is one short statement, so neither holds many locks for long.
 func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	if err := s.begin(ctx); err != nil {
@@ -63,6 +64,9 @@ func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams)
 	}
 	if _, err := s.pool.Exec(ctx, s.sqls.foldMinutes, backend.MinuteOf(p.Now.Add(-backend.StatsHistory))); err != nil {
 		return backend.MaintenanceResult{}, s.wrap("fold old counters", err)
+	}
+	if _, err := s.pool.Exec(ctx, s.sqls.dropQueueMinutes, backend.MinuteOf(p.Now.Add(-backend.QueueStatsHistory))); err != nil {
+		return backend.MaintenanceResult{}, s.wrap("drop old queue counters", err)
 	}
 	if _, err := s.pool.Exec(ctx, s.sqls.forgetWorkers, p.Now); err != nil {
 		return backend.MaintenanceResult{}, s.wrap("forget expired workers", err)

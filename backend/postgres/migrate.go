@@ -192,6 +192,7 @@ func (s *store) checkObjects(ctx context.Context) error {
 		{"table", "job_logs"},
 		{"table", "counters"},
 		{"table", "workers"},
+		{"table", "queue_counters"},
 		{"function", "take_unique_key(text, text, uuid, timestamptz, timestamptz)"},
 	}
 	for _, o := range objects {

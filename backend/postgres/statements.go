@@ -39,6 +39,8 @@ type statements struct {
 	watch, notifyFinished, report, takeKey string
 	statsCounts, statsQueues               string
 	statsMinutes, statsTotals, foldMinutes string
+	statsQueueMinutes, dropQueueMinutes    string
+	commandWorker                          string
 	registerWorker, deregisterWorker       string
 	workers, forgetWorkers                 string
 }
@@ -72,26 +74,36 @@ func newStatements(schema, finished string) *statements {
 		takeKeysAt:   f(sqlTakeKeysAt),
 		existing:     f(`SELECT id::text FROM {{s}}.jobs WHERE id = ANY($1::uuid[])`),
 
-		lockJob:          f(`SELECT state, queue, retention_ns, cancel_requested, watched, coalesce(unique_key, ''), unique_for_ns FROM {{s}}.jobs WHERE id = $1 FOR UPDATE`),
-		queueRetention:   f(`SELECT retain_completed, retain_failed, retain_cancelled FROM {{s}}.queues WHERE name = $1`),
-		finishWaiting:    f(sqlFinishWaiting),
-		requestCancel:    f(`UPDATE {{s}}.jobs SET cancel_requested = true WHERE id = $1 RETURNING {{cols}}`),
-		retry:            f(sqlRetry),
-		runNow:           f(`UPDATE {{s}}.jobs SET state = 'pending', run_at = $2 WHERE id = $1 AND state IN ('scheduled', 'retry') RETURNING {{cols}}`),
-		state:            f(`SELECT state FROM {{s}}.jobs WHERE id = $1`),
-		retryCandidates:  byState(f, sqlRetryCandidates),
-		purge:            byState(f, sqlPurge),
-		updateQueue:      f(sqlUpdateQueue),
-		watch:            f(`UPDATE {{s}}.jobs SET watched = true WHERE id = ANY($1::uuid[]) AND NOT watched RETURNING queue, state = 'pending'`),
-		notifyFinished:   `SELECT pg_notify($1, $2)`,
-		report:           f(sqlReport),
-		takeKey:          f(`SELECT holder::text FROM {{s}}.take_unique_key($1, $2, $3::uuid, NULL, $4)`),
-		statsCounts:      f(sqlStatsCounts),
-		statsQueues:      f(`SELECT name, paused, retain_completed, retain_failed, retain_cancelled FROM {{s}}.queues`),
-		statsMinutes:     f(`SELECT minute, sum(processed)::bigint, sum(failed)::bigint FROM {{s}}.counters WHERE minute >= $1 AND minute <= $2 GROUP BY minute`),
-		statsTotals:      f(`SELECT coalesce(sum(processed), 0)::bigint, coalesce(sum(failed), 0)::bigint FROM {{s}}.counters`),
-		foldMinutes:      f(sqlFoldMinutes),
-		registerWorker:   f(`INSERT INTO {{s}}.workers (id, expires_at, info) VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at, info = excluded.info`),
+		lockJob:         f(`SELECT state, queue, retention_ns, cancel_requested, watched, coalesce(unique_key, ''), unique_for_ns FROM {{s}}.jobs WHERE id = $1 FOR UPDATE`),
+		queueRetention:  f(`SELECT retain_completed, retain_failed, retain_cancelled FROM {{s}}.queues WHERE name = $1`),
+		finishWaiting:   f(sqlFinishWaiting),
+		requestCancel:   f(`UPDATE {{s}}.jobs SET cancel_requested = true WHERE id = $1 RETURNING {{cols}}`),
+		retry:           f(sqlRetry),
+		runNow:          f(`UPDATE {{s}}.jobs SET state = 'pending', run_at = $2 WHERE id = $1 AND state IN ('scheduled', 'retry') RETURNING {{cols}}`),
+		state:           f(`SELECT state FROM {{s}}.jobs WHERE id = $1`),
+		retryCandidates: byState(f, sqlRetryCandidates),
+		purge:           byState(f, sqlPurge),
+		updateQueue:     f(sqlUpdateQueue),
+		watch:           f(`UPDATE {{s}}.jobs SET watched = true WHERE id = ANY($1::uuid[]) AND NOT watched RETURNING queue, state = 'pending'`),
+		notifyFinished:  `SELECT pg_notify($1, $2)`,
+		report:          f(sqlReport),
+		takeKey:         f(`SELECT holder::text FROM {{s}}.take_unique_key($1, $2, $3::uuid, NULL, $4)`),
+		statsCounts:     f(sqlStatsCounts),
+		statsQueues:     f(`SELECT name, paused, retain_completed, retain_failed, retain_cancelled FROM {{s}}.queues`),
+		statsMinutes:    f(`SELECT minute, sum(processed)::bigint, sum(failed)::bigint FROM {{s}}.counters WHERE minute >= $1 AND minute <= $2 GROUP BY minute`),
+		statsTotals:     f(`SELECT coalesce(sum(processed), 0)::bigint, coalesce(sum(failed), 0)::bigint FROM {{s}}.counters`),
+		foldMinutes:     f(sqlFoldMinutes),
+		statsQueueMinutes: f(`SELECT queue, minute, sum(processed)::bigint, sum(failed)::bigint FROM {{s}}.queue_counters
+			WHERE minute >= $1 AND minute <= $2 GROUP BY queue, minute`),
+		dropQueueMinutes: f(`DELETE FROM {{s}}.queue_counters WHERE minute < $1`),
+		// The entry's command (info's "command") survives a refresh.
+		registerWorker: f(`INSERT INTO {{s}}.workers AS w (id, expires_at, info) VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE
+			SET expires_at = excluded.expires_at,
+				info = excluded.info || jsonb_strip_nulls(jsonb_build_object('command', w.info->'command'))
+			RETURNING coalesce(info->>'command', '')`),
+		commandWorker: f(`UPDATE {{s}}.workers SET info = jsonb_set(info, '{command}', to_jsonb(
+				CASE WHEN info->>'command' = 'stop' THEN 'stop' ELSE $2::text END))
+			WHERE id = $1 AND expires_at > $3 RETURNING info`),
 		deregisterWorker: f(`DELETE FROM {{s}}.workers WHERE id = $1`),
 		workers:          f(`SELECT info FROM {{s}}.workers WHERE expires_at > $1 ORDER BY id`),
 		forgetWorkers:    f(`DELETE FROM {{s}}.workers WHERE expires_at <= $1`),
@@ -319,9 +331,10 @@ const liveLeases = `t AS (
 	FOR UPDATE OF j
 )`
 
-// countEnded is the CTE that adds the attempts of the CTE t to the
-// counters of the minute $N (the placeholder {{minute}}): processed for
-// each, failed for each too when failed is true. The shard is the server
+// countEnded is the CTEs that add the attempts of the CTE t (which has a
+// queue column) to the counters of the minute $N (the placeholder
+// {{minute}}), the store's and each queue's: processed for each, failed
+// for each too when failed is true. The shard is the server
 // process of the connection, so concurrent batches on other connections
 // seldom wait for this row.
 func countEnded(minute string, failed bool) string {
@@ -333,6 +346,11 @@ func countEnded(minute string, failed bool) string {
 	INSERT INTO {{s}}.counters AS k (minute, shard, processed, failed)
 	SELECT ` + minute + `::timestamptz, pg_backend_pid() % 8, count(*), ` + f + ` FROM t HAVING count(*) > 0
 	ON CONFLICT (minute, shard) DO UPDATE
+	SET processed = k.processed + excluded.processed, failed = k.failed + excluded.failed
+), cq AS (
+	INSERT INTO {{s}}.queue_counters AS k (queue, minute, shard, processed, failed)
+	SELECT queue, ` + minute + `::timestamptz, pg_backend_pid() % 8, count(*), ` + f + ` FROM t GROUP BY queue
+	ON CONFLICT (queue, minute, shard) DO UPDATE
 	SET processed = k.processed + excluded.processed, failed = k.failed + excluded.failed
 )`
 }
@@ -399,7 +417,7 @@ func sqlCompleteLean() string {
 	WHERE j.id = i.item_id AND j.lease_token = i.token AND j.state = 'active' AND j.lease_expires_at > $1
 		AND NOT j.cancel_requested
 		AND (coalesce(length(i.res), 0) > 0 OR ` + eff + ` <> ` + fmt.Sprint(int64(backend.RetainNone)) + `)
-	RETURNING j.id, {{notify j}} AS w
+	RETURNING j.id, j.queue, {{notify j}} AS w
 ), ` + countEnded("$5", false) + `
 SELECT id::text FROM t`
 }

@@ -34,6 +34,7 @@ func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 	batch.Queue(s.sqls.statsQueues)
 	batch.Queue(s.sqls.statsTotals)
 	batch.Queue(s.sqls.statsMinutes, first, last)
+	batch.Queue(s.sqls.statsQueueMinutes, last.Add(-backend.QueueStatsHistory+time.Minute), last)
 	br := s.pool.SendBatch(ctx, batch)
 	defer br.Close()
 
@@ -102,6 +103,27 @@ func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return backend.Stats{}, s.wrap("stats: minutes", err)
+	}
+
+	rows, err = br.Query()
+	if err != nil {
+		return backend.Stats{}, s.wrap("stats: queue minutes", err)
+	}
+	for rows.Next() {
+		var q string
+		var m time.Time
+		var c backend.AttemptCount
+		if err := rows.Scan(&q, &m, &c.Processed, &c.Failed); err != nil {
+			rows.Close()
+			return backend.Stats{}, s.wrap("stats: queue minutes", err)
+		}
+		if qi := infos[q]; qi != nil {
+			qi.Add(p.Now, m.UTC(), c)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return backend.Stats{}, s.wrap("stats: queue minutes", err)
 	}
 
 	for _, qi := range infos {

@@ -47,6 +47,8 @@ import (
 //	{P}:workers       hash   worker id -> its entry (JSON backend.WorkerInfo)
 //	{P}:worker-ends   zset   worker ids by the entry's expiry ms
 //	{P}:leader:<name> hash   a Leader lease: holder, epoch, expires ms (leader.go)
+//	{P}:worker-cmds   hash   worker id -> the command on its entry
+//	                         (backend.WorkerCommand), gone with the entry
 //
 // Wake-ups travel on the Pub/Sub channel P:wake:<queue name>; jobs that
 // became final or were deleted are announced on {P:N}:done (the message
@@ -73,6 +75,7 @@ func (k keys) queues() string     { return k.globalTag() + ":queues" }
 func (k keys) queueNames() string { return k.globalTag() + ":queue-names" }
 func (k keys) workers() string    { return k.globalTag() + ":workers" }
 func (k keys) workerEnds() string { return k.globalTag() + ":worker-ends" }
+func (k keys) workerCmds() string { return k.globalTag() + ":worker-cmds" }
 
 // scanPattern matches every key of the store, for tests and tools that
 // remove a store.
@@ -203,6 +206,8 @@ func (k keys) named(name string) string {
 		return k.workers()
 	case "worker_ends":
 		return k.workerEnds()
+	case "worker_cmds":
+		return k.workerCmds()
 	}
 	return ""
 }

@@ -28,6 +28,7 @@ type scripts struct {
 	get, list, delete, cancel, retry, runNow, retryQueue *script
 	purge, report, updateQueue, stats, promote, recover  *script
 	retention, registerWorker, deregisterWorker          *script
+	commandWorker                                        *script
 	register, marker, lead, resign                       *script
 	// lib is every script as one function library.
 	lib *library
@@ -73,8 +74,9 @@ func (s *scripts) specs() []scriptSpec {
 		{&s.promote, "promote", true, nil},
 		{&s.recover, "recover", true, nil},
 		{&s.retention, "retention", true, nil},
-		{&s.registerWorker, "register worker", false, []string{"workers", "worker_ends"}},
-		{&s.deregisterWorker, "deregister worker", false, []string{"workers", "worker_ends"}},
+		{&s.registerWorker, "register worker", false, []string{"workers", "worker_ends", "worker_cmds"}},
+		{&s.deregisterWorker, "deregister worker", false, []string{"workers", "worker_ends", "worker_cmds"}},
+		{&s.commandWorker, "command worker", false, []string{"workers", "worker_ends", "worker_cmds"}},
 		{&s.register, "register", false, []string{"queues", "queue_names", "meta"}},
 		{&s.marker, "marker", false, []string{"meta"}},
 		// lease is the lease hash of the name asked for (keys.leader).

@@ -41,7 +41,9 @@ func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 	if len(names) == 0 {
 		return st, nil
 	}
-	args := []string{ms(first.UnixMilli()), strconv.Itoa(p.Minutes)}
+	rateMinutes := int(backend.QueueStatsHistory / time.Minute)
+	rateFirst := backend.MinuteOf(p.Now).Add(-time.Duration(rateMinutes-1) * time.Minute)
+	args := []string{ms(first.UnixMilli()), strconv.Itoa(p.Minutes), ms(rateFirst.UnixMilli()), strconv.Itoa(rateMinutes)}
 	var replies []rueidis.RedisResult
 	err = s.retry(ctx, func(int) error {
 		calls := make([]call, len(names))
@@ -60,9 +62,13 @@ func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 		return backend.Stats{}, fmt.Errorf("kyu/redis: stats: %w", err)
 	}
 	for i, name := range names {
-		info, totals, minutes, err := queueStats(name, replies[i], p.Minutes)
+		info, totals, minutes, err := queueStats(name, replies[i], p.Minutes+rateMinutes)
 		if err != nil {
 			return backend.Stats{}, err
+		}
+		for k := range rateMinutes {
+			c := backend.AttemptCount{Processed: minutes[2*(p.Minutes+k)], Failed: minutes[2*(p.Minutes+k)+1]}
+			info.Add(p.Now, rateFirst.Add(time.Duration(k)*time.Minute), c)
 		}
 		st.Queues = append(st.Queues, info)
 		st.Processed += totals[0]

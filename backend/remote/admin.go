@@ -83,13 +83,26 @@ func (b *httpBackend) Stats(ctx context.Context, p backend.StatsParams) (backend
 	return out.Backend(), nil
 }
 
-// RegisterWorker records a worker process's entry.
-func (b *httpBackend) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) error {
+// RegisterWorker records a worker process's entry and returns the command
+// on it.
+func (b *httpBackend) RegisterWorker(ctx context.Context, p backend.RegisterWorkerParams) (backend.RegisterWorkerResult, error) {
 	if b.closed.Load() {
-		return backend.ErrClosed
+		return backend.RegisterWorkerResult{}, backend.ErrClosed
 	}
 	in := api.WorkerRegistration{Worker: p.Worker, DeadAfter: api.Duration(p.DeadAfter), ExpireAfter: api.Duration(p.ExpireAfter)}
-	return b.call(ctx, "PUT", "/api/v1/workers/"+url.PathEscape(p.Worker.ID), true, p.Now, in, nil)
+	var out api.WorkerRegistered
+	err := b.call(ctx, "PUT", "/api/v1/workers/"+url.PathEscape(p.Worker.ID), true, p.Now, in, &out)
+	return backend.RegisterWorkerResult{Command: out.Command}, err
+}
+
+// CommandWorker records a command on a worker's entry.
+func (b *httpBackend) CommandWorker(ctx context.Context, p backend.CommandWorkerParams) (backend.WorkerInfo, error) {
+	if b.closed.Load() {
+		return backend.WorkerInfo{}, backend.ErrClosed
+	}
+	var out backend.WorkerInfo
+	err := b.call(ctx, "POST", "/api/v1/workers/"+url.PathEscape(p.ID)+"/"+url.PathEscape(string(p.Command)), true, p.Now, nil, &out)
+	return out, err
 }
 
 // DeregisterWorker removes a worker process's entry.

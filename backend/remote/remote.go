@@ -192,7 +192,10 @@ func (b *httpBackend) call(ctx context.Context, method, path string, withNow boo
 		}
 		return wrapErr(eb.Error.Err())
 	}
-	if out != nil {
+	// A 204 leaves out as it is: a server older than the answer out
+	// expects (PUT /api/v1/workers/{id} answered 204 before it carried
+	// the worker's command) answers nothing.
+	if out != nil && resp.StatusCode != http.StatusNoContent {
 		if err := json.Unmarshal(raw, out); err != nil {
 			return fmt.Errorf("remote: %s %s: decode answer: %w", method, path, err)
 		}

@@ -38,16 +38,22 @@ type Queue struct {
 	Paused        bool                    `json:"paused"`
 	Retention     backend.QueueRetention  `json:"retention"`
 	OldestPending time.Time               `json:"oldest_pending,omitzero"`
+	// LastFiveMinutes and LastHour count the attempts that ended in the
+	// queue lately (backend.QueueInfo): its throughput and error rate.
+	LastFiveMinutes backend.AttemptCount `json:"last_5m"`
+	LastHour        backend.AttemptCount `json:"last_hour"`
 }
 
 // FromQueueInfo converts a queue's statistics for the wire.
 func FromQueueInfo(q backend.QueueInfo) Queue {
-	return Queue{Name: q.Name, Counts: q.Counts, Paused: q.Settings.Paused, Retention: q.Settings.Retention, OldestPending: q.OldestPending}
+	return Queue{Name: q.Name, Counts: q.Counts, Paused: q.Settings.Paused, Retention: q.Settings.Retention, OldestPending: q.OldestPending,
+		LastFiveMinutes: q.LastFiveMinutes, LastHour: q.LastHour}
 }
 
 // Backend converts the queue back to the store's form.
 func (q Queue) Backend() backend.QueueInfo {
-	return backend.QueueInfo{Name: q.Name, Counts: q.Counts, Settings: backend.QueueSettings{Paused: q.Paused, Retention: q.Retention}, OldestPending: q.OldestPending}
+	return backend.QueueInfo{Name: q.Name, Counts: q.Counts, Settings: backend.QueueSettings{Paused: q.Paused, Retention: q.Retention}, OldestPending: q.OldestPending,
+		LastFiveMinutes: q.LastFiveMinutes, LastHour: q.LastHour}
 }
 
 // QueueList is the body of GET /api/v1/queues.
@@ -97,6 +103,25 @@ func (s Stats) Backend() backend.Stats {
 // WorkerList is the body of GET /api/v1/workers.
 type WorkerList struct {
 	Workers []backend.WorkerInfo `json:"workers"`
+}
+
+// WorkerRegistered is the answer to PUT /api/v1/workers/{id}: the command
+// recorded for the worker ("" for none), which it is to obey.
+type WorkerRegistered struct {
+	Command backend.WorkerCommand `json:"command"`
+}
+
+// PeriodicList is the body of GET /api/v1/periodic: the periodic
+// schedules that live workers run, one per name (the one of the worker
+// registered last), by name, each with the ids of the workers that run it.
+type PeriodicList struct {
+	Periodic []Periodic `json:"periodic"`
+}
+
+// Periodic is one schedule of PeriodicList.
+type Periodic struct {
+	backend.PeriodicInfo
+	Workers []string `json:"workers"`
 }
 
 // WorkerRegistration is the body of PUT /api/v1/workers/{id}.

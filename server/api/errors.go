@@ -70,6 +70,8 @@ func FromError(err error) *Error {
 		return e
 	case errors.As(err, &serr):
 		return &Error{Code: CodeWrongState, Message: serr.Error(), ID: serr.ID, State: serr.State, Op: serr.Op}
+	case errors.Is(err, backend.ErrWorkerNotFound):
+		return &Error{Code: CodeNotFound, Message: "worker not registered"}
 	case errors.Is(err, backend.ErrNotFound):
 		return &Error{Code: CodeNotFound, Message: "job not found"}
 	case errors.Is(err, backend.ErrLeaseLost):
@@ -112,6 +114,9 @@ func (e *Error) Err() error {
 		}
 		return fmt.Errorf("%w: %s", backend.ErrWrongState, e.Message)
 	case CodeNotFound:
+		if e.Message == "worker not registered" {
+			return backend.ErrWorkerNotFound
+		}
 		return backend.ErrNotFound
 	case CodeLeaseLost:
 		return backend.ErrLeaseLost

@@ -391,6 +391,7 @@ func TestBrowserLoginAndPages(t *testing.T) {
 		{"job", "/jobs/" + id, `document.getElementById("payload") !== null`},
 		{"queues", "/queues", `document.querySelector("#queues button.pause") !== null`},
 		{"workers", "/workers", `document.getElementById("no-workers") !== null`},
+		{"periodic", "/periodic", `document.getElementById("no-periodic") !== null`},
 		{"enqueue", "/enqueue", `document.getElementById("enqueue") !== null`},
 	}
 	for _, p := range pages {
@@ -571,13 +572,15 @@ func TestBrowserReadOnly(t *testing.T) {
 	b.apiBase = ts.URL
 	id := b.enqueue(map[string]any{"type": "t", "queue": "roq", "max_attempts": 1})
 	b.failJob("roq", 1)
+	b.api("PUT", "/api/v1/workers/ro-worker", map[string]any{"worker": map[string]any{"id": "ro-worker", "queues": []string{"roq"}}, "dead_after": "1h", "expire_after": "1h"}, nil)
 
 	b.login()
-	actions := `document.querySelector("#bulk-go, .sel-retry, input.pick, #job-actions, #queues button, a[href$='/enqueue']")`
+	actions := `document.querySelector("#bulk-go, .sel-retry, input.pick, #job-actions, #queues button, #workers button, a[href$='/enqueue']")`
 	for _, p := range []struct{ path, ready string }{
 		{"/jobs", `document.querySelector("#jobs tr[data-id]") !== null`},
 		{"/jobs/" + id, `document.getElementById("errors") !== null`},
 		{"/queues", `document.querySelector('#queues tr[data-queue="roq"]') !== null`},
+		{"/workers", `document.querySelector('#workers tr[data-state="running"]') !== null`},
 	} {
 		b.open(p.path)
 		b.waitFor(p.path+" content", p.ready)

@@ -84,6 +84,7 @@ func New(cfg Config) (*Dashboard, error) {
 	m.HandleFunc("GET /jobs/{id}", d.page("job", "Job"))
 	m.HandleFunc("GET /queues", d.page("queues", "Queues"))
 	m.HandleFunc("GET /workers", d.page("workers", "Workers"))
+	m.HandleFunc("GET /periodic", d.page("periodic", "Periodic jobs"))
 	m.HandleFunc("GET /enqueue", d.page("enqueue", "Enqueue"))
 	m.HandleFunc("GET /login", d.loginPage)
 	m.HandleFunc("POST /login", d.login)

@@ -1,11 +1,13 @@
 -- stats.lua: reads one queue's statistics.
 --
--- ARGV: 1 the first minute (ms), 2 the number of minutes n.
+-- ARGV: 1 the first minute (ms), 2 the number of minutes n, 3 the first
+-- minute of the queue's rate window (ms), 4 the number of its minutes r.
 --
 -- Returns {pending, active (leaseAnchor not counted), scheduled, retry,
 -- completed, failed, cancelled, oldest pending run-at ("" for none),
 -- paused, tc, tf, tx, processed total, failed total, then n pairs
--- processed, failed per minute}; missing counters are "".
+-- processed, failed per minute, then r such pairs of the rate window};
+-- missing counters are "".
 --
 -- KEYS: the queue's keys (see common.lua).
 
@@ -34,11 +36,13 @@ if best then out[#out + 1] = num(best) else out[#out + 1] = '' end
 local v = redis.call('HMGET', KEY_settings, 'paused', 'tc', 'tf', 'tx')
 for k = 1, 4 do out[#out + 1] = v[k] or '' end
 local fields = {'p', 'f'}
-local first, n = tonumber(ARGV[1]), tonumber(ARGV[2])
-for m = 0, n - 1 do
-  local minute = num(first + m * 60000)
-  fields[#fields + 1] = 'p:' .. minute
-  fields[#fields + 1] = 'f:' .. minute
+for w = 0, 1 do
+  local first, n = tonumber(ARGV[1 + 2 * w]), tonumber(ARGV[2 + 2 * w])
+  for m = 0, n - 1 do
+    local minute = num(first + m * 60000)
+    fields[#fields + 1] = 'p:' .. minute
+    fields[#fields + 1] = 'f:' .. minute
+  end
 end
 local c = redis.call('HMGET', KEY_minutes, unpack(fields))
 for k = 1, #fields do out[#out + 1] = c[k] or '' end

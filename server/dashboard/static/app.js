@@ -211,7 +211,9 @@
 
   function queueTable(data, withActions) {
     const head = el("tr", {}, el("th", {}, "Queue"), STATES.map((s) => el("th", { class: "num" }, s)),
-      el("th", { class: "num" }, "Latency"), el("th", {}, "Paused"), el("th", { class: "num" }, "Workers"),
+      el("th", { class: "num" }, "Latency"), el("th", { class: "num", title: "Failed attempts among those that ended in the last 5 minutes" }, "Errors 5m"),
+      el("th", { class: "num", title: "Failed attempts among those that ended in the last hour" }, "Errors 1h"),
+      el("th", {}, "Paused"), el("th", { class: "num" }, "Workers"),
       withActions && !READONLY ? el("th", {}, "Actions") : null);
     const rows = data.queues.map((q) => {
       const c = q.counts || {};
@@ -223,11 +225,21 @@
           warn ? el("span", { class: "warn", title: "jobs are waiting and no worker serves this queue" }, " ⚠ no worker") : null),
         STATES.map((s) => el("td", { class: "num" }, c[s] ? el("a", { href: BASE + "/jobs?queue=" + encodeURIComponent(q.name) + "&state=" + s }, c[s]) : "0")),
         el("td", { class: "num" }, q.oldest_pending ? ago(q.oldest_pending) : "—"),
+        errorRate(q.last_5m, "err-5m", "the last 5 minutes"), errorRate(q.last_hour, "err-1h", "the last hour"),
         el("td", { class: "paused" }, q.paused ? "paused" : "no"),
         el("td", { class: "num" }, workers),
         withActions && !READONLY ? el("td", {}, queueActions(q)) : null);
     });
     return el("div", { class: "scroll" }, el("table", { id: "queues" }, el("thead", {}, head), el("tbody", {}, rows)));
+  }
+
+  // errorRate is a queue's cell of failed attempts among those that ended
+  // in a window, as a percentage.
+  function errorRate(c, cls, window) {
+    if (!c || !c.processed) return el("td", { class: "num " + cls, title: "no attempt ended in " + window }, "—");
+    const pct = (100 * c.failed) / c.processed;
+    return el("td", { class: "num " + cls + (c.failed ? " bad" : ""), title: c.failed + " failed of " + c.processed + " ended in " + window },
+      (pct > 0 && pct < 0.1 ? "<0.1" : pct.toFixed(pct >= 10 || pct === 0 ? 0 : 1)) + "%");
   }
 
   // purgeChoice keeps each queue's chosen purge state across live updates.
@@ -528,17 +540,60 @@
     live(kind) { return kind === "queues" || kind === "queue" || kind === "worker"; },
   };
 
+  // workerState is a worker's state as its entry says, dead for a silent
+  // one, with a command given and not yet taken up beside it.
+  function workerState(x) {
+    if (x.dead) return "dead";
+    const st = x.state || "running";
+    const taken = (x.command === "quiet" && st !== "running") || (x.command === "stop" && st === "stopping");
+    return x.command && !taken ? st + " (" + x.command + " sent)" : st;
+  }
+
+  function workerActions(x) {
+    const id = encodeURIComponent(x.id);
+    const send = (cmd, text) => async () => {
+      if (!(await confirmDialog(text))) return;
+      act(cmd[0].toUpperCase() + cmd.slice(1) + " " + x.id, () => api("POST", "/workers/" + id + "/" + cmd).then(() => cmd + " sent to " + x.id + "; it acts at its next registry refresh"));
+    };
+    const busy = x.dead || x.command === "stop" || x.state === "stopping";
+    return el("div", { class: "actions" },
+      el("button", { class: "quiet", "data-key": "quiet-" + x.id, disabled: busy || x.command === "quiet" || x.state === "quiet",
+        onclick: send("quiet", "Quiet worker " + x.id + "? It claims no more jobs, finishes those it runs and stays up.") }, "Quiet"),
+      el("button", { class: "danger stop", "data-key": "stop-" + x.id, disabled: busy,
+        onclick: send("stop", "Stop worker " + x.id + "? It finishes or hands back the jobs it runs and shuts down.") }, "Stop"));
+  }
+
   const workers = {
     async load() {
       const w = (await api("GET", "/workers")).workers || [];
       if (!w.length) { show(el("p", { class: "muted", id: "no-workers" }, "No worker is registered.")); return; }
       show(el("div", { class: "scroll" }, el("table", { id: "workers" },
-        el("thead", {}, el("tr", {}, ["Id", "Host", "PID", "Version", "Queues", "In flight", "Processed", "Failed", "Started", "Last heartbeat"].map((h) => el("th", {}, h)))),
-        el("tbody", {}, w.map((x) => el("tr", { id: x.id },
-          el("td", {}, x.id, x.dead ? el("span", { class: "badge warn" }, " dead") : null), el("td", {}, x.host), el("td", { class: "num" }, x.pid), el("td", {}, x.version || "—"),
+        el("thead", {}, el("tr", {}, ["Id", "State", "Host", "PID", "Version", "Queues", "In flight", "Processed", "Failed", "Started", "Last heartbeat"].map((h) => el("th", {}, h)),
+          READONLY ? null : el("th", {}, "Actions"))),
+        el("tbody", {}, w.map((x) => el("tr", { id: x.id, "data-state": workerState(x) },
+          el("td", {}, x.id, x.dead ? el("span", { class: "badge warn" }, " dead") : null),
+          el("td", { class: "worker-state" }, el("span", { class: "badge w-" + (x.dead ? "dead" : x.state || "running") }, workerState(x))),
+          el("td", {}, x.host), el("td", { class: "num" }, x.pid), el("td", {}, x.version || "—"),
           el("td", { class: "wrap" }, (x.queues || []).join(", ")), el("td", { class: "num" }, (x.running || []).length + " / " + x.concurrency),
           el("td", { class: "num" }, x.processed), el("td", { class: "num" }, x.failed), el("td", {}, time(x.started_at)),
-          el("td", {}, x.last_seen ? [ago(x.last_seen), " ago"] : "—")))))));
+          el("td", {}, x.last_seen ? [ago(x.last_seen), " ago"] : "—"),
+          READONLY ? null : el("td", {}, workerActions(x))))))));
+    },
+    live(kind) { return kind === "worker" || kind === "queues"; },
+  };
+
+  const periodic = {
+    async load() {
+      const list = (await api("GET", "/periodic")).periodic || [];
+      if (!list.length) { show(el("p", { class: "muted", id: "no-periodic" }, "No live worker runs a periodic job.")); return; }
+      show(el("div", { class: "scroll" }, el("table", { id: "periodic" },
+        el("thead", {}, el("tr", {}, ["Name", "Schedule", "Queue", "Type", "Last run", "Next run", "Workers"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, list.map((p) => el("tr", { "data-name": p.name },
+          el("td", {}, p.name), el("td", { class: "mono" }, p.spec),
+          el("td", {}, el("a", { href: BASE + "/jobs?queue=" + encodeURIComponent(p.queue) }, p.queue)),
+          el("td", {}, el("a", { href: BASE + "/jobs?type=" + encodeURIComponent(p.type) }, p.type)),
+          el("td", {}, time(p.last_run)), el("td", {}, time(p.next_run)),
+          el("td", { class: "wrap" }, (p.workers || []).map((id, i) => [i ? ", " : "", el("a", { href: BASE + "/workers#" + encodeURIComponent(id) }, id)]))))))));
     },
     live(kind) { return kind === "worker" || kind === "queues"; },
   };
@@ -575,7 +630,7 @@
     live: null,
   };
 
-  const pages = { overview, jobs, job, queues, workers, enqueue };
+  const pages = { overview, jobs, job, queues, workers, periodic, enqueue };
   const page = pages[PAGE] || { load() {}, live: null };
   connect();
   refresh();

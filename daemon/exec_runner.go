@@ -248,23 +248,27 @@ type child struct {
 
 // start starts the child with its pipes and writes the job to its stdin.
 func (r *execRunner) start(job *kyu.Job, input []byte) (*child, error) {
-	stdinR, stdinW, err := os.Pipe()
+	// The child's ends (stdin's read end, the output's and control's
+	// write ends) are plain blocking files, like stdin's write end, which
+	// is written once; only the two ends the daemon reads go to Go's
+	// poller, so that closing them ends a read in progress.
+	stdinR, stdinW, err := pipe(false)
 	if err != nil {
-		return nil, fmt.Errorf("pipe: %w", err)
+		return nil, err
 	}
-	outR, outW, err := os.Pipe()
+	outR, outW, err := pipe(true)
 	if err != nil {
 		stdinR.Close()
 		stdinW.Close()
-		return nil, fmt.Errorf("pipe: %w", err)
+		return nil, err
 	}
-	ctlR, ctlW, err := os.Pipe()
+	ctlR, ctlW, err := pipe(true)
 	if err != nil {
 		stdinR.Close()
 		stdinW.Close()
 		outR.Close()
 		outW.Close()
-		return nil, fmt.Errorf("pipe: %w", err)
+		return nil, err
 	}
 	env := append(r.env[:len(r.env):len(r.env)],
 		"KYU_JOB_ID="+job.ID,

@@ -22,4 +22,3 @@ func pipe(pollRead bool) (r, w *os.File, err error) {
 	}
 	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
 }
-

@@ -101,3 +101,21 @@ func TestFileErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestExampleConfig checks that examples/worker/worker.toml reads, with
+// both its profiles.
+func TestExampleConfig(t *testing.T) {
+	f, err := daemon.ReadFile("../examples/worker/worker.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"", "web", "batch"} {
+		c, err := f.Config(p)
+		if err != nil {
+			t.Fatalf("profile %q: %v", p, err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("profile %q: %v", p, err)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,4 +175,32 @@ func benchGuard(g *daemon.Guardian) daemon.Guard {
 		return nil
 	}
 	return g
+}
+
+// BenchmarkHTTP drains b.N jobs from the embedded store through the http
+// runner, 8 at once, against a no-op server in this process.
+func BenchmarkHTTP(b *testing.B) {
+	st := benchStore(b, b.N)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	d, err := daemon.New(st, daemon.Config{Concurrency: benchConcurrency, Logger: log,
+		Handlers: map[string]daemon.HandlerConfig{"t": {URL: srv.URL}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start, cpu, self := time.Now(), cpuTime(), selfCPUTime()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(context.Background()) }()
+	waitCount(b, int64(b.N), d.Jobs)
+	elapsed, cpu, self := time.Since(start), cpuTime()-cpu, selfCPUTime()-self
+	b.StopTimer()
+	d.Stop()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	report(b, b.N, elapsed, cpu, self)
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kyuhq/kyu"
@@ -76,16 +77,21 @@ type Config struct {
 }
 
 // HandlerConfig says how jobs of one type run: in one child process per
-// job (the exec runner).
+// job (the exec runner: Command or Shell), or POSTed to a URL (the http
+// runner: URL). Exactly one of Command, Shell and URL is set.
 type HandlerConfig struct {
 	// Command is the argv of the child, run directly (no shell); a
-	// relative program path is resolved against Dir. Required unless
-	// Shell is set.
+	// relative program path is resolved against Dir.
 	Command []string
 
-	// Shell, if set instead of Command, is a command line run with
-	// /bin/sh -c.
+	// Shell is a command line run with /bin/sh -c.
 	Shell string
+
+	// URL receives each job as a POST of its JSON object: a 2xx answer
+	// completes it (the body is the result), 429 or 503 with Retry-After
+	// retries it after that delay, any other answer follows Retry. Env
+	// and Dir do not apply.
+	URL string
 
 	// Timeout, when positive, ends an attempt that runs longer (the child
 	// is sent SIGTERM, then SIGKILL after KillGrace) and fails it. A job's
@@ -190,10 +196,12 @@ func (c Config) Validate() error {
 
 func (h HandlerConfig) validate() error {
 	switch {
-	case len(h.Command) == 0 && h.Shell == "":
-		return errors.New("no command: give command (an argv list) or a shell line")
-	case len(h.Command) > 0 && h.Shell != "":
-		return errors.New("both command and shell: give one")
+	case len(h.Command) == 0 && h.Shell == "" && h.URL == "":
+		return errors.New("no command: give command (an argv list), a shell line or a url")
+	case (len(h.Command) > 0 && h.Shell != "") || (len(h.Command) > 0 && h.URL != "") || (h.Shell != "" && h.URL != ""):
+		return errors.New("more than one of command, shell and url: give one")
+	case h.URL != "" && !strings.HasPrefix(h.URL, "http://") && !strings.HasPrefix(h.URL, "https://"):
+		return fmt.Errorf("url %q: want an http:// or https:// URL", h.URL)
 	case len(h.Command) > 0 && h.Command[0] == "":
 		return errors.New("command: empty program name")
 	case h.Timeout < 0:

@@ -78,6 +78,7 @@ type FileProfile struct {
 type FileHandler struct {
 	Command     []string          `toml:"command,omitempty"`
 	Shell       string            `toml:"shell,omitempty"`
+	URL         string            `toml:"url,omitempty"`
 	Timeout     Duration          `toml:"timeout,omitzero"`
 	Env         map[string]string `toml:"env,omitempty"`
 	Dir         string            `toml:"dir,omitempty"`
@@ -344,7 +345,7 @@ func (h FileHandler) config(base string) HandlerConfig {
 		dir = filepath.Join(base, dir)
 	}
 	return HandlerConfig{
-		Command: h.Command, Shell: h.Shell, Timeout: time.Duration(h.Timeout),
+		Command: h.Command, Shell: h.Shell, URL: h.URL, Timeout: time.Duration(h.Timeout),
 		Env: h.Env, Dir: dir,
 		Retry: RetryPolicy{
 			NoRetry: h.Retry != nil && !*h.Retry, Backoff: h.Backoff,

@@ -21,7 +21,7 @@ type generation struct {
 	n      int
 	cfg    Config
 	w      *kyu.Worker
-	byType map[string]*execRunner
+	byType map[string]runner
 
 	// closing makes new jobs park: they are handed back unrun at the stop.
 	closing atomic.Bool
@@ -39,6 +39,12 @@ type generation struct {
 	stopped  chan struct{}
 }
 
+// runner runs one job, and returns the handler's error, or
+// errInterrupted when stop interrupted it.
+type runner interface {
+	run(ctx context.Context, job *kyu.Job, stop stopSignals) error
+}
+
 // runningJob is what TTIN (LogState) shows of a running job.
 type runningJob struct {
 	Type    string
@@ -50,14 +56,18 @@ type runningJob struct {
 func newGeneration(d *Daemon, n int, cfg Config, b kyu.WorkerBackend) (*generation, error) {
 	g := &generation{
 		d: d, n: n, cfg: cfg,
-		byType:    make(map[string]*execRunner, len(cfg.Handlers)),
+		byType:    make(map[string]runner, len(cfg.Handlers)),
 		interrupt: make(chan struct{}),
 		kill:      make(chan struct{}),
 		running:   map[string]runningJob{},
 		stopped:   make(chan struct{}),
 	}
 	for t, h := range cfg.Handlers {
-		g.byType[t] = newExecRunner(t, h, cfg)
+		if h.URL != "" {
+			g.byType[t] = newHTTPRunner(h, cfg.Concurrency)
+		} else {
+			g.byType[t] = newExecRunner(t, h, cfg)
+		}
 	}
 	id := ""
 	if cfg.WorkerID != "" {

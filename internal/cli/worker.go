@@ -106,7 +106,7 @@ running jobs. Logs go to stderr: one line per job start and finish.`,
 	fl.StringVar(&f.backendURL, "backend", "", "store as a URL (default $"+backendEnv+", else "+defaultOperatorURL+", the default kyu server)")
 	fl.StringVar(&f.config, "config", "", "TOML config file (default $"+configEnv+")")
 	fl.StringVar(&f.profile, "profile", "", "profile of the config file to run (default $"+profileEnv+", else the file's profile key)")
-	fl.StringArrayVar(&f.handle, "handle", nil, "TYPE=COMMAND: run jobs of TYPE with /bin/sh -c COMMAND (repeat for more types)")
+	fl.StringArrayVar(&f.handle, "handle", nil, "TYPE=COMMAND: run jobs of TYPE with /bin/sh -c COMMAND, or POST them to COMMAND if it is an http(s):// URL (repeat for more types)")
 	fl.StringVar(&f.queues, "queues", "", "queues to serve, in strict order (a,b) or weighted (a=3,b=1) (default $"+queuesEnv+", else default)")
 	fl.IntVar(&f.concurrency, "concurrency", 0, "jobs run at once, all queues together (default $"+concurrencyEnv+", else 10)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 0, "time running jobs get to finish at a stop (default $"+shutdownTimeoutEnv+", else 30s)")
@@ -274,7 +274,11 @@ func resolveWorker(f workerFlags, getenv func(string) string) (workerSetup, erro
 		if !ok || t == "" || strings.TrimSpace(command) == "" {
 			return s, usageErrorf("--handle %q: want TYPE=COMMAND, such as --handle email.send='./send-mail.sh'", h)
 		}
-		s.cfg.Handlers[t] = daemon.HandlerConfig{Shell: command}
+		if strings.HasPrefix(command, "http://") || strings.HasPrefix(command, "https://") {
+			s.cfg.Handlers[t] = daemon.HandlerConfig{URL: command}
+		} else {
+			s.cfg.Handlers[t] = daemon.HandlerConfig{Shell: command}
+		}
 	}
 	if len(s.cfg.Handlers) == 0 {
 		return s, usageErrorf("no handler: give --handle TYPE=COMMAND or a config file with [handlers.TYPE]; a worker never claims jobs it cannot run")
@@ -356,7 +360,7 @@ func printConfig(w io.Writer, s workerSetup) error {
 	}
 	for _, t := range slices.Sorted(maps.Keys(c.Handlers)) {
 		h := c.Handlers[t]
-		fh := daemon.FileHandler{Command: h.Command, Shell: h.Shell, Timeout: daemon.Duration(h.Timeout),
+		fh := daemon.FileHandler{Command: h.Command, Shell: h.Shell, URL: h.URL, Timeout: daemon.Duration(h.Timeout),
 			Env: h.Env, Dir: h.Dir, Backoff: h.Retry.Backoff,
 			BackoffBase: daemon.Duration(h.Retry.BackoffBase), BackoffMax: daemon.Duration(h.Retry.BackoffMax)}
 		if h.Retry.NoRetry {

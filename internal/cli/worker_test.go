@@ -58,11 +58,11 @@ queues = ["x"]
 	t.Setenv(configEnv, path)
 	t.Setenv(concurrencyEnv, "5")
 	t.Setenv(backendEnv, "")
-	out := mustKyu(t, "http://example:7420", "worker", "--print-config", "--max-jobs", "9", "--handle", "echo=cat")
+	out := mustKyu(t, "http://example:7420", "worker", "--print-config", "--max-jobs", "9", "--handle", "echo=cat", "--handle", "web=http://127.0.0.1:8080/jobs")
 	for _, want := range []string{
 		`backend = "http://example:7420"`, `profile = "web"`, "concurrency = 5", `queues = ["a", "b"]`,
 		"max_jobs = 9", `shutdown_timeout = "30s"`, `kill_grace = "5s"`,
-		`[handlers.echo]`, `shell = "cat"`, `[handlers.mail]`, `command = ["./mail.sh"]`, `dir = "` + filepath.Join(dir, "bin") + `"`,
+		`[handlers.echo]`, `shell = "cat"`, `[handlers.web]`, `url = "http://127.0.0.1:8080/jobs"`, `[handlers.mail]`, `command = ["./mail.sh"]`, `dir = "` + filepath.Join(dir, "bin") + `"`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("config lacks %q:\n%s", want, out)

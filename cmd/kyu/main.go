@@ -9,10 +9,13 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/kyuhq/kyu/daemon"
 	"github.com/kyuhq/kyu/internal/cli"
 )
 
 func main() {
+	// kyu worker starts this binary again as its guardian process.
+	daemon.ServeGuardianIfAsked()
 	os.Exit(run())
 }
 

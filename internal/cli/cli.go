@@ -127,6 +127,7 @@ error, 3 a job not found.`,
 		newQueuesCommand(),
 		newStatsCommand(),
 		newWorkersCommand(),
+		newWorkerCommand(),
 	)
 	return root
 }

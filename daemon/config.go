@@ -1,0 +1,257 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kyuhq/kyu"
+	"github.com/kyuhq/kyu/backend/memory"
+)
+
+// Defaults of Config.
+const (
+	DefaultConcurrency     = 10
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultKillGrace       = 5 * time.Second
+	DefaultQueue           = "default"
+)
+
+// Config configures a Daemon. Only Handlers is required.
+type Config struct {
+	// Concurrency is how many jobs run at once, all queues together.
+	// Default 10.
+	Concurrency int
+
+	// Queues are the queues served, in strict order when no queue has a
+	// weight, else in weighted order; a queue's Max caps its running jobs
+	// (see kyu.PoolConfig). Default: the queue "default".
+	Queues []kyu.PoolQueue
+
+	// ShutdownTimeout is how long a graceful stop (Stop, Quiet, Reload)
+	// lets running jobs finish before their children are sent SIGTERM.
+	// Default 30s; a negative value sends SIGTERM at once.
+	ShutdownTimeout time.Duration
+
+	// KillGrace is how long a child sent SIGTERM (at a timeout, a cancel
+	// or a shutdown) has before its process group is sent SIGKILL.
+	// Default 5s. Keep it under Lease.
+	KillGrace time.Duration
+
+	// MaxJobs, when positive, makes the daemon stop gracefully after that
+	// many jobs have run (Done is closed), so that its supervisor starts
+	// a fresh one. Jobs claimed past the count are handed back unrun.
+	MaxJobs int
+
+	// Lease is the kyu.WorkerConfig.Lease of the daemon's workers.
+	// Default kyu's (30s).
+	Lease time.Duration
+
+	// PollInterval is the kyu.WorkerConfig.PollInterval. Default kyu's.
+	PollInterval time.Duration
+
+	// Handlers maps each job type to the handler that runs it. A claimed
+	// job of another type fails its attempt with that reason. Required.
+	Handlers map[string]HandlerConfig
+
+	// WorkerID prefixes the ids of the daemon's workers, one per
+	// generation ("ID-g1", "ID-g2"…). Default kyu's "host-pid-random".
+	WorkerID string
+
+	// Logger receives the daemon's logs: one line per job start and
+	// finish at Info. Default: slog.Default().
+	Logger *slog.Logger
+
+	// JobLogLevel is the level of the per-job start and finish lines.
+	// Default slog.LevelInfo.
+	JobLogLevel slog.Level
+
+	// Guard, if set, is told every child's process group, so that they are
+	// killed if the daemon dies (see StartGuardian). Default none.
+	Guard Guard
+}
+
+// HandlerConfig says how jobs of one type run: in one child process per
+// job (the exec runner: Command or Shell), or POSTed to a URL (the http
+// runner: URL). Exactly one of Command, Shell and URL is set.
+type HandlerConfig struct {
+	// Command is the argv of the child, run directly (no shell); a
+	// relative program path is resolved against Dir.
+	Command []string
+
+	// Shell is a command line run with /bin/sh -c.
+	Shell string
+
+	// URL receives each job as a POST of its JSON object: a 2xx answer
+	// completes it (the body is the result), 429 or 503 with Retry-After
+	// retries it after that delay, any other answer follows Retry. Env
+	// and Dir do not apply.
+	URL string
+
+	// Timeout, when positive, ends an attempt that runs longer (the child
+	// is sent SIGTERM, then SIGKILL after KillGrace) and fails it. A job's
+	// own timeout applies too: the shorter wins.
+	Timeout time.Duration
+
+	// Env adds to the daemon's environment (and overrides it).
+	Env map[string]string
+
+	// Dir is the child's working directory. Default the daemon's.
+	Dir string
+
+	// Retry is what an exit code other than 0, 65 and 75, or a death by
+	// signal, leads to.
+	Retry RetryPolicy
+}
+
+// RetryPolicy is a handler's retry policy.
+type RetryPolicy struct {
+	// NoRetry fails a job for good on an exit code other than 75 (which
+	// always asks for a retry) or a death by signal. Default false: such
+	// attempts are retried while the job has attempts left.
+	NoRetry bool
+
+	// Backoff is "exponential" (the default: BackoffBase doubled with each
+	// attempt up to BackoffMax, ±20%) or "fixed" (BackoffBase every
+	// time).
+	Backoff string
+
+	// BackoffBase is the first delay (exponential) or every delay
+	// (fixed). Default 1s; 0 with "fixed" retries at once.
+	BackoffBase time.Duration
+
+	// BackoffMax caps an exponential backoff. Default 1h.
+	BackoffMax time.Duration
+}
+
+// Backoff kinds of RetryPolicy.
+const (
+	BackoffExponential = "exponential"
+	BackoffFixed       = "fixed"
+)
+
+// backoffFunc is the kyu backoff of the policy.
+func (p RetryPolicy) backoffFunc() kyu.BackoffFunc {
+	if p.Backoff == BackoffFixed {
+		return kyu.FixedBackoff(p.BackoffBase)
+	}
+	return kyu.ExponentialBackoff(p.BackoffBase, p.BackoffMax)
+}
+
+// WithDefaults returns c with its zero fields set to their defaults; maps
+// and slices are copied.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
+func (c Config) withDefaults() Config {
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if len(c.Queues) == 0 {
+		c.Queues = []kyu.PoolQueue{{Name: DefaultQueue}}
+	} else {
+		c.Queues = slices.Clone(c.Queues)
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.KillGrace == 0 {
+		c.KillGrace = DefaultKillGrace
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Handlers = maps.Clone(c.Handlers)
+	return c
+}
+
+// Validate reports the first problem of a config, naming the field.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case len(c.Handlers) == 0:
+		return errors.New("no handler: a worker must name at least one job type and its command")
+	case c.Concurrency < 1:
+		return fmt.Errorf("concurrency %d: want at least 1", c.Concurrency)
+	case c.KillGrace < 0:
+		return fmt.Errorf("kill_grace %s: want 0 or more", c.KillGrace)
+	case c.MaxJobs < 0:
+		return fmt.Errorf("max_jobs %d: want 0 (no limit) or more", c.MaxJobs)
+	case c.Lease < 0:
+		return fmt.Errorf("lease %s: want a positive duration", c.Lease)
+	}
+	for _, t := range slices.Sorted(maps.Keys(c.Handlers)) {
+		if err := c.Handlers[t].validate(); err != nil {
+			return fmt.Errorf("handler %q: %w", t, err)
+		}
+	}
+	// The pool's own checks name queues, weights and caps.
+	_, err := kyu.NewWorker(memory.New(), c.workerConfig(nil, ""))
+	return err
+}
+
+func (h HandlerConfig) validate() error {
+	switch {
+	case len(h.Command) == 0 && h.Shell == "" && h.URL == "":
+		return errors.New("no command: give command (an argv list), a shell line or a url")
+	case (len(h.Command) > 0 && h.Shell != "") || (len(h.Command) > 0 && h.URL != "") || (h.Shell != "" && h.URL != ""):
+		return errors.New("more than one of command, shell and url: give one")
+	case h.URL != "" && !strings.HasPrefix(h.URL, "http://") && !strings.HasPrefix(h.URL, "https://"):
+		return fmt.Errorf("url %q: want an http:// or https:// URL", h.URL)
+	case len(h.Command) > 0 && h.Command[0] == "":
+		return errors.New("command: empty program name")
+	case h.Timeout < 0:
+		return fmt.Errorf("timeout %s: want 0 (none) or more", h.Timeout)
+	}
+	switch h.Retry.Backoff {
+	case "", BackoffExponential, BackoffFixed:
+	default:
+		return fmt.Errorf("backoff %q: want %q or %q", h.Retry.Backoff, BackoffExponential, BackoffFixed)
+	}
+	if h.Retry.BackoffBase < 0 || h.Retry.BackoffMax < 0 {
+		return errors.New("backoff_base and backoff_max: want 0 or more")
+	}
+	return nil
+}
+
+// argv is the child's argv.
+func (h HandlerConfig) argv() []string {
+	if h.Shell != "" {
+		return []string{"/bin/sh", "-c", h.Shell}
+	}
+	return h.Command
+}
+
+// workerConfig is the kyu.WorkerConfig of one generation.
+func (c Config) workerConfig(handler kyu.Handler, id string) kyu.WorkerConfig {
+	backoffs := make(map[string]kyu.BackoffFunc, len(c.Handlers))
+	for t, h := range c.Handlers {
+		backoffs[t] = h.Retry.backoffFunc()
+	}
+	if handler == nil {
+		handler = kyu.HandlerFunc(func(ctx context.Context, j *kyu.Job) error { return nil })
+	}
+	return kyu.WorkerConfig{
+		Handler:       handler,
+		Pool:          &kyu.PoolConfig{Concurrency: c.Concurrency, Queues: slices.Clone(c.Queues)},
+		ID:            id,
+		Lease:         c.Lease,
+		PollInterval:  c.PollInterval,
+		BackoffByType: backoffs,
+		Logger:        c.Logger,
+		// The daemon ends its generations itself (see generation.stop):
+		// kyu's own grace is only a bound.
+		ShutdownGrace: 24 * time.Hour,
+	}
+}
+
+// Guard is told the process group of every child as it starts and once
+// it is gone, so that it can kill the groups left if the daemon dies.
+type Guard interface {
+	Add(pgid int)
+	Remove(pgid int)
+}

@@ -1,0 +1,209 @@
+//go:build unix
+
+package daemon_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu"
+	"github.com/kyuhq/kyu/daemon"
+)
+
+// TestStopWithJobsInFlight checks a graceful stop: a job that finishes
+// within the shutdown timeout completes; one whose child ignores SIGTERM
+// is killed after the grace and handed back pending, its attempt unused;
+// a job never started stays pending. None is lost, no process is left.
+func TestStopWithJobsInFlight(t *testing.T) {
+	t.Parallel()
+	bd := newBundle(t)
+	quick := bd.script("quick.sh", `echo $$ > "$DIR/quick"; while [ ! -e "$DIR/go" ]; do sleep 0.01; done`)
+	hung := bd.script("hung.sh", `trap '' TERM; sleep 60 & echo $! > "$DIR/hung-grandchild"; echo $$ > "$DIR/hung"; wait`)
+	env := map[string]string{"DIR": bd.dir}
+	r := bd.start(daemon.Config{Concurrency: 2, ShutdownTimeout: 500 * time.Millisecond, KillGrace: 200 * time.Millisecond,
+		Handlers: map[string]daemon.HandlerConfig{
+			"quick": {Command: []string{quick}, Env: env},
+			"hung":  {Command: []string{hung}, Env: env},
+		}})
+	q := bd.enqueue("quick", `{}`, kyu.EnqueueOptions{})
+	h := bd.enqueue("hung", `{}`, kyu.EnqueueOptions{})
+	readPID(t, filepath.Join(bd.dir, "quick"))
+	hungPID, grandchild := readPID(t, filepath.Join(bd.dir, "hung")), readPID(t, filepath.Join(bd.dir, "hung-grandchild"))
+	waiting := bd.enqueue("quick", `{}`, kyu.EnqueueOptions{})
+
+	r.d.Stop()
+	// The quick job finishes during the shutdown timeout.
+	if err := os.WriteFile(filepath.Join(bd.dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(t)
+
+	if j, _ := bd.c.Get(t.Context(), q); j.State != kyu.StateCompleted {
+		t.Errorf("quick job %s; want completed", j.State)
+	}
+	jh, _ := bd.c.Get(t.Context(), h)
+	if jh.State != kyu.StatePending || jh.Attempt != 0 {
+		t.Errorf("hung job %s at attempt %d; want pending, its attempt unused", jh.State, jh.Attempt)
+	}
+	if alive(hungPID) || alive(grandchild) {
+		t.Errorf("hung child or its grandchild outlived the stop")
+	}
+	if j, _ := bd.c.Get(t.Context(), waiting); j.State != kyu.StatePending && j.State != kyu.StateCompleted {
+		t.Errorf("waiting job %s; want pending or completed", j.State)
+	}
+}
+
+// TestStopNow checks that StopNow ends a graceful stop that waits for a
+// long child: the child is killed and its job handed back.
+func TestStopNow(t *testing.T) {
+	t.Parallel()
+	bd := newBundle(t)
+	long := bd.script("long.sh", `echo $$ > "$DIR/long"; sleep 60`)
+	r := bd.start(daemon.Config{ShutdownTimeout: time.Hour, KillGrace: time.Hour, Handlers: map[string]daemon.HandlerConfig{
+		"long": {Command: []string{long}, Env: map[string]string{"DIR": bd.dir}},
+	}})
+	id := bd.enqueue("long", `{}`, kyu.EnqueueOptions{})
+	pid := readPID(t, filepath.Join(bd.dir, "long"))
+	r.d.Stop()
+	r.d.StopNow()
+	r.wait(t)
+	if alive(pid) {
+		t.Error("child outlived StopNow")
+	}
+	if j, _ := bd.c.Get(t.Context(), id); j.State != kyu.StatePending || j.Attempt != 0 {
+		t.Errorf("job %s at attempt %d; want pending, attempt unused", j.State, j.Attempt)
+	}
+}
+
+// TestMaxJobs checks that the daemon stops by itself after MaxJobs jobs,
+// handing back the ones it claimed past the count.
+func TestMaxJobs(t *testing.T) {
+	t.Parallel()
+	bd := newBundle(t)
+	var ids []string
+	for range 8 {
+		ids = append(ids, bd.enqueue("t", `{}`, kyu.EnqueueOptions{}))
+	}
+	r := bd.start(daemon.Config{Concurrency: 4, MaxJobs: 3, Handlers: map[string]daemon.HandlerConfig{
+		"t": {Command: []string{"/bin/true"}},
+	}})
+	r.wait(t)
+	completed, pending := 0, 0
+	for _, id := range ids {
+		j, err := bd.c.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case j.State == kyu.StateCompleted:
+			completed++
+		case j.State == kyu.StatePending && j.Attempt == 0:
+			pending++
+		default:
+			t.Errorf("job %s %s at attempt %d", id, j.State, j.Attempt)
+		}
+	}
+	if completed != 3 || pending != 5 {
+		t.Errorf("%d completed, %d pending; want 3 and 5", completed, pending)
+	}
+	if n := r.d.Jobs(); n != 3 {
+		t.Errorf("Jobs() = %d; want 3", n)
+	}
+}
+
+// TestQuietResume checks that a quiet daemon finishes its running job,
+// claims nothing more until Resume, then claims again.
+func TestQuietResume(t *testing.T) {
+	t.Parallel()
+	bd := newBundle(t)
+	h := bd.script("h.sh", `while [ ! -e "$DIR/go" ]; do sleep 0.01; done`)
+	r := bd.start(daemon.Config{Handlers: map[string]daemon.HandlerConfig{
+		"t": {Command: []string{h}, Env: map[string]string{"DIR": bd.dir}},
+	}})
+	running := bd.enqueue("t", `{}`, kyu.EnqueueOptions{})
+	bd.waitJob(running, "active", func(j *kyu.Job) bool { return j.State == kyu.StateActive })
+	r.d.Quiet()
+	if err := os.WriteFile(filepath.Join(bd.dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bd.waitJob(running, "completed while quiet", func(j *kyu.Job) bool { return j.State == kyu.StateCompleted })
+	// Quiet has stopped the worker once it leaves the registry.
+	eventually(t, "worker gone from the registry", func() bool {
+		ws, err := bd.c.Workers(t.Context())
+		return err == nil && len(ws) == 0
+	})
+	later := bd.enqueue("t", `{}`, kyu.EnqueueOptions{})
+	// Several polls (50ms) go by with no claim.
+	time.Sleep(300 * time.Millisecond)
+	if j, _ := bd.c.Get(t.Context(), later); j.State != kyu.StatePending {
+		t.Fatalf("job %s while quiet; want pending", j.State)
+	}
+	if err := r.d.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	bd.waitJob(later, "completed after resume", func(j *kyu.Job) bool { return j.State == kyu.StateCompleted })
+}
+
+// TestReload checks a reload by generation: the old generation's running
+// child finishes with the old handler, new jobs run with the new one.
+func TestReload(t *testing.T) {
+	t.Parallel()
+	bd := newBundle(t)
+	old := bd.script("old.sh", `read -r job
+case $job in *wait*) while [ ! -e "$DIR/go" ]; do sleep 0.01; done ;; esac
+echo '{"result":"old"}' >&3`)
+	newer := bd.script("new.sh", `echo '{"result":"new"}' >&3`)
+	env := map[string]string{"DIR": bd.dir}
+	r := bd.start(daemon.Config{Handlers: map[string]daemon.HandlerConfig{"t": {Command: []string{old}, Env: env}}})
+	first := bd.enqueue("t", `"wait"`, kyu.EnqueueOptions{})
+	bd.waitJob(first, "active", func(j *kyu.Job) bool { return j.State == kyu.StateActive })
+
+	if err := r.d.Reload(daemon.Config{Handlers: map[string]daemon.HandlerConfig{"t": {}}}); err == nil {
+		t.Fatal("Reload took a handler with no command")
+	}
+	if err := r.d.Reload(daemon.Config{PollInterval: 50 * time.Millisecond, Logger: nil,
+		Handlers: map[string]daemon.HandlerConfig{"t": {Command: []string{newer}, Env: env}}}); err != nil {
+		t.Fatal(err)
+	}
+	// A claim the old generation had in flight as it stopped may still
+	// bring it a job, which it runs; the jobs after go to the new one.
+	for i := 0; ; i++ {
+		id := bd.enqueue("t", `{}`, kyu.EnqueueOptions{})
+		j := bd.waitJob(id, "completed", func(j *kyu.Job) bool { return j.State == kyu.StateCompleted })
+		if string(j.Result) == `"new"` {
+			break
+		}
+		if i == 10 {
+			t.Fatalf("10 jobs after the reload ran with the old handler")
+		}
+	}
+	if err := os.WriteFile(filepath.Join(bd.dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j1 := bd.waitJob(first, "completed by the old generation", func(j *kyu.Job) bool { return j.State == kyu.StateCompleted })
+	if string(j1.Result) != `"old"` || j1.Attempt != 1 {
+		t.Errorf("old job's result %s at attempt %d; want \"old\" at 1", j1.Result, j1.Attempt)
+	}
+}
+
+// TestLogState checks that LogState names the running jobs.
+func TestLogState(t *testing.T) {
+	t.Parallel()
+	bd := newBundle(t)
+	h := bd.script("h.sh", `while [ ! -e "$DIR/go" ]; do sleep 0.01; done`)
+	r := bd.start(daemon.Config{Handlers: map[string]daemon.HandlerConfig{
+		"t": {Command: []string{h}, Env: map[string]string{"DIR": bd.dir}},
+	}})
+	id := bd.enqueue("t", `{}`, kyu.EnqueueOptions{})
+	bd.waitJob(id, "active", func(j *kyu.Job) bool { return j.State == kyu.StateActive })
+	eventually(t, "LogState shows the job", func() bool {
+		r.d.LogState()
+		return strings.Contains(bd.log.String(), "running job") && strings.Contains(bd.log.String(), "job_id="+id)
+	})
+	if err := os.WriteFile(filepath.Join(bd.dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

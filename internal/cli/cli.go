@@ -127,6 +127,9 @@ error, 3 a job not found.`,
 		newQueuesCommand(),
 		newStatsCommand(),
 		newWorkersCommand(),
+		newExportCommand(),
+		newImportCommand(),
+		newCopyCommand(),
 	)
 	return root
 }

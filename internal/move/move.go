@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
@@ -196,15 +197,40 @@ func Copy(ctx context.Context, src, dst backend.Backend, o Options) (Summary, er
 			return sum, err
 		}
 	}
+	// The source is read while the target writes the batch before: at
+	// most two batches are held, one each side.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan []*backend.Job)
+	written := make(chan error, 1)
+	go func() {
+		var werr error
+		for jobs := range batches {
+			if werr != nil {
+				continue
+			}
+			if werr = t.jobs(ctx, jobs, nil); werr != nil {
+				cancel()
+				continue
+			}
+			if o.Progress != nil {
+				o.Progress(sum.Jobs, total)
+			}
+		}
+		written <- werr
+	}()
 	err = readJobs(ctx, src, &o, func(jobs []*backend.Job) error {
-		if err := t.jobs(ctx, jobs, nil); err != nil {
-			return err
+		select {
+		case batches <- slices.Clone(jobs):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		if o.Progress != nil {
-			o.Progress(sum.Jobs, total)
-		}
-		return nil
 	})
+	close(batches)
+	if werr := <-written; werr != nil {
+		err = werr
+	}
 	sum.Elapsed = time.Since(began)
 	if err != nil {
 		return sum, err

@@ -126,6 +126,21 @@ func testImport(t *testing.T, factory Factory) {
 			t.Fatalf("claim after import = %s attempt %d token %d; want %s attempt %d token > %d",
 				j.ID, j.Attempt, j.LeaseToken, pending.ID, pending.Attempt+1, pending.LeaseToken)
 		}
+		if err := f.complete(lease(j), []byte(`{"n":2}`)); err != nil {
+			t.Fatalf("Complete of a claimed imported job: %v", err)
+		}
+		f.wantState(j.ID, backend.StateCompleted, "an imported job completes under its new lease")
+		other := f.importable(backend.StateRetry)
+		f.importJobs(other)
+		if c, err := f.b.Cancel(f.ctx, backend.CancelParams{ID: other.ID, Now: f.now}); err != nil || c.State != backend.StateCancelled {
+			t.Fatalf("Cancel of an imported retry job: %v", err)
+		}
+		page, err := f.b.List(f.ctx, backend.ListParams{Queue: f.queue, State: backend.StateCancelled})
+		if err != nil || len(page.Jobs) != 1 || page.Jobs[0].ID != other.ID {
+			t.Fatalf("List of the queue's cancelled jobs: %v; want the imported job %s", err, other.ID)
+		}
+		f.mustOK("Delete", f.b.Delete(f.ctx, backend.DeleteParams{ID: other.ID, Now: f.now}))
+		f.wantGone(other.ID, "an imported job can be deleted")
 		f.claimNothing("the imported scheduled job runs at t0+1h")
 		f.at(time.Hour)
 		f.claimID(sched.ID, "the imported scheduled job's run-at has come")

@@ -29,6 +29,7 @@ type scripts struct {
 	purge, report, updateQueue, stats, promote, recover  *script
 	retention, registerWorker, deregisterWorker          *script
 	register, marker, lead, resign                       *script
+	importJobs                                           *script
 	// lib is every script as one function library.
 	lib *library
 }
@@ -73,6 +74,7 @@ func (s *scripts) specs() []scriptSpec {
 		{&s.promote, "promote", true, nil},
 		{&s.recover, "recover", true, nil},
 		{&s.retention, "retention", true, nil},
+		{&s.importJobs, "import", true, nil},
 		{&s.registerWorker, "register worker", false, []string{"workers", "worker_ends"}},
 		{&s.deregisterWorker, "deregister worker", false, []string{"workers", "worker_ends"}},
 		{&s.register, "register", false, []string{"queues", "queue_names", "meta"}},

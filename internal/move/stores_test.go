@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/rueidis"
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/backendtest"
 	"github.com/kyuhq/kyu/backend/memory"
 	"github.com/kyuhq/kyu/backend/pebble"
 	"github.com/kyuhq/kyu/backend/postgres"
+	"github.com/kyuhq/kyu/backend/redis"
 	"github.com/kyuhq/kyu/backend/remote"
 	"github.com/kyuhq/kyu/server"
 )
@@ -47,6 +49,42 @@ func openStore(t *testing.T, kind string) backend.Backend {
 			if conn, err := pgx.Connect(ctx, url); err == nil {
 				conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 				conn.Close(ctx)
+			}
+		})
+		return s
+	case "redis":
+		url := backendtest.ServiceURL("KYU_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+		o, err := redis.ParseURL(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 6)
+		rand.Read(b)
+		o.Prefix = "kyu-move-" + hex.EncodeToString(b)
+		s, err := redis.Open(context.Background(), o)
+		if err != nil {
+			backendtest.Unreachable(t, "redis", "KYU_TEST_REDIS_URL", url, err)
+		}
+		t.Cleanup(func() {
+			s.Close()
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: o.Addrs, SelectDB: o.DB, Username: o.Username, Password: o.Password, DisableCache: true, ForceSingleClient: true})
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			ctx := context.Background()
+			var cursor uint64
+			for {
+				e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match("{"+o.Prefix+"*").Count(1000).Build()).AsScanEntry()
+				if err != nil {
+					return
+				}
+				for _, k := range e.Elements {
+					c.Do(ctx, c.B().Unlink().Key(k).Build())
+				}
+				if cursor = e.Cursor; cursor == 0 {
+					return
+				}
 			}
 		})
 		return s

@@ -179,17 +179,12 @@ func (s *store) claimHomes(ctx context.Context, num uint32, pos []int, jobs []*b
 		return nil, write, nil
 	}
 	// An id whose own number is a queue of this store may be that
-	// queue's job.
-	var cmds rueidis.Commands
-	var asked []int
+	// queue's job: ask the jobs hash of the number in each id (all in
+	// one round trip; a number no queue has names an empty key).
+	cmds := make(rueidis.Commands, 0, len(foreign))
 	for _, i := range foreign {
 		n, _ := queueNumOf(jobs[i].ID)
-		if _, ok, err := s.queues.name(ctx, n); err != nil {
-			return nil, nil, err
-		} else if ok {
-			cmds = append(cmds, s.client.B().Hexists().Key(s.keys.queue(n).jobs()).Field(jobs[i].ID).Build())
-			asked = append(asked, i)
-		}
+		cmds = append(cmds, s.client.B().Hexists().Key(s.keys.queue(n).jobs()).Field(jobs[i].ID).Build())
 	}
 	native := map[int]bool{}
 	for k, r := range s.client.DoMulti(ctx, cmds...) {
@@ -197,7 +192,7 @@ func (s *store) claimHomes(ctx context.Context, num uint32, pos []int, jobs []*b
 		if err != nil {
 			return nil, nil, err
 		}
-		native[asked[k]] = there
+		native[foreign[k]] = there
 	}
 	cmds = cmds[:0]
 	var claimed []int

@@ -190,8 +190,10 @@ and written a batch at a time.
 				return fmt.Errorf("export: %w", err)
 			}
 			if file != nil {
-				if err := file.Sync(); err != nil {
-					return err
+				if fi, err := file.Stat(); err == nil && fi.Mode().IsRegular() {
+					if err := file.Sync(); err != nil {
+						return err
+					}
 				}
 			}
 			summary(cmd.ErrOrStderr(), "exported", sum)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
@@ -66,7 +67,16 @@ func (s *Summary) err() error {
 type target struct {
 	dst backend.Backend
 	o   *Options
+	// mu guards sum: Copy's writers share it.
+	mu  sync.Mutex
 	sum *Summary
+}
+
+// done is how many jobs were written so far.
+func (t *target) done() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sum.Jobs
 }
 
 // queue writes one queue's settings.
@@ -93,6 +103,8 @@ func (t *target) jobs(ctx context.Context, jobs []*backend.Job, lines []int64) e
 		}
 		return fmt.Errorf("import into the target: %w", err)
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for i, it := range res.Items {
 		switch it.Outcome {
 		case backend.ImportCreated:
@@ -202,23 +214,28 @@ func Copy(ctx context.Context, src, dst backend.Backend, o Options) (Summary, er
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan []*backend.Job)
-	written := make(chan error, 1)
-	go func() {
-		var werr error
-		for jobs := range batches {
-			if werr != nil {
-				continue
+	written := make(chan error, o.Writers)
+	var mu sync.Mutex // o.Progress is called by one writer at a time
+	for range o.Writers {
+		go func() {
+			var werr error
+			for jobs := range batches {
+				if werr != nil {
+					continue
+				}
+				if werr = t.jobs(ctx, jobs, nil); werr != nil {
+					cancel()
+					continue
+				}
+				if o.Progress != nil {
+					mu.Lock()
+					o.Progress(t.done(), total)
+					mu.Unlock()
+				}
 			}
-			if werr = t.jobs(ctx, jobs, nil); werr != nil {
-				cancel()
-				continue
-			}
-			if o.Progress != nil {
-				o.Progress(sum.Jobs, total)
-			}
-		}
-		written <- werr
-	}()
+			written <- werr
+		}()
+	}
 	err = readJobs(ctx, src, &o, func(jobs []*backend.Job) error {
 		select {
 		case batches <- slices.Clone(jobs):
@@ -228,8 +245,10 @@ func Copy(ctx context.Context, src, dst backend.Backend, o Options) (Summary, er
 		}
 	})
 	close(batches)
-	if werr := <-written; werr != nil {
-		err = werr
+	for range o.Writers {
+		if werr := <-written; werr != nil && (err == nil || errors.Is(err, context.Canceled)) {
+			err = werr
+		}
 	}
 	sum.Elapsed = time.Since(began)
 	if err != nil {

@@ -45,6 +45,11 @@ type Options struct {
 	BatchBytes int
 	// Readers is how many jobs are read from a source at once (Get).
 	Readers int
+	// Writers is how many batches Copy writes into the target at once
+	// (default 1; batches are independent, since each job is written
+	// alone and a source holds no two jobs that hold one unique key, but
+	// two gained nothing on the two-core machine of docs/benchmarks.md).
+	Writers int
 	// Progress, when set, is called after each batch with the jobs done
 	// and the total expected (0 when unknown).
 	Progress func(done, total int64)
@@ -67,6 +72,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Readers <= 0 {
 		o.Readers = 16
+	}
+	if o.Writers <= 0 {
+		o.Writers = 1
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -194,6 +194,8 @@ type Backend interface {
 	Registry
 	// Leader elects the store's maintainer (see leader.go).
 	Leader
+	// Importer writes jobs with their history (see importer.go).
+	Importer
 
 	// Close releases the store. Calls after Close return ErrClosed.
 	Close() error

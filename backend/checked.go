@@ -22,7 +22,7 @@ import "context"
 //     Purge, UpdateQueue, RegisterWorker, CommandWorker: the params' Check.
 //   - Complete, Release, Delete, Cancel, Retry, RunNow, Promote,
 //     RecoverLeases, ApplyRetention, Workers: CheckNow.
-//   - Lead, Resign: the params' Check.
+//   - Lead, Resign, Import: the params' Check.
 //   - Get, WatchFinished, DeregisterWorker, Close: nothing.
 func Checked(b Backend) Backend {
 	if c, ok := b.(*checked); ok {
@@ -242,4 +242,11 @@ func (c *checked) Resign(ctx context.Context, p ResignParams) error {
 		return err
 	}
 	return c.b.Resign(ctx, p)
+}
+
+func (c *checked) Import(ctx context.Context, p ImportParams) (ImportResult, error) {
+	if err := p.Check(); err != nil {
+		return ImportResult{}, err
+	}
+	return c.b.Import(ctx, p)
 }

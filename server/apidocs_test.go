@@ -46,7 +46,7 @@ func TestAPIDocExamples(t *testing.T) {
 var documentedRoutes = []string{
 	"POST /api/v1/jobs", "GET /api/v1/jobs", "GET /api/v1/jobs/{id}", "DELETE /api/v1/jobs/{id}",
 	"GET /api/v1/jobs/{id}/wait", "POST /api/v1/jobs/{id}/retry", "POST /api/v1/jobs/{id}/cancel",
-	"POST /api/v1/jobs/{id}/run", "POST /api/v1/jobs/bulk",
+	"POST /api/v1/jobs/{id}/run", "POST /api/v1/jobs/bulk", "POST /api/v1/jobs/import",
 	"POST /api/v1/claim", "POST /api/v1/jobs/{id}/heartbeat", "POST /api/v1/jobs/{id}/complete",
 	"POST /api/v1/jobs/{id}/fail", "POST /api/v1/jobs/{id}/release", "POST /api/v1/jobs/{id}/progress",
 	"POST /api/v1/jobs/{id}/log",

@@ -44,6 +44,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/api/v1/jobs/{id}/wait", auth: true, handle: s.handleWait, summary: "Wait until the job is finished, up to timeout; the job either way", ok: 200, okSchema: "Job", params: []string{"timeout"}},
 		{method: "POST", path: "/api/v1/jobs/{id}/retry", auth: true, handle: s.handleRetry, summary: "Run a failed or cancelled job again", ok: 200, okSchema: "Job"},
 		{method: "POST", path: "/api/v1/jobs/{id}/cancel", auth: true, handle: s.handleCancel, summary: "Cancel a job (an active one at the end of its attempt)", ok: 200, okSchema: "Job"},
+		{method: "POST", path: "/api/v1/jobs/import", auth: true, handle: s.handleImport, summary: "Write jobs with their history, idempotent by id (kyu import, kyu copy); per-job outcomes", body: "ImportRequest", ok: 200, okSchema: "ImportAnswer"},
 		{method: "POST", path: "/api/v1/jobs/bulk", auth: true, handle: s.handleBulk, summary: "Retry, cancel or delete every job matching a filter, up to a limit; or count them (dry run)", body: "BulkRequest", ok: 200, okSchema: "BulkResult"},
 		{method: "POST", path: "/api/v1/jobs/{id}/run", auth: true, handle: s.handleRunNow, summary: "Make a scheduled or retry job pending now", ok: 200, okSchema: "Job"},
 

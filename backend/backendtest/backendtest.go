@@ -106,6 +106,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Stats", testStats},
 		{"Workers", testWorkers},
 		{"Periodic", testPeriodic},
+		{"Import", testImport},
 		{"Close", testClose},
 	}
 	for _, a := range areas {

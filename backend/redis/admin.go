@@ -32,6 +32,22 @@ func (s *store) jobOp(ctx context.Context, op, id string, now time.Time, sc *scr
 	if err != nil {
 		return nil, err
 	}
+	if code == 2 {
+		// Not where its id points: an imported job lives at its home.
+		hnum, hqueue, ok, err := s.elsewhere(ctx, id, num)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			num, queue = hnum, hqueue
+			if reply, err = s.runOne(ctx, op+" "+id, num, sc, append([]string{id, ms(now.UnixMilli())}, args(queue)...)); err != nil {
+				return nil, err
+			}
+			if code, j, other, err = viewReply(op, id, queue, reply); err != nil {
+				return nil, err
+			}
+		}
+	}
 	switch code {
 	case 0:
 		return j, nil

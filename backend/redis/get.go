@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -16,6 +17,10 @@ func (s *store) jobQueue(ctx context.Context, id string) (num uint32, queue stri
 		return 0, "", false, nil
 	}
 	queue, ok, err = s.queues.name(ctx, num)
+	if err == nil && !ok {
+		// No queue has the id's number: an imported job's, perhaps.
+		return s.jobHome(ctx, id)
+	}
 	return num, queue, ok, err
 }
 
@@ -105,18 +110,25 @@ func (s *store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, err
 	if !ok {
 		return nil, backend.ErrNotFound
 	}
-	reply, err := s.runOne(ctx, "get "+p.ID, num, s.scripts.get, []string{p.ID})
-	if err != nil {
-		return nil, err
+	for try := 0; ; try++ {
+		reply, err := s.runOne(ctx, "get "+p.ID, num, s.scripts.get, []string{p.ID})
+		if err != nil {
+			return nil, err
+		}
+		code, j, _, err := viewReply("get", p.ID, queue, reply)
+		if err != nil {
+			return nil, err
+		}
+		if code == 0 {
+			return j, nil
+		}
+		if try > 0 {
+			return nil, backend.ErrNotFound
+		}
+		if num, queue, ok, err = s.elsewhere(ctx, p.ID, num); err != nil || !ok {
+			return nil, cmp.Or(err, backend.ErrNotFound)
+		}
 	}
-	code, j, _, err := viewReply("get", p.ID, queue, reply)
-	if err != nil {
-		return nil, err
-	}
-	if code != 0 {
-		return nil, backend.ErrNotFound
-	}
-	return j, nil
 }
 
 // Delete removes a job that is not active.
@@ -132,20 +144,26 @@ func (s *store) Delete(ctx context.Context, p backend.DeleteParams) error {
 	if !ok {
 		return backend.ErrNotFound
 	}
-	reply, err := s.runOne(ctx, "delete "+p.ID, num, s.scripts.delete, []string{p.ID})
-	if err != nil {
-		return err
-	}
-	code, err := reply.AsInt64()
-	if err != nil {
-		return fmt.Errorf("kyu/redis: delete %s: unexpected reply %s", p.ID, reply.String())
-	}
-	switch code {
-	case 0:
-		return nil
-	case 1:
-		return backend.ErrJobActive
-	default:
-		return backend.ErrNotFound
+	for try := 0; ; try++ {
+		reply, err := s.runOne(ctx, "delete "+p.ID, num, s.scripts.delete, []string{p.ID})
+		if err != nil {
+			return err
+		}
+		code, err := reply.AsInt64()
+		if err != nil {
+			return fmt.Errorf("kyu/redis: delete %s: unexpected reply %s", p.ID, reply.String())
+		}
+		switch code {
+		case 0:
+			return nil
+		case 1:
+			return backend.ErrJobActive
+		}
+		if try > 0 {
+			return backend.ErrNotFound
+		}
+		if num, _, ok, err = s.elsewhere(ctx, p.ID, num); err != nil || !ok {
+			return cmp.Or(err, backend.ErrNotFound)
+		}
 	}
 }

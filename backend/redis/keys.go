@@ -44,6 +44,9 @@ import (
 //	                         (processed, failed) in that minute; p, f: totals
 //	{P:N}:reports     hash   <id>:p progress (JSON), <id>:l log lines (JSON
 //	                         array), <id>:n "lines kept|lines dropped"
+//	{P}:homes         hash   job id -> queue number, for an imported job
+//	                         whose id does not carry its queue's number
+//	                         (import.go)
 //	{P}:workers       hash   worker id -> its entry (JSON backend.WorkerInfo)
 //	{P}:worker-ends   zset   worker ids by the entry's expiry ms
 //	{P}:leader:<name> hash   a Leader lease: holder, epoch, expires ms (leader.go)
@@ -76,6 +79,7 @@ func (k keys) queueNames() string { return k.globalTag() + ":queue-names" }
 func (k keys) workers() string    { return k.globalTag() + ":workers" }
 func (k keys) workerEnds() string { return k.globalTag() + ":worker-ends" }
 func (k keys) workerCmds() string { return k.globalTag() + ":worker-cmds" }
+func (k keys) homes() string      { return k.globalTag() + ":homes" }
 
 // scanPattern matches every key of the store, for tests and tools that
 // remove a store.

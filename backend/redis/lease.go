@@ -41,15 +41,47 @@ func (s *store) leaseCall(ctx context.Context, op string, sc *script, ids []stri
 	if err != nil {
 		return nil, err
 	}
-	err = s.runBatch(ctx, op, sc, b, func(g *leaseGroup, try int) []string {
-		args := head(g.queue, try)
-		for _, i := range g.pos {
-			args = item(args, i)
-		}
-		return args
-	})
-	if err != nil {
+	run := func(b *leaseBatch) error {
+		return s.runBatch(ctx, op, sc, b, func(g *leaseGroup, try int) []string {
+			args := head(g.queue, try)
+			for _, i := range g.pos {
+				args = item(args, i)
+			}
+			return args
+		})
+	}
+	if err := run(b); err != nil {
 		return nil, err
+	}
+	// A job not found where its id points may be an imported one that
+	// lives elsewhere (see Import): try its home.
+	again := &leaseBatch{codes: b.codes}
+	byNum := map[uint32]*leaseGroup{}
+	for _, g := range b.groups {
+		for _, i := range g.pos {
+			if b.codes[i] != 2 {
+				continue
+			}
+			num, queue, ok, err := s.elsewhere(ctx, ids[i], g.num)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+			h := byNum[num]
+			if h == nil {
+				h = &leaseGroup{queue: queue, num: num}
+				byNum[num] = h
+				again.groups = append(again.groups, h)
+			}
+			h.pos = append(h.pos, i)
+		}
+	}
+	if len(again.groups) > 0 {
+		if err := run(again); err != nil {
+			return nil, err
+		}
 	}
 	return b, nil
 }
@@ -72,8 +104,18 @@ func (s *store) group(ctx context.Context, ids []string) (*leaseBatch, error) {
 				return nil, err
 			}
 			if !ok {
-				b.codes[i] = 2
-				continue
+				// No queue has the id's number: an imported job's, perhaps.
+				if num, name, ok, err = s.jobHome(ctx, id); err != nil {
+					return nil, err
+				}
+				if !ok {
+					b.codes[i] = 2
+					continue
+				}
+				if g = byNum[num]; g != nil {
+					g.pos = append(g.pos, i)
+					continue
+				}
 			}
 			g = &leaseGroup{queue: name, num: num}
 			byNum[num] = g

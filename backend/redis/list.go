@@ -293,5 +293,29 @@ func (s *store) listed(ctx context.Context, ids []string) ([]*backend.Job, error
 			out[g.pos[k]] = j
 		}
 	}
+	// A job not found where its id points may be an imported one that
+	// lives elsewhere (see Import).
+	for _, g := range groups {
+		for k, id := range g.ids {
+			if out[g.pos[k]] != nil {
+				continue
+			}
+			num, queue, ok, err := s.elsewhere(ctx, id, g.num)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+			reply, err := s.runOne(ctx, "list "+id, num, s.scripts.get, []string{id})
+			if err != nil {
+				return nil, err
+			}
+			if code, j, _, err := viewReply("list", id, queue, reply); err == nil && code == 0 {
+				j.Payload, j.Result, j.Logs = nil, nil, nil
+				out[g.pos[k]] = j
+			}
+		}
+	}
 	return out, nil
 }

@@ -126,6 +126,12 @@ func encodeRecord(j *backend.Job) string {
 
 // appendRecord appends the record of a new job to b.
 func appendRecord(b []byte, j *backend.Job) []byte {
+	return appendRecordCancel(b, j, "")
+}
+
+// appendRecordCancel is appendRecord with the header's cancel field (see
+// "The cancel field" above), for a job that comes with its history.
+func appendRecordCancel(b []byte, j *backend.Job, cancel string) []byte {
 	b = append(b, stateCode(j.State)...)
 	b = append(b, '|')
 	b = strconv.AppendInt(b, int64(j.Attempt), 10)
@@ -145,7 +151,9 @@ func appendRecord(b []byte, j *backend.Job) []byte {
 	for i := 0; i < len(j.WorkerID); i++ {
 		b = append(b, hexDigits[j.WorkerID[i]>>4], hexDigits[j.WorkerID[i]&15])
 	}
-	b = append(b, "||"...) // no cancel reason yet
+	b = append(b, '|')
+	b = append(b, cancel...)
+	b = append(b, '|')
 	b = strconv.AppendInt(b, int64(len(j.UniqueKey)), 10)
 	b = append(b, '|')
 	b = append(b, retentionField(j.Retention)...)

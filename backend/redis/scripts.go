@@ -30,6 +30,7 @@ type scripts struct {
 	retention, registerWorker, deregisterWorker          *script
 	commandWorker                                        *script
 	register, marker, lead, resign                       *script
+	importJobs                                           *script
 	// lib is every script as one function library.
 	lib *library
 }
@@ -74,6 +75,7 @@ func (s *scripts) specs() []scriptSpec {
 		{&s.promote, "promote", true, nil},
 		{&s.recover, "recover", true, nil},
 		{&s.retention, "retention", true, nil},
+		{&s.importJobs, "import", true, nil},
 		{&s.registerWorker, "register worker", false, []string{"workers", "worker_ends", "worker_cmds"}},
 		{&s.deregisterWorker, "deregister worker", false, []string{"workers", "worker_ends", "worker_cmds"}},
 		{&s.commandWorker, "command worker", false, []string{"workers", "worker_ends", "worker_cmds"}},

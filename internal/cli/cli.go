@@ -128,6 +128,9 @@ error, 3 a job not found.`,
 		newStatsCommand(),
 		newWorkersCommand(),
 		newWorkerCommand(),
+		newExportCommand(),
+		newImportCommand(),
+		newCopyCommand(),
 	)
 	return root
 }

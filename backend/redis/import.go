@@ -1,0 +1,320 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// Import writes jobs with their history (see backend.Importer), one
+// script run per queue (lua/import.lua), comparing at the store's
+// millisecond precision.
+//
+// A job id made by this store carries its queue's number (ids.go); a job
+// from another store has some other number there. Such a job gets an entry
+// in the store-wide homes hash (id -> queue number), written before the
+// job itself, and every call that names a job looks there when the number
+// in the id does not lead to it (jobHome). The entry stays when the job is
+// deleted (about 50 bytes).
+func (s *store) Import(ctx context.Context, p backend.ImportParams) (backend.ImportResult, error) {
+	if err := s.enter(); err != nil {
+		return backend.ImportResult{}, err
+	}
+	res := backend.ImportResult{Items: make([]backend.ImportItem, len(p.Jobs))}
+	existing, err := s.importNew(ctx, p, res.Items)
+	s.leave()
+	if err != nil {
+		return backend.ImportResult{}, err
+	}
+	for _, i := range existing {
+		j := p.Jobs[i]
+		old, err := s.Get(ctx, backend.GetParams{ID: j.ID})
+		if err != nil {
+			return backend.ImportResult{}, fmt.Errorf("kyu/redis: import: read job %s: %w", j.ID, err)
+		}
+		if f := backend.SameJobAt(old, j, time.Millisecond); f != "" {
+			res.Items[i] = backend.ImportItem{Outcome: backend.ImportConflict, Reason: backend.ImportDiffers(j.ID, f)}
+		} else {
+			res.Items[i] = backend.ImportItem{Outcome: backend.ImportSame}
+		}
+	}
+	return res, nil
+}
+
+// importStride is the import script's ARGV per job.
+const importStride = 13
+
+// importNew writes the jobs whose id is free and fills their items; it
+// returns the positions of the jobs whose id exists.
+func (s *store) importNew(ctx context.Context, p backend.ImportParams, items []backend.ImportItem) ([]int, error) {
+	byQueue := map[string][]int{}
+	var order []string
+	for i, j := range p.Jobs {
+		if _, ok := byQueue[j.Queue]; !ok {
+			order = append(order, j.Queue)
+		}
+		byQueue[j.Queue] = append(byQueue[j.Queue], i)
+	}
+	var existing []int
+	for _, q := range order {
+		ex, err := s.importQueue(ctx, q, byQueue[q], p, items)
+		if err != nil {
+			return nil, fmt.Errorf("kyu/redis: import into %s: %w", q, err)
+		}
+		existing = append(existing, ex...)
+	}
+	return existing, nil
+}
+
+// importQueue imports the jobs at pos, all of queue q.
+func (s *store) importQueue(ctx context.Context, q string, pos []int, p backend.ImportParams, items []backend.ImportItem) ([]int, error) {
+	args := make(map[int][]string, len(pos))
+	kept := pos[:0:0]
+	for _, i := range pos {
+		a, reason := importArgs(p.Jobs[i], p.Now)
+		if reason != "" {
+			items[i] = backend.ImportItem{Outcome: backend.ImportConflict, Reason: fmt.Sprintf("job %s: the Redis store cannot keep it: %s", p.Jobs[i].ID, reason)}
+			continue
+		}
+		args[i] = a
+		kept = append(kept, i)
+	}
+	pos = kept
+	for try := 0; ; try++ {
+		num, _, err := s.queues.number(ctx, q, true)
+		if err != nil {
+			return nil, err
+		}
+		existing, write, err := s.claimHomes(ctx, num, pos, p.Jobs)
+		if err != nil {
+			return nil, err
+		}
+		if len(write) == 0 {
+			return existing, nil
+		}
+		argv := make([]string, 0, 4+importStride*len(write))
+		argv = append(argv, ms(p.Now.UnixMilli()), s.keys.wakeChannel(q), strconv.Itoa(len(write)), q)
+		for _, i := range write {
+			argv = append(argv, args[i]...)
+		}
+		var reply rueidis.RedisResult
+		err = s.retry(ctx, func(int) error {
+			reply = s.eval(ctx, s.scripts.importJobs, s.keysOf(s.scripts.importJobs, num), argv)
+			if err := reply.Error(); err != nil && !staleQueue(err) {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := reply.Error(); err != nil {
+			if try >= 2 {
+				return nil, err
+			}
+			s.queues.forget(q)
+			pos = write
+			continue
+		}
+		parts, err := reply.ToArray()
+		if err != nil || len(parts) != len(write) {
+			return nil, fmt.Errorf("unexpected reply %s", reply.String())
+		}
+		var refused []string
+		for k, part := range parts {
+			i := write[k]
+			j := p.Jobs[i]
+			if code, err := part.AsInt64(); err == nil {
+				switch code {
+				case 0:
+					items[i] = backend.ImportItem{Outcome: backend.ImportCreated}
+				case 2:
+					existing = append(existing, i)
+				default:
+					return nil, fmt.Errorf("unexpected reply %s", reply.String())
+				}
+				continue
+			}
+			dup, err := part.ToArray()
+			if err != nil || len(dup) != 2 {
+				return nil, fmt.Errorf("unexpected reply %s", reply.String())
+			}
+			holder, _ := dup[1].ToString()
+			items[i] = backend.ImportItem{Outcome: backend.ImportConflict, HolderID: holder,
+				Reason: backend.ImportKeyHeld(j.ID, j.Queue, j.UniqueKey, holder)}
+			if n, _ := queueNumOf(j.ID); n != num {
+				refused = append(refused, j.ID)
+			}
+		}
+		if len(refused) > 0 {
+			// The jobs refused were not written: their homes go.
+			if err := s.client.Do(ctx, s.client.B().Hdel().Key(s.keys.homes()).Field(refused...).Build()).Error(); err != nil {
+				return nil, err
+			}
+		}
+		return existing, nil
+	}
+}
+
+// claimHomes sorts the jobs at pos (of the queue numbered num) into those
+// whose id exists elsewhere in the store (existing) and those the script
+// is to write; for a job whose id carries another number it first records
+// the job's home, or finds that the id already has one.
+func (s *store) claimHomes(ctx context.Context, num uint32, pos []int, jobs []*backend.Job) (existing, write []int, err error) {
+	var foreign []int
+	for _, i := range pos {
+		if n, _ := queueNumOf(jobs[i].ID); n == num {
+			write = append(write, i)
+		} else {
+			foreign = append(foreign, i)
+		}
+	}
+	if len(foreign) == 0 {
+		return nil, write, nil
+	}
+	// An id whose own number is a queue of this store may be that
+	// queue's job: ask the jobs hash of the number in each id (all in
+	// one round trip; a number no queue has names an empty key).
+	cmds := make(rueidis.Commands, 0, len(foreign))
+	for _, i := range foreign {
+		n, _ := queueNumOf(jobs[i].ID)
+		cmds = append(cmds, s.client.B().Hexists().Key(s.keys.queue(n).jobs()).Field(jobs[i].ID).Build())
+	}
+	native := map[int]bool{}
+	for k, r := range s.client.DoMulti(ctx, cmds...) {
+		there, err := r.AsBool()
+		if err != nil {
+			return nil, nil, err
+		}
+		native[foreign[k]] = there
+	}
+	cmds = cmds[:0]
+	var claimed []int
+	for _, i := range foreign {
+		if native[i] {
+			existing = append(existing, i)
+			continue
+		}
+		cmds = append(cmds, s.client.B().Hsetnx().Key(s.keys.homes()).Field(jobs[i].ID).Value(strconv.FormatUint(uint64(num), 10)).Build())
+		claimed = append(claimed, i)
+	}
+	for k, r := range s.client.DoMulti(ctx, cmds...) {
+		set, err := r.AsBool()
+		if err != nil {
+			return nil, nil, err
+		}
+		if set {
+			write = append(write, claimed[k])
+		} else {
+			existing = append(existing, claimed[k])
+		}
+	}
+	return existing, write, nil
+}
+
+// jobHome finds the queue of an imported job whose id does not carry its
+// queue's number (see Import); ok is false when there is none.
+func (s *store) jobHome(ctx context.Context, id string) (num uint32, queue string, ok bool, err error) {
+	v, err := s.client.Do(ctx, s.client.B().Hget().Key(s.keys.homes()).Field(id).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return 0, "", false, nil
+	}
+	if err != nil {
+		return 0, "", false, fmt.Errorf("kyu/redis: find job %s: %w", id, err)
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return 0, "", false, fmt.Errorf("%w: home of job %s: %q", ErrCorrupt, id, v)
+	}
+	queue, ok, err = s.queues.name(ctx, uint32(n))
+	return uint32(n), queue, ok, err
+}
+
+// importArgs are the import script's values for one job, or the reason
+// the store cannot hold it.
+func importArgs(j *backend.Job, now time.Time) ([]string, string) {
+	cancel := ""
+	switch {
+	case j.CancelReason == "" && !j.CancelRequested:
+	case j.CancelReason == "" || j.State != backend.StateCancelled:
+		return nil, "a cancel request or reason on a job that is not cancelled"
+	case j.CancelReason == backend.CancelReasonDeadline && !j.CancelRequested:
+		cancel = "d"
+	case j.CancelReason == backend.CancelReasonRequested && !j.CancelRequested:
+		cancel = "r"
+	case j.CancelReason == backend.CancelReasonRequested:
+		cancel = "R"
+	case j.CancelReason == backend.CancelReasonHandler && !j.CancelRequested:
+		cancel = "h"
+	default:
+		return nil, fmt.Sprintf("cancel reason %q with a cancel request", j.CancelReason)
+	}
+	rec := *j
+	if len(rec.Payload) == 0 {
+		rec.Payload = nil
+	}
+	st := stateCode(j.State)
+	score := ""
+	switch j.State {
+	case backend.StatePending:
+		score = string(appendReadyScore(nil, j.Priority, j.RunAt.UnixMilli()))
+	case backend.StateScheduled, backend.StateRetry:
+		score = strconv.FormatInt(j.RunAt.UnixMilli(), 10)
+	}
+	deadline := ""
+	if !j.Deadline.IsZero() && !j.State.Final() {
+		deadline = strconv.FormatInt(j.Deadline.UnixMilli(), 10)
+	}
+	uk, until := "", "0"
+	if backend.HoldsKey(j, now) {
+		uk = j.UniqueKey
+		if j.UniqueFor > 0 {
+			until = strconv.FormatInt(j.CreatedAt.Add(j.UniqueFor).UnixMilli(), 10)
+		}
+	}
+	var errs, prog, logs, counts, fin string
+	if len(j.Errors) > 0 {
+		st := make([]storedError, len(j.Errors))
+		for i, e := range j.Errors {
+			st[i] = storedError{Attempt: e.Attempt, At: e.At.UnixMilli(), Kind: e.Kind, Message: e.Message, Stack: e.Stack}
+		}
+		b, _ := json.Marshal(st)
+		errs = string(b)
+	}
+	if j.Progress != nil {
+		prog = encodeProgress(j.Progress, j.Progress.At)
+	}
+	if len(j.Logs) > 0 {
+		lines := make([]storedLine, len(j.Logs))
+		for i, l := range j.Logs {
+			lines[i] = storedLine{At: l.At.UnixMilli(), Line: l.Line}
+		}
+		b, _ := json.Marshal(lines)
+		logs = string(b)
+	}
+	if len(j.Logs) > 0 || j.LogsDropped > 0 {
+		counts = strconv.Itoa(len(j.Logs)) + "|" + strconv.Itoa(j.LogsDropped)
+	}
+	if j.State.Final() && !j.ExpiresAt.IsZero() {
+		fin = strconv.FormatInt(j.ExpiresAt.UnixMilli(), 10)
+	}
+	return []string{j.ID, st, string(appendRecordCancel(nil, &rec, cancel)), score, deadline, uk, until,
+		errs, string(j.Result), prog, logs, counts, fin}, ""
+}
+
+// elsewhere returns the home of an imported job (jobHome) when it is not
+// the queue numbered num, where the job was not found; ok is false when
+// the job has no other home.
+func (s *store) elsewhere(ctx context.Context, id string, num uint32) (uint32, string, bool, error) {
+	h, q, ok, err := s.jobHome(ctx, id)
+	if err != nil || !ok || h == num {
+		return 0, "", false, err
+	}
+	return h, q, true, nil
+}

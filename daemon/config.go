@@ -93,6 +93,17 @@ type HandlerConfig struct {
 	// and Dir do not apply.
 	URL string
 
+	// Prefork, when positive, runs Command (or Shell) as that many
+	// long-lived children, each taking one job at a time as a JSON line
+	// on its stdin and ending it with {"done":true} or {"error":…} on fd 3
+	// (the prefork runner), instead of one process per job.
+	Prefork int
+
+	// MaxJobsPerChild, with Prefork, replaces a child after about that
+	// many jobs (up to 10% fewer, at random, so that children do not all
+	// restart together). Default 0: never.
+	MaxJobsPerChild int
+
 	// Timeout, when positive, ends an attempt that runs longer (the child
 	// is sent SIGTERM, then SIGKILL after KillGrace) and fails it. A job's
 	// own timeout applies too: the shorter wins.
@@ -206,6 +217,10 @@ func (h HandlerConfig) validate() error {
 		return errors.New("command: empty program name")
 	case h.Timeout < 0:
 		return fmt.Errorf("timeout %s: want 0 (none) or more", h.Timeout)
+	case h.Prefork < 0 || h.MaxJobsPerChild < 0:
+		return errors.New("prefork and max_jobs_per_child: want 0 or more")
+	case h.Prefork > 0 && h.URL != "":
+		return errors.New("prefork with a url: prefork runs a command")
 	}
 	switch h.Retry.Backoff {
 	case "", BackoffExponential, BackoffFixed:

@@ -20,6 +20,9 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultKillGrace       = 5 * time.Second
 	DefaultQueue           = "default"
+
+	// defaultLease is kyu.WorkerConfig's default Lease.
+	defaultLease = 30 * time.Second
 )
 
 // Config configures a Daemon. Only Handlers is required.
@@ -40,7 +43,8 @@ type Config struct {
 
 	// KillGrace is how long a child sent SIGTERM (at a timeout, a cancel
 	// or a shutdown) has before its process group is sent SIGKILL.
-	// Default 5s. Keep it under Lease.
+	// Default 5s, or half the Lease when that is shorter; less than
+	// Lease.
 	KillGrace time.Duration
 
 	// MaxJobs, when positive, makes the daemon stop gracefully after that
@@ -171,7 +175,7 @@ func (c Config) withDefaults() Config {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if c.KillGrace == 0 {
-		c.KillGrace = DefaultKillGrace
+		c.KillGrace = min(DefaultKillGrace, c.lease()/2)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -194,6 +198,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max_jobs %d: want 0 (no limit) or more", c.MaxJobs)
 	case c.Lease < 0:
 		return fmt.Errorf("lease %s: want a positive duration", c.Lease)
+	case c.KillGrace >= c.lease():
+		// kyu abandons a handler one lease past its job's timeout: the
+		// group must be gone by then.
+		return fmt.Errorf("kill_grace %s: want less than the lease, %s", c.KillGrace, c.lease())
 	}
 	for _, t := range slices.Sorted(maps.Keys(c.Handlers)) {
 		if err := c.Handlers[t].validate(); err != nil {
@@ -231,6 +239,14 @@ func (h HandlerConfig) validate() error {
 		return errors.New("backoff_base and backoff_max: want 0 or more")
 	}
 	return nil
+}
+
+// lease is the workers' lease, its default filled in.
+func (c Config) lease() time.Duration {
+	if c.Lease == 0 {
+		return defaultLease
+	}
+	return c.Lease
 }
 
 // argv is the child's argv.

@@ -293,12 +293,12 @@ func (f *File) Config(profile string) (Config, error) {
 	for t, h := range p.Handlers {
 		c.Handlers[t] = h.config(base)
 	}
-	if len(c.Queues) > 0 || c.Concurrency > 0 {
-		probe := c
-		probe.Handlers = map[string]HandlerConfig{"probe": {Shell: "true"}}
-		if err := probe.Validate(); err != nil {
-			return Config{}, &FileError{Path: f.Path, Line: f.line(at), Key: at.String(), Err: err}
-		}
+	// The rest (queue names, the grace against the lease) as Validate
+	// checks them, handlers aside: they may come from flags.
+	probe := c
+	probe.Handlers = map[string]HandlerConfig{"probe": {Shell: "true"}}
+	if err := probe.Validate(); err != nil {
+		return Config{}, &FileError{Path: f.Path, Line: f.line(at), Key: at.String(), Err: err}
 	}
 	return c, nil
 }

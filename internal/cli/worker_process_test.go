@@ -376,7 +376,7 @@ func TestWorkerSecondTERM(t *testing.T) {
 	}()
 	dir := t.TempDir()
 	long := writeScript(t, dir, "long.sh", `echo $$ > "`+dir+`/long"; sleep 300`)
-	w := startWorkerProc(t, base, "--handle", "long="+long, "--shutdown-timeout", "1h", "--kill-grace", "1h")
+	w := startWorkerProc(t, base, "--handle", "long="+long, "--shutdown-timeout", "1h", "--kill-grace", "20s")
 	id := apiEnqueue(t, base, `{"type":"long"}`)
 	pid := pidFile(t, filepath.Join(dir, "long"))
 	w.signal(t, syscall.SIGTERM)

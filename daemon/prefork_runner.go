@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,12 +216,7 @@ func (r *preforkRunner) start() (*pchild, error) {
 		outW.Close()
 		return nil, err
 	}
-	cmd := &exec.Cmd{
-		Path: e.path, Args: e.argv, Env: e.env, Dir: e.cfg.Dir,
-		Stdin: stdinR, Stdout: outW, Stderr: outW, ExtraFiles: []*os.File{ctlW},
-		SysProcAttr: childSysProcAttr(),
-	}
-	err = cmd.Start()
+	proc, err := e.startProcess(e.env, stdinR, outW, ctlW)
 	stdinR.Close()
 	outW.Close()
 	ctlW.Close()
@@ -233,7 +227,7 @@ func (r *preforkRunner) start() (*pchild, error) {
 		return nil, fmt.Errorf("start %s: %w", e.describeProgram(), err)
 	}
 	c := &pchild{
-		child: &child{cmd: cmd, pgid: cmd.Process.Pid, started: time.Now(), exited: make(chan struct{}), out: outR, ctl: ctlR},
+		child: &child{proc: proc, pgid: proc.Pid, started: time.Now(), exited: make(chan struct{}), out: outR, ctl: ctlR},
 		stdin: stdinW,
 		msgs:  make(chan string, 16),
 	}
@@ -247,7 +241,7 @@ func (r *preforkRunner) start() (*pchild, error) {
 	r.all[c] = struct{}{}
 	r.mu.Unlock()
 	go func() {
-		c.state, _ = cmd.Process.Wait()
+		c.state, _ = proc.Wait()
 		close(c.exited)
 	}()
 	go c.readOutput(func(line string) {

@@ -282,7 +282,11 @@ func (c Config) workerConfig(handler kyu.Handler, id string) kyu.WorkerConfig {
 
 // Guard is told the process group of every child as it starts and once
 // it is gone, so that it can kill the groups left if the daemon dies.
+// Env is a variable ("NAME=value") given to every child, which its own
+// children inherit: the guard may look for it too (a child can start
+// processes before the daemon has told the guard its group).
 type Guard interface {
 	Add(pgid int)
 	Remove(pgid int)
+	Env() string
 }

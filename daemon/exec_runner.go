@@ -75,12 +75,17 @@ func newExecRunner(jobType string, h HandlerConfig, c Config) *execRunner {
 		r.path, r.lookErr = exec.LookPath(r.path)
 	}
 	r.env = baseEnv(os.Environ(), h.Env)
+	if c.Guard != nil {
+		if kv := c.Guard.Env(); kv != "" {
+			r.env = append(r.env, kv)
+		}
+	}
 	return r
 }
 
 // jobEnvKeys are the variables the runners set for a child.
 var jobEnvKeys = []string{"KYU_JOB_ID", "KYU_JOB_TYPE", "KYU_QUEUE", "KYU_ATTEMPT",
-	"KYU_MAX_ATTEMPTS", "KYU_CONTROL_FD", "KYU_PREFORK"}
+	"KYU_MAX_ATTEMPTS", "KYU_CONTROL_FD", "KYU_PREFORK", guardianMarkEnv}
 
 // baseEnv is a child's environment before its job's variables: the
 // daemon's, without the variables that extra or the runners set, then

@@ -25,6 +25,9 @@ import (
 func TestMain(m *testing.M) {
 	// BenchmarkExec starts this binary as the daemon's guardian.
 	daemon.ServeGuardianIfAsked()
+	if os.Getenv(preforkChildEnv) == "1" {
+		servePreforkChild()
+	}
 	os.Exit(m.Run())
 }
 
@@ -188,6 +191,35 @@ func BenchmarkHTTP(b *testing.B) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	d, err := daemon.New(st, daemon.Config{Concurrency: benchConcurrency, Logger: log,
 		Handlers: map[string]daemon.HandlerConfig{"t": {URL: srv.URL}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start, cpu, self := time.Now(), cpuTime(), selfCPUTime()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(context.Background()) }()
+	waitCount(b, int64(b.N), d.Jobs)
+	elapsed, cpu, self := time.Since(start), cpuTime()-cpu, selfCPUTime()-self
+	b.StopTimer()
+	d.Stop()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	report(b, b.N, elapsed, cpu, self)
+}
+
+// BenchmarkPrefork drains b.N jobs from the embedded store through the
+// prefork runner: 4 compiled no-op children (this test binary).
+func BenchmarkPrefork(b *testing.B) {
+	st := benchStore(b, b.N)
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Setenv(preforkChildEnv, "1")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	d, err := daemon.New(st, daemon.Config{Concurrency: 4, Logger: log,
+		Handlers: map[string]daemon.HandlerConfig{"t": {Command: []string{exe}, Prefork: 4}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,6 +20,9 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultKillGrace       = 5 * time.Second
 	DefaultQueue           = "default"
+
+	// defaultLease is kyu.WorkerConfig's default Lease.
+	defaultLease = 30 * time.Second
 )
 
 // Config configures a Daemon. Only Handlers is required.
@@ -40,7 +43,8 @@ type Config struct {
 
 	// KillGrace is how long a child sent SIGTERM (at a timeout, a cancel
 	// or a shutdown) has before its process group is sent SIGKILL.
-	// Default 5s. Keep it under Lease.
+	// Default 5s, or half the Lease when that is shorter; less than
+	// Lease.
 	KillGrace time.Duration
 
 	// MaxJobs, when positive, makes the daemon stop gracefully after that
@@ -92,6 +96,17 @@ type HandlerConfig struct {
 	// retries it after that delay, any other answer follows Retry. Env
 	// and Dir do not apply.
 	URL string
+
+	// Prefork, when positive, runs Command (or Shell) as that many
+	// long-lived children, each taking one job at a time as a JSON line
+	// on its stdin and ending it with {"done":true} or {"error":…} on fd 3
+	// (the prefork runner), instead of one process per job.
+	Prefork int
+
+	// MaxJobsPerChild, with Prefork, replaces a child after about that
+	// many jobs (up to 10% fewer, at random, so that children do not all
+	// restart together). Default 0: never.
+	MaxJobsPerChild int
 
 	// Timeout, when positive, ends an attempt that runs longer (the child
 	// is sent SIGTERM, then SIGKILL after KillGrace) and fails it. A job's
@@ -160,7 +175,7 @@ func (c Config) withDefaults() Config {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if c.KillGrace == 0 {
-		c.KillGrace = DefaultKillGrace
+		c.KillGrace = min(DefaultKillGrace, c.lease()/2)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -183,6 +198,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max_jobs %d: want 0 (no limit) or more", c.MaxJobs)
 	case c.Lease < 0:
 		return fmt.Errorf("lease %s: want a positive duration", c.Lease)
+	case c.KillGrace >= c.lease():
+		// kyu abandons a handler one lease past its job's timeout: the
+		// group must be gone by then.
+		return fmt.Errorf("kill_grace %s: want less than the lease, %s", c.KillGrace, c.lease())
 	}
 	for _, t := range slices.Sorted(maps.Keys(c.Handlers)) {
 		if err := c.Handlers[t].validate(); err != nil {
@@ -206,6 +225,10 @@ func (h HandlerConfig) validate() error {
 		return errors.New("command: empty program name")
 	case h.Timeout < 0:
 		return fmt.Errorf("timeout %s: want 0 (none) or more", h.Timeout)
+	case h.Prefork < 0 || h.MaxJobsPerChild < 0:
+		return errors.New("prefork and max_jobs_per_child: want 0 or more")
+	case h.Prefork > 0 && h.URL != "":
+		return errors.New("prefork with a url: prefork runs a command")
 	}
 	switch h.Retry.Backoff {
 	case "", BackoffExponential, BackoffFixed:
@@ -216,6 +239,14 @@ func (h HandlerConfig) validate() error {
 		return errors.New("backoff_base and backoff_max: want 0 or more")
 	}
 	return nil
+}
+
+// lease is the workers' lease, its default filled in.
+func (c Config) lease() time.Duration {
+	if c.Lease == 0 {
+		return defaultLease
+	}
+	return c.Lease
 }
 
 // argv is the child's argv.
@@ -251,7 +282,11 @@ func (c Config) workerConfig(handler kyu.Handler, id string) kyu.WorkerConfig {
 
 // Guard is told the process group of every child as it starts and once
 // it is gone, so that it can kill the groups left if the daemon dies.
+// Env is a variable ("NAME=value") given to every child, which its own
+// children inherit: the guard may look for it too (a child can start
+// processes before the daemon has told the guard its group).
 type Guard interface {
 	Add(pgid int)
 	Remove(pgid int)
+	Env() string
 }

@@ -20,6 +20,11 @@ type controlMessage struct {
 	// Heartbeat says the child is alive; the daemon renews the lease
 	// while the child runs anyway.
 	Heartbeat bool `json:"heartbeat"`
+	// Done and Error end a job in a prefork child: done, or failed with
+	// the message, retried if Retry (else failed for good).
+	Done  bool    `json:"done"`
+	Error *string `json:"error"`
+	Retry bool    `json:"retry"`
 }
 
 // maxControlLine bounds one control line; a longer one is refused.
@@ -36,8 +41,8 @@ func parseControl(line []byte) (controlMessage, error) {
 	if err := json.Unmarshal(line, &m); err != nil {
 		return m, err
 	}
-	if m.Progress == nil && m.Log == nil && m.Result == nil && !m.Heartbeat {
-		return m, errors.New(`none of "progress", "log", "result", "heartbeat"`)
+	if m.Progress == nil && m.Log == nil && m.Result == nil && !m.Heartbeat && !m.Done && m.Error == nil {
+		return m, errors.New(`none of "progress", "log", "result", "heartbeat", "done", "error"`)
 	}
 	if m.Progress != nil && (*m.Progress < 0 || *m.Progress > 100) {
 		return m, fmt.Errorf("progress %v is outside [0, 100]", *m.Progress)

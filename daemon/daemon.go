@@ -84,17 +84,22 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.mu.Unlock()
 
 	var wg sync.WaitGroup
+	stopped := make(chan struct{})
 	for _, g := range gens {
 		if g == nil {
 			continue
 		}
 		wg.Go(func() { g.stop(stopGraceful) })
 		go func() {
-			<-d.stopNow
-			g.stop(stopNow)
+			select {
+			case <-d.stopNow:
+				g.stop(stopNow)
+			case <-stopped:
+			}
 		}()
 	}
 	wg.Wait()
+	close(stopped)
 	d.wg.Wait()
 	log.Info("daemon: stopped", "jobs", d.finished.Load())
 	return nil

@@ -62,7 +62,7 @@ func TestStopNow(t *testing.T) {
 	t.Parallel()
 	bd := newBundle(t)
 	long := bd.script("long.sh", `echo $$ > "$DIR/long"; sleep 60`)
-	r := bd.start(daemon.Config{ShutdownTimeout: time.Hour, KillGrace: time.Hour, Handlers: map[string]daemon.HandlerConfig{
+	r := bd.start(daemon.Config{ShutdownTimeout: time.Hour, KillGrace: 20 * time.Second, Handlers: map[string]daemon.HandlerConfig{
 		"long": {Command: []string{long}, Env: map[string]string{"DIR": bd.dir}},
 	}})
 	id := bd.enqueue("long", `{}`, kyu.EnqueueOptions{})

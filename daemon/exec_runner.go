@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,12 +74,45 @@ func newExecRunner(jobType string, h HandlerConfig, c Config) *execRunner {
 	if !strings.Contains(r.path, "/") {
 		r.path, r.lookErr = exec.LookPath(r.path)
 	}
-	env := os.Environ()
-	for k, v := range h.Env {
-		env = append(env, k+"="+v)
+	r.env = baseEnv(os.Environ(), h.Env)
+	if c.Guard != nil {
+		if kv := c.Guard.Env(); kv != "" {
+			r.env = append(r.env, kv)
+		}
 	}
-	r.env = env
 	return r
+}
+
+// jobEnvKeys are the variables the runners set for a child.
+var jobEnvKeys = []string{"KYU_JOB_ID", "KYU_JOB_TYPE", "KYU_QUEUE", "KYU_ATTEMPT",
+	"KYU_MAX_ATTEMPTS", "KYU_CONTROL_FD", "KYU_PREFORK", guardianMarkEnv}
+
+// baseEnv is a child's environment before its job's variables: the
+// daemon's, without the variables that extra or the runners set, then
+// extra, sorted; each name is there once.
+func baseEnv(daemonEnv []string, extra map[string]string) []string {
+	env := make([]string, 0, len(daemonEnv)+len(extra)+len(jobEnvKeys))
+	for _, kv := range daemonEnv {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, set := extra[k]; set || slices.Contains(jobEnvKeys, k) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
+}
+
+// startProcess starts the handler's program in a process group of its
+// own, with stdin, stdout and stderr, and fd 3 (ctl). The process is
+// started directly (not through exec.Cmd): every file is an *os.File and
+// the environment is built once per runner, so nothing more is needed.
+func (r *execRunner) startProcess(env []string, stdin, out, ctl *os.File) (*os.Process, error) {
+	return os.StartProcess(r.path, r.argv, &os.ProcAttr{
+		Dir: r.cfg.Dir, Env: env, Files: []*os.File{stdin, out, out, ctl}, Sys: childSysProcAttr(),
+	})
 }
 
 // stopSignals are how a generation interrupts its running children:
@@ -233,7 +268,7 @@ func signalName(s syscall.Signal) string {
 
 // child is one running child process.
 type child struct {
-	cmd     *exec.Cmd
+	proc    *os.Process
 	pgid    int
 	started time.Time
 	exited  chan struct{} // closed once the process is reaped
@@ -278,18 +313,7 @@ func (r *execRunner) start(job *kyu.Job, input []byte) (*child, error) {
 		"KYU_MAX_ATTEMPTS="+strconv.Itoa(job.MaxAttempts),
 		"KYU_CONTROL_FD="+strconv.Itoa(controlFD),
 	)
-	cmd := &exec.Cmd{
-		Path:        r.path,
-		Args:        r.argv,
-		Env:         env,
-		Dir:         r.cfg.Dir,
-		Stdin:       stdinR,
-		Stdout:      outW,
-		Stderr:      outW,
-		ExtraFiles:  []*os.File{ctlW},
-		SysProcAttr: childSysProcAttr(),
-	}
-	err = cmd.Start()
+	proc, err := r.startProcess(env, stdinR, outW, ctlW)
 	// The child holds its own ends now (or failed to start).
 	stdinR.Close()
 	outW.Close()
@@ -300,12 +324,12 @@ func (r *execRunner) start(job *kyu.Job, input []byte) (*child, error) {
 		ctlR.Close()
 		return nil, fmt.Errorf("start %s: %w", r.describeProgram(), err)
 	}
-	c := &child{cmd: cmd, pgid: cmd.Process.Pid, started: time.Now(), exited: make(chan struct{}), out: outR, ctl: ctlR}
+	c := &child{proc: proc, pgid: proc.Pid, started: time.Now(), exited: make(chan struct{}), out: outR, ctl: ctlR}
 	if r.guard != nil {
 		r.guard.Add(c.pgid)
 	}
 	go func() {
-		c.state, _ = cmd.Process.Wait()
+		c.state, _ = proc.Wait()
 		close(c.exited)
 	}()
 	// A pipe holds 64 KiB: a job that fits is written at once, a bigger

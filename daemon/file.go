@@ -76,16 +76,18 @@ type FileProfile struct {
 // FileHandler is a handler of a File (see HandlerConfig). A relative dir
 // is taken from the config file's directory.
 type FileHandler struct {
-	Command     []string          `toml:"command,omitempty"`
-	Shell       string            `toml:"shell,omitempty"`
-	URL         string            `toml:"url,omitempty"`
-	Timeout     Duration          `toml:"timeout,omitzero"`
-	Env         map[string]string `toml:"env,omitempty"`
-	Dir         string            `toml:"dir,omitempty"`
-	Retry       *bool             `toml:"retry,omitempty"`
-	Backoff     string            `toml:"backoff,omitempty"`
-	BackoffBase Duration          `toml:"backoff_base,omitzero"`
-	BackoffMax  Duration          `toml:"backoff_max,omitzero"`
+	Command         []string          `toml:"command,omitempty"`
+	Shell           string            `toml:"shell,omitempty"`
+	URL             string            `toml:"url,omitempty"`
+	Prefork         int               `toml:"prefork,omitzero"`
+	MaxJobsPerChild int               `toml:"max_jobs_per_child,omitzero"`
+	Timeout         Duration          `toml:"timeout,omitzero"`
+	Env             map[string]string `toml:"env,omitempty"`
+	Dir             string            `toml:"dir,omitempty"`
+	Retry           *bool             `toml:"retry,omitempty"`
+	Backoff         string            `toml:"backoff,omitempty"`
+	BackoffBase     Duration          `toml:"backoff_base,omitzero"`
+	BackoffMax      Duration          `toml:"backoff_max,omitzero"`
 }
 
 // Duration is a time.Duration written as a string such as "30s" or "2m".
@@ -291,12 +293,12 @@ func (f *File) Config(profile string) (Config, error) {
 	for t, h := range p.Handlers {
 		c.Handlers[t] = h.config(base)
 	}
-	if len(c.Queues) > 0 || c.Concurrency > 0 {
-		probe := c
-		probe.Handlers = map[string]HandlerConfig{"probe": {Shell: "true"}}
-		if err := probe.Validate(); err != nil {
-			return Config{}, &FileError{Path: f.Path, Line: f.line(at), Key: at.String(), Err: err}
-		}
+	// The rest (queue names, the grace against the lease) as Validate
+	// checks them, handlers aside: they may come from flags.
+	probe := c
+	probe.Handlers = map[string]HandlerConfig{"probe": {Shell: "true"}}
+	if err := probe.Validate(); err != nil {
+		return Config{}, &FileError{Path: f.Path, Line: f.line(at), Key: at.String(), Err: err}
 	}
 	return c, nil
 }
@@ -346,6 +348,7 @@ func (h FileHandler) config(base string) HandlerConfig {
 	}
 	return HandlerConfig{
 		Command: h.Command, Shell: h.Shell, URL: h.URL, Timeout: time.Duration(h.Timeout),
+		Prefork: h.Prefork, MaxJobsPerChild: h.MaxJobsPerChild,
 		Env: h.Env, Dir: dir,
 		Retry: RetryPolicy{
 			NoRetry: h.Retry != nil && !*h.Retry, Backoff: h.Backoff,

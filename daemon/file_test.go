@@ -88,6 +88,7 @@ func TestFileErrors(t *testing.T) {
 		{"missing weight", "[profiles.a]\nqueues = [\"q\", \"r\"]\nweights = { q = 2 }\n", "w.toml:3: profiles.a.weights: queue \"r\" has no weight"},
 		{"bad queue name", "[profiles.a]\nqueues = [\"no spaces\"]\n", "w.toml:1: profiles.a:"},
 		{"default profile missing", "profile = \"x\"\n", "w.toml:1: profile: no profile \"x\""},
+		{"grace over the lease", "[profiles.a]\nlease = \"2s\"\nkill_grace = \"5s\"\n", "w.toml:1: profiles.a: kill_grace 5s: want less than the lease, 2s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := daemon.ParseFile("w.toml", []byte(tc.src))

@@ -45,6 +45,12 @@ type runner interface {
 	run(ctx context.Context, job *kyu.Job, stop stopSignals) error
 }
 
+// closer is a runner with processes of its own to end once its
+// generation has stopped.
+type closer interface {
+	close()
+}
+
 // runningJob is what TTIN (LogState) shows of a running job.
 type runningJob struct {
 	Type    string
@@ -63,9 +69,12 @@ func newGeneration(d *Daemon, n int, cfg Config, b kyu.WorkerBackend) (*generati
 		stopped:   make(chan struct{}),
 	}
 	for t, h := range cfg.Handlers {
-		if h.URL != "" {
+		switch {
+		case h.URL != "":
 			g.byType[t] = newHTTPRunner(h, cfg.Concurrency)
-		} else {
+		case h.Prefork > 0:
+			g.byType[t] = newPreforkRunner(t, h, cfg)
+		default:
 			g.byType[t] = newExecRunner(t, h, cfg)
 		}
 	}
@@ -181,6 +190,13 @@ func (g *generation) stop(mode stopMode) {
 // still runs.
 func (g *generation) doStop() {
 	defer close(g.stopped)
+	defer func() {
+		for _, r := range g.byType {
+			if c, ok := r.(closer); ok {
+				c.close()
+			}
+		}
+	}()
 	log := g.cfg.Logger.With("generation", g.n)
 	shutCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -4,6 +4,8 @@ package daemon
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,20 +19,28 @@ import (
 )
 
 // GuardianEnv is the environment variable that makes a process started by
-// StartGuardian serve as a guardian (see ServeGuardianIfAsked).
+// StartGuardian serve as a guardian (see ServeGuardianIfAsked); its value
+// is the guardian's mark.
 const GuardianEnv = "KYU_INTERNAL_GUARDIAN"
+
+// guardianMarkEnv is the variable every child gets (Guardian.Env): the
+// guardian's mark, which the processes a child starts inherit.
+const guardianMarkEnv = "KYU_DAEMON_MARK"
 
 // Guardian is a Guard in a process of its own. The daemon writes "+PGID"
 // and "-PGID" lines to the guardian's stdin; when the daemon dies, even
 // by SIGKILL, the kernel closes that pipe, and the guardian sends SIGKILL
-// to every group still listed, then exits. A child's own death signal
-// (PR_SET_PDEATHSIG) reaches only the child, not the processes it
-// started: the guardian reaches its whole group.
+// to every group still listed, then to every process that carries its
+// mark in its environment (KYU_DAEMON_MARK, given to each child, which its
+// own children inherit): a child may start processes before the daemon
+// has listed its group. A child's own death signal (PR_SET_PDEATHSIG)
+// reaches only the child, not the processes it started.
 type Guardian struct {
 	mu   sync.Mutex
 	w    *os.File
 	cmd  *exec.Cmd
 	log  *slog.Logger
+	mark string
 	dead bool
 }
 
@@ -42,8 +52,11 @@ func StartGuardian(path string, log *slog.Logger) (*Guardian, error) {
 	if err != nil {
 		return nil, fmt.Errorf("guardian pipe: %w", err)
 	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	mark := hex.EncodeToString(b[:])
 	cmd := exec.Command(path)
-	cmd.Env = append(os.Environ(), GuardianEnv+"=1")
+	cmd.Env = append(os.Environ(), GuardianEnv+"="+mark)
 	cmd.Stdin = r
 	cmd.Stderr = os.Stderr
 	// Its own process group: a signal to the daemon's group (a
@@ -55,10 +68,13 @@ func StartGuardian(path string, log *slog.Logger) (*Guardian, error) {
 		return nil, fmt.Errorf("start guardian %s: %w", path, err)
 	}
 	r.Close()
-	g := &Guardian{w: w, cmd: cmd, log: log}
+	g := &Guardian{w: w, cmd: cmd, log: log, mark: mark}
 	go func() { _ = cmd.Wait() }()
 	return g, nil
 }
+
+// Env is the mark every child carries: "KYU_DAEMON_MARK=…".
+func (g *Guardian) Env() string { return guardianMarkEnv + "=" + g.mark }
 
 // Add lists a process group.
 func (g *Guardian) Add(pgid int) { g.send('+', pgid) }
@@ -95,7 +111,8 @@ func (g *Guardian) Close() error {
 // stdin ends, kills the groups listed, and exits. Otherwise it returns at
 // once.
 func ServeGuardianIfAsked() {
-	if os.Getenv(GuardianEnv) != "1" {
+	mark := os.Getenv(GuardianEnv)
+	if mark == "" {
 		return
 	}
 	// The daemon decides when its children end: signals meant for it
@@ -103,13 +120,14 @@ func ServeGuardianIfAsked() {
 	// guardian first.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
-	serveGuardian(os.Stdin)
+	serveGuardian(os.Stdin, mark)
 	os.Exit(0)
 }
 
 // serveGuardian reads "+PGID" and "-PGID" lines from r until EOF, then
-// sends SIGKILL to every group listed.
-func serveGuardian(r io.Reader) {
+// sends SIGKILL to every group listed, and to the processes (and their
+// groups) whose environment holds mark.
+func serveGuardian(r io.Reader, mark string) {
 	groups := map[int]bool{}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -133,4 +151,5 @@ func serveGuardian(r io.Reader) {
 			fmt.Fprintf(os.Stderr, "kyu guardian: kill process group %d: %v\n", pgid, err)
 		}
 	}
+	killMarked(guardianMarkEnv + "=" + mark)
 }

@@ -376,7 +376,7 @@ func TestWorkerSecondTERM(t *testing.T) {
 	}()
 	dir := t.TempDir()
 	long := writeScript(t, dir, "long.sh", `echo $$ > "`+dir+`/long"; sleep 300`)
-	w := startWorkerProc(t, base, "--handle", "long="+long, "--shutdown-timeout", "1h", "--kill-grace", "1h")
+	w := startWorkerProc(t, base, "--handle", "long="+long, "--shutdown-timeout", "1h", "--kill-grace", "20s")
 	id := apiEnqueue(t, base, `{"type":"long"}`)
 	pid := pidFile(t, filepath.Join(dir, "long"))
 	w.signal(t, syscall.SIGTERM)
@@ -394,7 +394,7 @@ func TestWorkerSecondTERM(t *testing.T) {
 }
 
 // TestWorkerMaxJobs checks that --max-jobs makes the worker exit 0 after
-// that many jobs.
+// that many jobs, and --log-format json.
 func TestWorkerMaxJobs(t *testing.T) {
 	t.Parallel()
 	base, stop := serveCLI(t)
@@ -406,11 +406,33 @@ func TestWorkerMaxJobs(t *testing.T) {
 	for range 5 {
 		apiEnqueue(t, base, `{"type":"t"}`)
 	}
-	w := startWorkerProc(t, base, "--handle", "t=true", "--max-jobs", "2", "--concurrency", "1")
+	w := startWorkerProc(t, base, "--handle", "t=true", "--max-jobs", "2", "--concurrency", "1", "--log-format", "json")
 	if code := w.exitCode(t, opWait); code != 0 {
 		t.Errorf("exit code %d; want 0", code)
 	}
-	if !strings.Contains(w.stderr.String(), "daemon: stopped") || !strings.Contains(w.stderr.String(), "jobs=2") {
-		t.Errorf("log lacks the stop after 2 jobs:\n%s", w.stderr.String())
+	// One JSON object per line: two jobs finished, then the stop.
+	finished, stopped := 0, false
+	for line := range strings.Lines(w.stderr.String()) {
+		var rec struct {
+			Msg     string `json:"msg"`
+			JobID   string `json:"job_id"`
+			Outcome string `json:"outcome"`
+			Jobs    int    `json:"jobs"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", line, err)
+		}
+		switch rec.Msg {
+		case "job finished":
+			if rec.JobID == "" || rec.Outcome != "completed" {
+				t.Errorf("job line %s", line)
+			}
+			finished++
+		case "daemon: stopped":
+			stopped = rec.Jobs == 2
+		}
+	}
+	if finished != 2 || !stopped {
+		t.Errorf("%d jobs finished, stopped after 2: %v; want 2 and true:\n%s", finished, stopped, w.stderr.String())
 	}
 }

@@ -59,6 +59,11 @@ type Config struct {
 	// PollInterval is the kyu.WorkerConfig.PollInterval. Default kyu's.
 	PollInterval time.Duration
 
+	// RegistryInterval is the kyu.WorkerConfig.RegistryInterval: how
+	// often the worker refreshes its registry entry, and so how soon it
+	// hears a quiet or stop command sent through the API. Default kyu's.
+	RegistryInterval time.Duration
+
 	// Handlers maps each job type to the handler that runs it. A claimed
 	// job of another type fails its attempt with that reason. Required.
 	Handlers map[string]HandlerConfig
@@ -267,13 +272,16 @@ func (c Config) workerConfig(handler kyu.Handler, id string) kyu.WorkerConfig {
 		handler = kyu.HandlerFunc(func(ctx context.Context, j *kyu.Job) error { return nil })
 	}
 	return kyu.WorkerConfig{
-		Handler:       handler,
-		Pool:          &kyu.PoolConfig{Concurrency: c.Concurrency, Queues: slices.Clone(c.Queues)},
-		ID:            id,
-		Lease:         c.Lease,
-		PollInterval:  c.PollInterval,
-		BackoffByType: backoffs,
-		Logger:        c.Logger,
+		Handler:      handler,
+		Pool:         &kyu.PoolConfig{Concurrency: c.Concurrency, Queues: slices.Clone(c.Queues)},
+		ID:           id,
+		Lease:        c.Lease,
+		PollInterval: c.PollInterval,
+		// Commands sent through the registry go to the daemon (see
+		// newGeneration), not to this one generation's worker.
+		RegistryInterval: c.RegistryInterval,
+		BackoffByType:    backoffs,
+		Logger:           c.Logger,
 		// The daemon ends its generations itself (see generation.stop):
 		// kyu's own grace is only a bound.
 		ShutdownGrace: 24 * time.Hour,

@@ -207,3 +207,54 @@ func TestLogState(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRemoteCommands checks that a quiet and a stop sent through the API
+// (the worker registry) act on the whole daemon: quiet finishes the
+// running job and claims no more; stop ends Run.
+func TestRemoteCommands(t *testing.T) {
+	t.Parallel()
+	bd := newBundle(t)
+	h := bd.script("h.sh", `while [ ! -e "$DIR/go" ]; do sleep 0.01; done`)
+	r := bd.start(daemon.Config{RegistryInterval: 20 * time.Millisecond, Handlers: map[string]daemon.HandlerConfig{
+		"t": {Command: []string{h}, Env: map[string]string{"DIR": bd.dir}},
+	}})
+	running := bd.enqueue("t", `{}`, kyu.EnqueueOptions{})
+	bd.waitJob(running, "active", func(j *kyu.Job) bool { return j.State == kyu.StateActive })
+	var id string
+	eventually(t, "the worker in the registry", func() bool {
+		ws, err := bd.c.Workers(t.Context())
+		if err != nil || len(ws) != 1 {
+			return false
+		}
+		id = ws[0].ID
+		return true
+	})
+	if _, err := bd.c.QuietWorker(t.Context(), id); err != nil {
+		t.Fatalf("QuietWorker: %v", err)
+	}
+	// Quiet retires the generation: its worker leaves the registry once
+	// its running job is done.
+	if err := os.WriteFile(filepath.Join(bd.dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bd.waitJob(running, "completed while quiet", func(j *kyu.Job) bool { return j.State == kyu.StateCompleted })
+	eventually(t, "the quiet worker gone from the registry", func() bool {
+		ws, err := bd.c.Workers(t.Context())
+		return err == nil && len(ws) == 0
+	})
+	if err := r.d.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the resumed worker in the registry", func() bool {
+		ws, err := bd.c.Workers(t.Context())
+		if err != nil || len(ws) != 1 {
+			return false
+		}
+		id = ws[0].ID
+		return true
+	})
+	if _, err := bd.c.StopWorker(t.Context(), id); err != nil {
+		t.Fatalf("StopWorker: %v", err)
+	}
+	r.wait(t)
+}

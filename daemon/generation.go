@@ -82,7 +82,22 @@ func newGeneration(d *Daemon, n int, cfg Config, b kyu.WorkerBackend) (*generati
 	if cfg.WorkerID != "" {
 		id = fmt.Sprintf("%s-g%d", cfg.WorkerID, n)
 	}
-	w, err := kyu.NewWorker(b, cfg.workerConfig(g, id))
+	wcfg := cfg.workerConfig(g, id)
+	// A quiet or stop sent through the API (kyu workers quiet|stop, the
+	// dashboard) acts on the whole daemon, as TSTP and TERM do. On its own
+	// goroutine: both wait for this generation's worker, whose registry
+	// loop calls OnCommand.
+	wcfg.OnCommand = func(cmd kyu.WorkerCommand) {
+		switch cmd {
+		case kyu.WorkerCommandQuiet:
+			cfg.Logger.Info("daemon: quiet asked through the API")
+			go d.Quiet()
+		case kyu.WorkerCommandStop:
+			cfg.Logger.Info("daemon: stop asked through the API")
+			go d.Stop()
+		}
+	}
+	w, err := kyu.NewWorker(b, wcfg)
 	if err != nil {
 		return nil, err
 	}

@@ -161,9 +161,15 @@ func (s *store) Delete(ctx context.Context, p backend.DeleteParams) error {
 // id after, oldest first, skipping rows others hold.
 func (s *store) inState(ctx context.Context, tx *sql.Tx, queue string, state backend.State, after string, limit int) ([]*row, error) {
 	var rows []*row
-	q := `SELECT ` + selectCols(false) + ` FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_list)
-		WHERE j.queue = ? AND j.state = ? AND j.id > ? ORDER BY j.id LIMIT ? FOR UPDATE SKIP LOCKED`
-	err := s.queryRows(ctx, tx, q, []any{queue, string(state), after, limit}, false, func(r *row) { rows = append(rows, r) })
+	// Final states are in jobs_final in id order; the others are few and
+	// sorted from their range of jobs_claim.
+	q := `SELECT ` + selectCols(false) + ` FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_claim)
+		WHERE j.state = ? AND j.queue = ? AND j.id > ? ORDER BY j.id LIMIT ? FOR UPDATE SKIP LOCKED`
+	if state.Final() {
+		q = `SELECT ` + selectCols(false) + ` FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_final)
+		WHERE j.final_state = ? AND j.queue = ? AND j.id > ? ORDER BY j.id LIMIT ? FOR UPDATE SKIP LOCKED`
+	}
+	err := s.queryRows(ctx, tx, q, []any{string(state), queue, after, limit}, false, func(r *row) { rows = append(rows, r) })
 	return rows, err
 }
 

@@ -40,18 +40,11 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		if err := e.flushRows(ctx, tx); err != nil {
 			return err
 		}
-		paused, err := s.pausedQueues(ctx, tx, queues)
-		if err != nil {
-			return err
-		}
 		used := 0
 		var taken []*row
 		for _, q := range queues {
 			if len(taken) >= p.Max || res.Truncated {
 				break
-			}
-			if slices.Contains(paused, q) {
-				continue
 			}
 			got, stopped, err := s.claimQueue(ctx, tx, e, p, q, len(taken), &used)
 			if err != nil {
@@ -103,10 +96,10 @@ func (s *store) claimQueue(ctx context.Context, tx *sql.Tx, e *effects, p backen
 	for {
 		want := p.Max - have - len(taken)
 		var rows []*row
-		query, args := s.sqls.claim, []any{q, want}
+		query, args := s.sqls.claim, []any{q, q, want}
 		if len(p.Types) > 0 {
 			query = fmt.Sprintf(s.sqls.claimTyped, placeholders(len(p.Types)))
-			args = append(append([]any{q}, anyArgs(p.Types)...), want)
+			args = append(append([]any{q, q}, anyArgs(p.Types)...), want)
 		}
 		if err := s.queryRows(ctx, tx, query, args, true, func(r *row) { rows = append(rows, r) }); err != nil {
 			return nil, false, err
@@ -136,24 +129,6 @@ func (s *store) claimQueue(ctx context.Context, tx *sql.Tx, e *effects, p backen
 			return nil, false, err
 		}
 	}
-}
-
-// pausedQueues returns those of queues that are paused.
-func (s *store) pausedQueues(ctx context.Context, tx *sql.Tx, queues []string) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, fmt.Sprintf(s.sqls.paused, placeholders(len(queues))), anyArgs(queues)...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var q string
-		if err := rows.Scan(&q); err != nil {
-			return nil, err
-		}
-		out = append(out, q)
-	}
-	return out, rows.Err()
 }
 
 // weightedOrder draws an order of the queues at random, each next queue

@@ -29,6 +29,10 @@ type effects struct {
 	ended []string
 	// lines are log lines to append: job id, seq, at, text, flat.
 	lines []any
+	// completed are rows that Complete made completed and changed in
+	// nothing else (no result): written with one UPDATE per expiry.
+	completed  []*row
+	finishedAt int64
 }
 
 func (s *store) newEffects() *effects {
@@ -137,9 +141,52 @@ func (e *effects) count(now time.Time, failed bool) {
 // flushChunk bounds the rows of one statement.
 const flushChunk = 200
 
+// completedPlainly moves r, which the caller made completed with no
+// result and changed in nothing else, from the rows to save to those
+// written by the lean statement.
+func (e *effects) completedPlainly(r *row) {
+	if i := slices.Index(e.save, r); i >= 0 {
+		e.save = slices.Delete(e.save, i, i+1)
+		e.completed = append(e.completed, r)
+	}
+}
+
+// flushCompleted writes the rows of completedPlainly, one statement per
+// expiry (the expiry is the same for the jobs of a queue in one call).
+func (e *effects) flushCompleted(ctx context.Context, tx *sql.Tx) error {
+	groups := map[int64][]any{}
+	for _, r := range e.completed {
+		k := int64(-1)
+		if !r.ExpiresAt.IsZero() {
+			k = micros(r.ExpiresAt)
+		}
+		groups[k] = append(groups[k], r.ID)
+	}
+	e.completed = nil
+	for k, ids := range groups {
+		var expires any
+		if k >= 0 {
+			expires = k
+		}
+		finished := e.finishedAt
+		for len(ids) > 0 {
+			n := min(len(ids), flushChunk)
+			args := append([]any{finished, expires}, ids[:n]...)
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf(e.s.sqls.completePlain, placeholders(n)), args...); err != nil {
+				return err
+			}
+			ids = ids[n:]
+		}
+	}
+	return nil
+}
+
 // flushRows writes the rows changed and deleted so far in tx, so that
 // later statements of the transaction see them.
 func (e *effects) flushRows(ctx context.Context, tx *sql.Tx) error {
+	if err := e.flushCompleted(ctx, tx); err != nil {
+		return err
+	}
 	if err := e.s.saveRows(ctx, tx, e.save); err != nil {
 		return err
 	}
@@ -275,6 +322,44 @@ func (s *store) lockRows(ctx context.Context, tx *sql.Tx, ids []string, withPayl
 		if err := s.queryRows(ctx, tx, fmt.Sprintf(q, placeholders(len(chunk))), chunk, withPayload, func(r *row) {
 			out[r.ID] = r
 		}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// lockRowsSettings is lockRows that also loads the retention settings of
+// the rows' queues into e, in the same statement.
+func (s *store) lockRowsSettings(ctx context.Context, tx *sql.Tx, e *effects, ids []string) (map[string]*row, error) {
+	out := map[string]*row{}
+	var uniq []any
+	for _, id := range ids {
+		if !slices.Contains(uniq, any(id)) {
+			uniq = append(uniq, id)
+		}
+	}
+	for len(uniq) > 0 {
+		n := min(len(uniq), flushChunk)
+		chunk := uniq[:n]
+		uniq = uniq[n:]
+		rows, err := tx.QueryContext(ctx, fmt.Sprintf(s.sqls.lockRowsRetention, placeholders(len(chunk))), chunk...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var c, f, x sql.NullInt64
+			r, err := scanRow(rows, false, &c, &f, &x)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[r.ID] = r
+			qs := e.settings[r.Queue]
+			qs.Retention = backend.QueueRetention{Completed: backend.Retention(c.Int64), Failed: backend.Retention(f.Int64), Cancelled: backend.Retention(x.Int64)}
+			e.settings[r.Queue] = qs
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			return nil, err
 		}
 	}

@@ -41,11 +41,32 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 	if err != nil {
 		return backend.EnqueueResult{}, err
 	}
-	if err := s.inTx(ctx, func(tx *sql.Tx) error { return s.enqueueIn(ctx, tx, pl) }); err != nil {
+	if plain(pl.jobs) {
+		// One INSERT statement is atomic on its own: no transaction to
+		// begin and commit around it.
+		err = s.retrying(ctx, func() error { return s.enqueueIn(ctx, s.db, pl) })
+	} else {
+		err = s.inTx(ctx, func(tx *sql.Tx) error { return s.enqueueIn(ctx, tx, pl) })
+	}
+	if err != nil {
 		return backend.EnqueueResult{}, s.wrap("enqueue", err)
 	}
 	s.signals.wake(pl.pendingQueues())
 	return backend.EnqueueResult{Jobs: pl.res}, nil
+}
+
+// plain reports whether jobs go into the store in one INSERT statement
+// and nothing else: no unique key to take, and few enough for one.
+func plain(jobs []*backend.Job) bool {
+	if len(jobs) > insertChunk {
+		return false
+	}
+	for _, j := range jobs {
+		if j.UniqueKey != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // pendingQueues lists the queues that got pending jobs.

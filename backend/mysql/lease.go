@@ -68,11 +68,8 @@ func (s *store) batch(ctx context.Context, op string, ids []string, now time.Tim
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		res = backend.BatchResult{Errors: make([]error, len(ids))}
 		e = s.newEffects()
-		rows, err := s.lockRows(ctx, tx, ids, false)
+		rows, err := s.lockRowsSettings(ctx, tx, e, ids)
 		if err != nil {
-			return err
-		}
-		if err := e.loadSettings(ctx, tx, queuesOf(rows)); err != nil {
 			return err
 		}
 		for i := range ids {
@@ -109,6 +106,10 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 			e.cancelled(r, backend.CancelReasonRequested, p.Now)
 		} else {
 			e.finish(r, backend.StateCompleted, p.Now)
+			if len(r.Result) == 0 {
+				e.finishedAt = micros(p.Now)
+				e.completedPlainly(r)
+			}
 		}
 		return nil
 	})

@@ -21,7 +21,8 @@ const (
 )
 
 // List pages through jobs in id order. Queue and state filter in SQL over
-// the indexes jobs_list and jobs_state (the primary key serves the rest);
+// the indexes jobs_final and jobs_final_all for a final state, the range
+// of jobs_claim for another (the primary key serves the rest);
 // type, tag and search are matched in Go with backend.ListParams.Matches
 // over bounded reads, so they mean exactly what the contract says.
 func (s *store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
@@ -37,13 +38,20 @@ func (s *store) List(ctx context.Context, p backend.ListParams) (backend.ListRes
 		where = append(where, "j.queue = ?")
 		args = append(args, p.Queue)
 	}
-	if p.State != "" {
+	switch {
+	case p.State.Final():
+		where = append(where, "j.final_state = ?")
+		args = append(args, string(p.State))
+		index = "jobs_final_all"
+		if p.Queue != "" {
+			index = "jobs_final"
+		}
+	case p.State != "":
+		// The states that are not final are few: their range of
+		// jobs_claim, sorted.
 		where = append(where, "j.state = ?")
 		args = append(args, string(p.State))
-		index = "jobs_state"
-	}
-	if p.Queue != "" && p.State != "" {
-		index = "jobs_list"
+		index = "jobs_claim"
 	}
 	desc := p.Order == backend.NewestFirst
 	filtered := p.Type != "" || p.Search != "" || p.Tag != ""

@@ -52,6 +52,22 @@ func (s *store) step(ctx context.Context, tx *sql.Tx, e *effects, now time.Time,
 		qargs = anyArgs(queues)
 	}
 	n := micros(now)
+	if queues != nil {
+		// A claim's step: most find nothing to do, in one probe that
+		// locks nothing.
+		var due, late bool
+		probe := `SELECT EXISTS (SELECT 1 FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_due)
+				WHERE j.due_at <= ?` + inQueues + `),
+			EXISTS (SELECT 1 FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_deadline)
+				WHERE j.wait_deadline <= ?` + inQueues + `)`
+		args := append(append(append([]any{n}, qargs...), n), qargs...)
+		if err := tx.QueryRowContext(ctx, probe, args...).Scan(&due, &late); err != nil {
+			return res, err
+		}
+		if !due && !late {
+			return res, nil
+		}
+	}
 	seen := map[string]bool{}
 	var rows []*row
 	collect := func(r *row) {
@@ -61,12 +77,12 @@ func (s *store) step(ctx context.Context, tx *sql.Tx, e *effects, now time.Time,
 		}
 	}
 	due := `SELECT ` + selectCols(false) + ` FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_due)
-		WHERE j.state IN ('scheduled', 'retry') AND j.run_at <= ?` + inQueues + ` ORDER BY j.run_at LIMIT ? FOR UPDATE SKIP LOCKED`
+		WHERE j.due_at <= ?` + inQueues + ` ORDER BY j.due_at LIMIT ? FOR UPDATE SKIP LOCKED`
 	if err := s.queryRows(ctx, tx, due, append(append([]any{n}, qargs...), limit), false, collect); err != nil {
 		return res, err
 	}
 	late := `SELECT ` + selectCols(false) + ` FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_deadline)
-		WHERE j.state IN ('scheduled', 'pending', 'retry') AND j.deadline <= ?` + inQueues + ` ORDER BY j.deadline LIMIT ? FOR UPDATE SKIP LOCKED`
+		WHERE j.wait_deadline <= ?` + inQueues + ` ORDER BY j.wait_deadline LIMIT ? FOR UPDATE SKIP LOCKED`
 	if err := s.queryRows(ctx, tx, late, append(append([]any{n}, qargs...), limit), false, collect); err != nil {
 		return res, err
 	}
@@ -105,7 +121,7 @@ func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 		e = s.newEffects()
 		var rows []*row
 		q := `SELECT ` + selectCols(false) + ` FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_lease)
-			WHERE j.state = 'active' AND j.lease_expires_at <= ? ORDER BY j.lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`
+			WHERE j.lease_expires_at <= ? AND j.state = 'active' ORDER BY j.lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`
 		if err := s.queryRows(ctx, tx, q, []any{micros(p.Now), s.limitOf(p)}, false, func(r *row) { rows = append(rows, r) }); err != nil {
 			return err
 		}

@@ -58,7 +58,7 @@ type scanner interface {
 
 // scanRow reads one row of selectCols; a row holding values kyu never
 // writes gives an error matching ErrCorrupt that names the job and field.
-func scanRow(sc scanner, withPayload bool) (*row, error) {
+func scanRow(sc scanner, withPayload bool, extra ...any) (*row, error) {
 	var (
 		j                                                    backend.Job
 		state                                                string
@@ -70,10 +70,10 @@ func scanRow(sc scanner, withPayload bool) (*row, error) {
 		cancelRequested                                      bool
 		payload, result                                      []byte
 	)
-	err := sc.Scan(&j.ID, &j.Queue, &state, &priority, &runAt, &j.Type, &j.Title, &attempt, &maxAttempts,
+	err := sc.Scan(append([]any{&j.ID, &j.Queue, &state, &priority, &runAt, &j.Type, &j.Title, &attempt, &maxAttempts,
 		&token, &timeout, &deadline, &uniqueKey, &uniqueFor, &retention, &created,
 		&started, &finished, &expires, &leaseExp, &workerID, &cancelReason,
-		&cancelRequested, &tags, &metadata, &errs, &progr, &dropped, &logCount, &payload, &result)
+		&cancelRequested, &tags, &metadata, &errs, &progr, &dropped, &logCount, &payload, &result}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

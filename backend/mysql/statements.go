@@ -7,8 +7,10 @@ import "strings"
 // parameters of each are listed above its template.
 type statements struct {
 	lockRows, lockRowsPayload string
+	lockRowsRetention         string
 	claim, claimTyped         string
 	markClaimed               string
+	completePlain             string
 	extend                    string
 	save, saveResult          string
 	insertJob                 string
@@ -19,7 +21,6 @@ type statements struct {
 	keyFree, keyKeep          string
 	deleteJobs, deleteLogs    string
 	queueSettings             string
-	paused                    string
 	bump, versions            string
 }
 
@@ -37,17 +38,31 @@ func newStatements(prefix string) *statements {
 	return &statements{
 		// %s: the ids' placeholders.
 		lockRows:        f(`SELECT ` + selectCols(false) + ` FROM {{p}}jobs j WHERE j.id IN %s ORDER BY j.id FOR UPDATE`),
+		// lockRows with each row's queue's retention overrides (NULL
+		// when the queue has none), read by subqueries that lock nothing.
+		lockRowsRetention: f(`SELECT ` + selectCols(false) + `,
+			(SELECT q.retain_completed FROM {{p}}queues q WHERE q.name = j.queue),
+			(SELECT q.retain_failed FROM {{p}}queues q WHERE q.name = j.queue),
+			(SELECT q.retain_cancelled FROM {{p}}queues q WHERE q.name = j.queue)
+			FROM {{p}}jobs j WHERE j.id IN %s ORDER BY j.id FOR UPDATE`),
 		lockRowsPayload: f(`SELECT ` + selectCols(true) + ` FROM {{p}}jobs j WHERE j.id IN %s ORDER BY j.id FOR UPDATE`),
-		// queue, limit: a queue's pending jobs in claim order, skipping
-		// rows other transactions hold.
+		// queue, queue, limit: a queue's pending jobs in claim order,
+		// skipping rows other transactions hold; none when the queue is
+		// paused (the subquery takes no lock).
 		claim: f(`SELECT ` + selectCols(true) + ` FROM {{p}}jobs j FORCE INDEX (jobs_claim)
-			WHERE j.state = 'pending' AND j.queue = ? ORDER BY j.neg_priority, j.run_at, j.id LIMIT ? FOR UPDATE SKIP LOCKED`),
-		// queue, %s types, limit.
+			WHERE j.state = 'pending' AND j.queue = ? AND NOT EXISTS (SELECT 1 FROM {{p}}queues q WHERE q.name = ? AND q.paused)
+			ORDER BY j.neg_priority, j.run_at, j.id LIMIT ? FOR UPDATE SKIP LOCKED`),
+		// queue, queue, %s types, limit.
 		claimTyped: f(`SELECT ` + selectCols(true) + ` FROM {{p}}jobs j FORCE INDEX (jobs_claim)
-			WHERE j.state = 'pending' AND j.queue = ? AND j.type IN %s ORDER BY j.neg_priority, j.run_at, j.id LIMIT ? FOR UPDATE SKIP LOCKED`),
+			WHERE j.state = 'pending' AND j.queue = ? AND NOT EXISTS (SELECT 1 FROM {{p}}queues q WHERE q.name = ? AND q.paused)
+			AND j.type IN %s ORDER BY j.neg_priority, j.run_at, j.id LIMIT ? FOR UPDATE SKIP LOCKED`),
 		// worker, started, lease expiry, %s ids.
 		markClaimed: f(`UPDATE {{p}}jobs SET state = 'active', attempt = attempt + 1, lease_token = lease_token + 1,
 			worker_id = ?, started_at = ?, lease_expires_at = ? WHERE id IN %s`),
+		// finished at, expires at, %s ids: completes jobs with no result
+		// whose row the transaction holds and found live.
+		completePlain: f(`UPDATE {{p}}jobs SET state = 'completed', finished_at = ?, expires_at = ?,
+			lease_expires_at = NULL, worker_id = NULL, result = NULL WHERE id IN %s`),
 		// lease expiry, %s ids.
 		extend: f(`UPDATE {{p}}jobs SET lease_expires_at = ? WHERE id IN %s`),
 		// %s rows of saveArgs: writes back the mutable columns of locked
@@ -75,7 +90,6 @@ func newStatements(prefix string) *statements {
 		deleteJobs:    f(`DELETE FROM {{p}}jobs WHERE id IN %s`),
 		deleteLogs:    f(`DELETE FROM {{p}}job_logs WHERE job_id IN %s`),
 		queueSettings: f(`SELECT name, paused, retain_completed, retain_failed, retain_cancelled FROM {{p}}queues WHERE name IN %s`),
-		paused:        f(`SELECT name FROM {{p}}queues WHERE paused AND name IN %s`),
 		// %s rows (queue, shard).
 		bump:     f(`INSERT INTO {{p}}signals (queue, shard, version) VALUES %s ON DUPLICATE KEY UPDATE version = version + 1`),
 		versions: f(`SELECT queue, sum(version) FROM {{p}}signals GROUP BY queue`),

@@ -195,9 +195,15 @@ const maxTxAttempts = 10
 // each time (it is the whole operation, reads included). Any other error
 // is returned as it is.
 func (s *store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.retrying(ctx, func() error { return s.txOnce(ctx, fn) })
+}
+
+// retrying runs fn, a whole transaction or a single statement, again
+// after errors that roll it back, as inTx says.
+func (s *store) retrying(ctx context.Context, fn func() error) error {
 	var err error
 	for attempt := 1; ; attempt++ {
-		err = s.txOnce(ctx, fn)
+		err = fn()
 		if err == nil || !retryable(err) || attempt == maxTxAttempts || ctx.Err() != nil {
 			return err
 		}

@@ -40,22 +40,32 @@ CREATE TABLE IF NOT EXISTS {{p}}jobs (
     logs_dropped     INT NOT NULL DEFAULT 0,
     payload          LONGBLOB NOT NULL,
     result           LONGBLOB NULL,
+    -- Index keys that are NULL for most of a job's life, so that the
+    -- steps of a plain job (pending, active, completed) leave their
+    -- entries alone: due_at is run_at while the job is scheduled or in
+    -- retry, wait_deadline the deadline while it waits, final_state the
+    -- state once it is final.
+    due_at           BIGINT AS (CASE WHEN state IN ('scheduled', 'retry') THEN run_at END) STORED,
+    wait_deadline    BIGINT AS (CASE WHEN state IN ('scheduled', 'pending', 'retry') THEN deadline END) STORED,
+    final_state      VARCHAR(9) CHARACTER SET ascii COLLATE ascii_bin
+        AS (CASE WHEN state IN ('completed', 'failed', 'cancelled') THEN state END) STORED,
     PRIMARY KEY (id),
-    -- Claims: a queue's pending jobs in claim order; also counts per
-    -- state and queue, which read only the entries of their state.
+    -- Claims: a queue's pending jobs in claim order; also the counts per
+    -- state and queue, and listings of the states that are not final,
+    -- which read only the entries of their state.
     KEY jobs_claim (state, queue, neg_priority, run_at, id),
-    -- Promotion (scheduled, retry), lease recovery (active) and
-    -- deadlines, each a range of one state.
-    KEY jobs_due (state, run_at),
-    KEY jobs_lease (state, lease_expires_at),
-    KEY jobs_deadline (state, deadline),
-    -- Retention: final jobs by the time they are deleted.
+    -- Promotion, deadlines, lease recovery (lease_expires_at is NULL
+    -- unless the job is active) and retention (expires_at is NULL until
+    -- the job is final).
+    KEY jobs_due (due_at),
+    KEY jobs_deadline (wait_deadline),
+    KEY jobs_lease (lease_expires_at),
     KEY jobs_expires (expires_at),
-    -- Listing and purging in id order within a queue and state, or a
-    -- state: millions of completed jobs never stand in the way of a
+    -- Listing and purging final jobs in id order, by queue or across
+    -- queues: millions of completed jobs never stand in the way of a
     -- listing of another state.
-    KEY jobs_list (queue, state, id),
-    KEY jobs_state (state, id)
+    KEY jobs_final (final_state, queue, id),
+    KEY jobs_final_all (final_state, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- A unique key is held by one job at a time. held_until is set for a key

@@ -28,6 +28,12 @@ type Options struct {
 	// holds its row locks. Zero means DefaultMaintenanceLimit.
 	MaintenanceLimit int
 
+	// LockWait bounds how long one statement of the store waits for a row
+	// lock (innodb_lock_wait_timeout, whole seconds) before the store
+	// rolls its transaction back and runs it again. Zero means
+	// DefaultLockWait.
+	LockWait time.Duration
+
 	// PollMin and PollMax bound the interval at which an idle store polls
 	// the queues' versions for wake-ups from other processes: it polls
 	// every PollMin after a change and doubles the interval, up to
@@ -41,6 +47,7 @@ const (
 	DefaultPrefix           = "kyu_"
 	DefaultMaxConns         = 16
 	DefaultMaintenanceLimit = 1000
+	DefaultLockWait         = 10 * time.Second
 	DefaultPollMin          = 2 * time.Millisecond
 	DefaultPollMax          = 16 * time.Millisecond
 )
@@ -57,6 +64,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaintenanceLimit <= 0 {
 		o.MaintenanceLimit = DefaultMaintenanceLimit
+	}
+	if o.LockWait < time.Second {
+		o.LockWait = DefaultLockWait
 	}
 	if o.PollMin <= 0 {
 		o.PollMin = DefaultPollMin

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -47,6 +49,10 @@ type store struct {
 
 	signals *signals
 	watches *watches
+
+	// retries counts the transactions run again after a deadlock, a lock
+	// wait timeout or a duplicate key (for tests and logs).
+	retries atomic.Int64
 }
 
 var _ backend.Backend = (*store)(nil)
@@ -134,7 +140,7 @@ func connect(ctx context.Context, rawURL string, opts Options) (*store, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params[sv.isolationVar()] = "'READ-COMMITTED'"
-	cfg.Params["innodb_lock_wait_timeout"] = "10"
+	cfg.Params["innodb_lock_wait_timeout"] = strconv.Itoa(int(opts.LockWait / time.Second))
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadURL, err)
@@ -207,6 +213,8 @@ func (s *store) retrying(ctx context.Context, fn func() error) error {
 		if err == nil || !retryable(err) || attempt == maxTxAttempts || ctx.Err() != nil {
 			return err
 		}
+		s.retries.Add(1)
+		s.log.Debug("kyu/mysql: running a transaction again", "attempt", attempt+1, "err", err)
 		pause := time.Duration(rand.IntN(1000*attempt)) * time.Microsecond
 		select {
 		case <-ctx.Done():

@@ -146,6 +146,23 @@ func (s *store) Migrate(ctx context.Context) error {
 			return fmt.Errorf("kyu/mysql: record migration %s: %w", m.name, err)
 		}
 	}
+	// A table lost after its migration (dropped by hand) is created
+	// again, empty, by the CREATE TABLE IF NOT EXISTS of its migration.
+	missing, err := s.missingTables(ctx)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	s.log.Warn("creating missing kyu tables again", "prefix", s.opts.Prefix, "tables", missing)
+	for _, m := range ms {
+		for _, stmt := range statementsOf(strings.ReplaceAll(m.sql, "{{p}}", s.opts.Prefix)) {
+			if !strings.HasPrefix(strings.TrimSpace(stmt), "CREATE TABLE IF NOT EXISTS") {
+				continue
+			}
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("kyu/mysql: migration %s on prefix %s: %w", m.name, s.opts.Prefix, err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -182,30 +199,44 @@ func (s *store) checkSchema(ctx context.Context) error {
 		return fmt.Errorf("%w: prefix %s is at version %d, this kyu needs %d; run `kyu migrate` or open with AutoMigrate",
 			ErrNotMigrated, s.opts.Prefix, v, latest)
 	}
+	missing, err := s.missingTables(ctx)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: prefix %s records version %d but has no table %s; run `kyu migrate` to create it again",
+			ErrNotMigrated, s.opts.Prefix, v, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// missingTables lists the tables of the current version that the
+// database lacks, by full name.
+func (s *store) missingTables(ctx context.Context) ([]string, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE ?`,
 		strings.ReplaceAll(s.opts.Prefix, "_", `\_`)+"%")
 	if err != nil {
-		return fmt.Errorf("kyu/mysql: check tables of prefix %s: %w", s.opts.Prefix, err)
+		return nil, fmt.Errorf("kyu/mysql: check tables of prefix %s: %w", s.opts.Prefix, err)
 	}
 	defer rows.Close()
 	have := map[string]bool{}
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
-			return fmt.Errorf("kyu/mysql: check tables of prefix %s: %w", s.opts.Prefix, err)
+			return nil, fmt.Errorf("kyu/mysql: check tables of prefix %s: %w", s.opts.Prefix, err)
 		}
 		have[name] = true
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("kyu/mysql: check tables of prefix %s: %w", s.opts.Prefix, err)
+		return nil, fmt.Errorf("kyu/mysql: check tables of prefix %s: %w", s.opts.Prefix, err)
 	}
+	var missing []string
 	for _, t := range tables {
 		if !have[s.opts.Prefix+t] {
-			return fmt.Errorf("%w: prefix %s records version %d but has no table %s; run `kyu migrate` to complete it",
-				ErrNotMigrated, s.opts.Prefix, v, s.opts.Prefix+t)
+			missing = append(missing, s.opts.Prefix+t)
 		}
 	}
-	return nil
+	return missing, nil
 }
 
 // table is the quoted name of one of the store's tables.

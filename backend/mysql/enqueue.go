@@ -41,11 +41,17 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 	if err != nil {
 		return backend.EnqueueResult{}, err
 	}
-	if plain(pl.jobs) {
+	switch {
+	case coalescable(pl):
+		for i, j := range pl.jobs {
+			pl.res[i] = backend.EnqueuedJob{ID: j.ID, State: j.State}
+		}
+		err = s.coalesced(ctx, pl.jobs)
+	case plain(pl.jobs):
 		// One INSERT statement is atomic on its own: no transaction to
 		// begin and commit around it.
 		err = s.retrying(ctx, func() error { return s.enqueueIn(ctx, s.db, pl) })
-	} else {
+	default:
 		err = s.inTx(ctx, func(tx *sql.Tx) error { return s.enqueueIn(ctx, tx, pl) })
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -84,11 +85,20 @@ func (s *store) batch(ctx context.Context, op string, ids []string, now time.Tim
 	return res, nil
 }
 
-// Complete finishes jobs under live leases, storing their results.
+// Complete finishes jobs under live leases, storing their results. A
+// batch of distinct jobs without results goes first through one UPDATE
+// that checks every lease itself (leanComplete); when it does not act on
+// every item, it is rolled back and the batch takes the general path.
 func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
 	ids := make([]string, len(p.Items))
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
+	}
+	if ok, err := s.leanComplete(ctx, p); ok || err != nil {
+		if err != nil {
+			return backend.BatchResult{}, s.wrap("complete", err)
+		}
+		return backend.BatchResult{Errors: make([]error, len(p.Items))}, nil
 	}
 	return s.batch(ctx, "complete", ids, p.Now, func(e *effects, rows map[string]*row, i int) error {
 		it := p.Items[i]
@@ -205,4 +215,61 @@ func (s *store) Report(ctx context.Context, p backend.ReportParams) (backend.Bat
 func (s *store) insertLines(n int) string {
 	return `INSERT INTO ` + s.table("job_logs") + ` (job_id, seq, at, line) VALUES ` +
 		strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", n), ", ")
+}
+
+// errNotLean rolls back a lean completion that did not act on every item.
+var errNotLean = errors.New("kyu/mysql: not every item is a plain completion")
+
+// leanComplete completes, in one UPDATE, a batch whose every item is a
+// live lease of a distinct job with no result, no cancel requested and a
+// retention that keeps it; ok reports that it did. Otherwise it changes
+// nothing (ok false, err nil) and the caller takes the general path.
+func (s *store) leanComplete(ctx context.Context, p backend.CompleteParams) (ok bool, err error) {
+	if len(p.Items) == 0 || len(p.Items) > flushChunk {
+		return false, nil
+	}
+	seen := make(map[string]bool, len(p.Items))
+	args := []any{micros(p.Now), micros(p.Now), micros(p.Now), micros(p.Now), micros(p.Now)}
+	var ids, pairs []any
+	for _, it := range p.Items {
+		if len(it.Result) > 0 || seen[it.Lease.JobID] {
+			return false, nil
+		}
+		seen[it.Lease.JobID] = true
+		ids = append(ids, it.Lease.JobID)
+		pairs = append(pairs, it.Lease.JobID, it.Lease.Token)
+	}
+	args = append(append(append(args, ids...), micros(p.Now)), pairs...)
+	q := fmt.Sprintf(s.sqls.completeLean, placeholders(len(ids)), strings.TrimSuffix(strings.Repeat("(?, ?), ", len(ids)), ", "))
+	var ended []string
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if int(n) != len(ids) {
+			return errNotLean
+		}
+		e := s.newEffects()
+		for range ids {
+			e.count(p.Now, false)
+		}
+		return e.flush(ctx, tx)
+	})
+	if errors.Is(err, errNotLean) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, id := range ids {
+		ended = append(ended, id.(string))
+	}
+	s.watches.ended(ended)
+	s.leanCompletes.Add(1)
+	return true, nil
 }

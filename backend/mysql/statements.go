@@ -1,6 +1,11 @@
 package mysql
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kyuhq/kyu/backend"
+)
 
 // statements holds the SQL of the store's frequent operations with its
 // table prefix filled in; {{p}} in a template is the prefix. The
@@ -11,6 +16,7 @@ type statements struct {
 	claim, claimTyped         string
 	markClaimed               string
 	completePlain             string
+	completeLean              string
 	extend                    string
 	save, saveResult          string
 	insertJob                 string
@@ -63,6 +69,11 @@ func newStatements(prefix string) *statements {
 		// whose row the transaction holds and found live.
 		completePlain: f(`UPDATE {{p}}jobs SET state = 'completed', finished_at = ?, expires_at = ?,
 			lease_expires_at = NULL, worker_id = NULL, result = NULL WHERE id IN %s`),
+		// now ×5, %s ids, now, %s (id, token) pairs: completes the jobs
+		// whose leases are live, with no cancel requested and a
+		// retention that keeps them, setting their expiry as
+		// backend.Expiry does.
+		completeLean: f(completeLean()),
 		// lease expiry, %s ids.
 		extend: f(`UPDATE {{p}}jobs SET lease_expires_at = ? WHERE id IN %s`),
 		// %s rows of saveArgs: writes back the mutable columns of locked
@@ -94,4 +105,21 @@ func newStatements(prefix string) *statements {
 		bump:     f(`INSERT INTO {{p}}signals (queue, shard, version) VALUES %s ON DUPLICATE KEY UPDATE version = version + 1`),
 		versions: f(`SELECT queue, sum(version) FROM {{p}}signals GROUP BY queue`),
 	}
+}
+
+// completeLean builds the statement of Store.leanComplete: backend.Expiry
+// for a completed job without a result, in SQL.
+func completeLean() string {
+	eff := `IF(retention_ns <> 0, retention_ns, COALESCE((SELECT q.retain_completed FROM {{p}}queues q WHERE q.name = {{p}}jobs.queue), 0))`
+	keep, _ := backend.RetainDefault.Keep(backend.StateCompleted)
+	maxMicros := backend.MaxTime().UnixMicro()
+	at := func(plus string) string {
+		return fmt.Sprintf(`IF(? + %s >= %d, NULL, ? + %s)`, plus, maxMicros, plus)
+	}
+	expires := fmt.Sprintf(`CASE WHEN %[1]s = %[2]d THEN NULL WHEN %[1]s > 0 THEN %[3]s ELSE %[4]s END`,
+		eff, int64(backend.RetainForever), at("("+eff+") DIV 1000"), at(fmt.Sprint(keep.Microseconds())))
+	return `UPDATE {{p}}jobs SET state = 'completed', finished_at = ?, expires_at = ` + expires + `,
+		lease_expires_at = NULL, worker_id = NULL, result = NULL
+		WHERE id IN %s AND state = 'active' AND lease_expires_at > ? AND NOT cancel_requested
+		AND (id, lease_token) IN (%s) AND ` + eff + ` <> ` + fmt.Sprint(int64(backend.RetainNone))
 }

@@ -47,12 +47,16 @@ type store struct {
 	closeMu sync.RWMutex
 	closed  bool
 
+	// line coalesces concurrent small Enqueue calls (see coalesce.go).
+	line    enqueueLine
 	signals *signals
 	watches *watches
 
 	// retries counts the transactions run again after a deadlock, a lock
 	// wait timeout or a duplicate key (for tests and logs).
 	retries atomic.Int64
+	// leanCompletes counts the batches leanComplete finished (for tests).
+	leanCompletes atomic.Int64
 }
 
 var _ backend.Backend = (*store)(nil)

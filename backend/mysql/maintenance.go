@@ -55,35 +55,20 @@ func (s *store) step(ctx context.Context, tx *sql.Tx, e *effects, now time.Time,
 	if queues != nil {
 		// A claim's step: most find nothing to do, in one probe that
 		// locks nothing.
-		var due, late bool
-		probe := `SELECT EXISTS (SELECT 1 FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_due)
-				WHERE j.due_at <= ?` + inQueues + `),
-			EXISTS (SELECT 1 FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_deadline)
-				WHERE j.wait_deadline <= ?` + inQueues + `)`
-		args := append(append(append([]any{n}, qargs...), n), qargs...)
-		if err := tx.QueryRowContext(ctx, probe, args...).Scan(&due, &late); err != nil {
+		var due bool
+		probe := `SELECT EXISTS (SELECT 1 FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_timer)
+				WHERE j.timer_at <= ?` + inQueues + `)`
+		if err := tx.QueryRowContext(ctx, probe, append([]any{n}, qargs...)...).Scan(&due); err != nil {
 			return res, err
 		}
-		if !due && !late {
+		if !due {
 			return res, nil
 		}
 	}
-	seen := map[string]bool{}
 	var rows []*row
-	collect := func(r *row) {
-		if !seen[r.ID] {
-			seen[r.ID] = true
-			rows = append(rows, r)
-		}
-	}
-	due := `SELECT ` + selectCols(false) + ` FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_due)
-		WHERE j.due_at <= ?` + inQueues + ` ORDER BY j.due_at LIMIT ? FOR UPDATE SKIP LOCKED`
-	if err := s.queryRows(ctx, tx, due, append(append([]any{n}, qargs...), limit), false, collect); err != nil {
-		return res, err
-	}
-	late := `SELECT ` + selectCols(false) + ` FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_deadline)
-		WHERE j.wait_deadline <= ?` + inQueues + ` ORDER BY j.wait_deadline LIMIT ? FOR UPDATE SKIP LOCKED`
-	if err := s.queryRows(ctx, tx, late, append(append([]any{n}, qargs...), limit), false, collect); err != nil {
+	due := `SELECT ` + selectCols(false) + ` FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_timer)
+		WHERE j.timer_at <= ?` + inQueues + ` ORDER BY j.timer_at LIMIT ? FOR UPDATE SKIP LOCKED`
+	if err := s.queryRows(ctx, tx, due, append(append([]any{n}, qargs...), limit), false, func(r *row) { rows = append(rows, r) }); err != nil {
 		return res, err
 	}
 	if len(rows) == 0 {

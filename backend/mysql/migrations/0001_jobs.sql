@@ -42,11 +42,12 @@ CREATE TABLE IF NOT EXISTS {{p}}jobs (
     result           LONGBLOB NULL,
     -- Index keys that are NULL for most of a job's life, so that the
     -- steps of a plain job (pending, active, completed) leave their
-    -- entries alone: due_at is run_at while the job is scheduled or in
-    -- retry, wait_deadline the deadline while it waits, final_state the
-    -- state once it is final.
-    due_at           BIGINT AS (CASE WHEN state IN ('scheduled', 'retry') THEN run_at END) STORED,
-    wait_deadline    BIGINT AS (CASE WHEN state IN ('scheduled', 'pending', 'retry') THEN deadline END) STORED,
+    -- entries alone: timer_at is when a waiting job needs a maintenance
+    -- step (a scheduled or retry job's run-at, or its deadline if
+    -- earlier; a pending job's deadline), final_state the state once it
+    -- is final.
+    timer_at         BIGINT AS (CASE WHEN state IN ('scheduled', 'retry') THEN LEAST(run_at, COALESCE(deadline, run_at))
+                                     WHEN state = 'pending' THEN deadline END) STORED,
     final_state      VARCHAR(9) CHARACTER SET ascii COLLATE ascii_bin
         AS (CASE WHEN state IN ('completed', 'failed', 'cancelled') THEN state END) STORED,
     PRIMARY KEY (id),
@@ -54,11 +55,10 @@ CREATE TABLE IF NOT EXISTS {{p}}jobs (
     -- state and queue, and listings of the states that are not final,
     -- which read only the entries of their state.
     KEY jobs_claim (state, queue, neg_priority, run_at, id),
-    -- Promotion, deadlines, lease recovery (lease_expires_at is NULL
+    -- Promotion and deadlines, lease recovery (lease_expires_at is NULL
     -- unless the job is active) and retention (expires_at is NULL until
     -- the job is final).
-    KEY jobs_due (due_at),
-    KEY jobs_deadline (wait_deadline),
+    KEY jobs_timer (timer_at),
     KEY jobs_lease (lease_expires_at),
     KEY jobs_expires (expires_at),
     -- Listing and purging final jobs in id order, by queue or across

@@ -141,6 +141,43 @@ func (e *effects) count(now time.Time, failed bool) {
 // flushChunk bounds the rows of one statement.
 const flushChunk = 200
 
+// countFinal adds the changes of the rows written in this flush to the
+// counts of final jobs per queue and state.
+func (e *effects) countFinal(ctx context.Context, tx *sql.Tx) error {
+	delta := map[[2]string]int64{}
+	add := func(queue string, st backend.State, n int64) {
+		if st.Final() {
+			delta[[2]string{queue, string(st)}] += n
+		}
+	}
+	for _, r := range append(append([]*row(nil), e.save...), e.completed...) {
+		if r.was != r.State {
+			add(r.Queue, r.was, -1)
+			add(r.Queue, r.State, 1)
+		}
+	}
+	for _, r := range e.del {
+		add(r.Queue, r.was, -1)
+	}
+	for _, r := range append(append(append([]*row(nil), e.save...), e.completed...), e.del...) {
+		r.was = r.State
+	}
+	var args []any
+	var vals []string
+	shard := rand.IntN(8)
+	for k, n := range delta {
+		if n != 0 {
+			args = append(args, k[0], k[1], shard, n)
+			vals = append(vals, "(?, ?, ?, ?)")
+		}
+	}
+	if len(vals) == 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, fmt.Sprintf(e.s.sqls.countFinal, strings.Join(vals, ", ")), args...)
+	return err
+}
+
 // completedPlainly moves r, which the caller made completed with no
 // result and changed in nothing else, from the rows to save to those
 // written by the lean statement.
@@ -184,6 +221,9 @@ func (e *effects) flushCompleted(ctx context.Context, tx *sql.Tx) error {
 // flushRows writes the rows changed and deleted so far in tx, so that
 // later statements of the transaction see them.
 func (e *effects) flushRows(ctx context.Context, tx *sql.Tx) error {
+	if err := e.countFinal(ctx, tx); err != nil {
+		return err
+	}
 	if err := e.flushCompleted(ctx, tx); err != nil {
 		return err
 	}

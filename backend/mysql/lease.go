@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -253,6 +254,9 @@ func (s *store) leanComplete(ctx context.Context, p backend.CompleteParams) (ok 
 		}
 		if int(n) != len(ids) {
 			return errNotLean
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(s.sqls.countLean, placeholders(len(ids))), append([]any{rand.IntN(8)}, ids...)...); err != nil {
+			return err
 		}
 		e := s.newEffects()
 		for range ids {

@@ -49,6 +49,8 @@ type row struct {
 	// hasResult says the result was read (false for rows read without
 	// payload, whose result must not be overwritten).
 	hasResult bool
+	// was is the state the row had when it was read.
+	was backend.State
 }
 
 // scanner is what *sql.Row and *sql.Rows have in common.
@@ -130,7 +132,7 @@ func scanRow(sc scanner, withPayload bool, extra ...any) (*row, error) {
 		}
 		j.Payload, j.Result = payload, result
 	}
-	return &row{Job: &j, logCount: logCount, hasResult: withPayload}, nil
+	return &row{Job: &j, logCount: logCount, hasResult: withPayload, was: j.State}, nil
 }
 
 // micros is t as the store keeps it, Unix microseconds.

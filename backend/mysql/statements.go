@@ -17,6 +17,7 @@ type statements struct {
 	markClaimed               string
 	completePlain             string
 	completeLean              string
+	countFinal, countLean     string
 	extend                    string
 	save, saveResult          string
 	insertJob                 string
@@ -74,6 +75,13 @@ func newStatements(prefix string) *statements {
 		// retention that keeps them, setting their expiry as
 		// backend.Expiry does.
 		completeLean: f(completeLean()),
+		// %s rows (queue, state, shard, delta).
+		countFinal: f(`INSERT INTO {{p}}final_counts (queue, state, shard, n) VALUES %s
+			ON DUPLICATE KEY UPDATE n = n + VALUES(n)`),
+		// shard, %s ids: counts the jobs a lean completion completed.
+		countLean: f(`INSERT INTO {{p}}final_counts (queue, state, shard, n)
+			SELECT queue, 'completed', ?, count(*) FROM {{p}}jobs WHERE id IN %s GROUP BY queue
+			ON DUPLICATE KEY UPDATE n = n + VALUES(n)`),
 		// lease expiry, %s ids.
 		extend: f(`UPDATE {{p}}jobs SET lease_expires_at = ? WHERE id IN %s`),
 		// %s rows of saveArgs: writes back the mutable columns of locked

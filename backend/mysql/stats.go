@@ -10,9 +10,10 @@ import (
 	"github.com/kyuhq/kyu/backend"
 )
 
-// Stats counts jobs per queue and state in one statement over the index
-// jobs_claim (whose first columns are the state and the queue), with the
-// queues' settings and the per-minute counters.
+// Stats counts jobs per queue and state in one statement, the states
+// that are not final over the index jobs_claim (whose first columns are
+// the state and the queue), the final ones from final_counts, with the
+// queues' settings and the per-minute counters, in one snapshot.
 func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.Stats{}, err
@@ -36,8 +37,13 @@ func (s *store) stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 		return backend.Stats{}, err
 	}
 	defer tx.Rollback() //nolint:errcheck // read only
+	// The states that are not final are counted from their ranges of
+	// the claim index; the final ones are kept in final_counts.
 	rows, err := tx.QueryContext(ctx, `SELECT state, queue, count(*), min(CASE WHEN state = 'pending' THEN run_at END)
-		FROM `+s.table("jobs")+` FORCE INDEX (jobs_claim) GROUP BY state, queue`)
+		FROM `+s.table("jobs")+` FORCE INDEX (jobs_claim) WHERE state IN ('scheduled', 'pending', 'active', 'retry')
+		GROUP BY state, queue
+		UNION ALL
+		SELECT state, queue, sum(n), NULL FROM `+s.table("final_counts")+` GROUP BY state, queue HAVING sum(n) <> 0`)
 	if err != nil {
 		return backend.Stats{}, err
 	}

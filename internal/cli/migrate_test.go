@@ -78,7 +78,7 @@ func TestMigrateMySQL(t *testing.T) {
 	}
 	defer s.Close()
 	var names []string
-	for _, tb := range []string{"schema_versions", "jobs", "unique_keys", "queues", "job_logs", "counters", "signals", "workers"} {
+	for _, tb := range []string{"schema_versions", "jobs", "unique_keys", "queues", "job_logs", "counters", "final_counts", "signals", "workers"} {
 		names = append(names, "`"+prefix+tb+"`")
 	}
 	if _, err := s.DB().ExecContext(context.Background(), "DROP TABLE IF EXISTS "+strings.Join(names, ", ")); err != nil {

@@ -115,6 +115,19 @@ CREATE TABLE IF NOT EXISTS {{p}}counters (
     PRIMARY KEY (minute, shard)
 ) ENGINE=InnoDB;
 
+-- The number of final jobs per queue and state, in a few shards per
+-- queue and state so that concurrent completions do not queue on one
+-- row; read as sums. Kept by the statements that make jobs final, retry
+-- or delete them, in their transactions, so that Stats need not count
+-- millions of finished rows.
+CREATE TABLE IF NOT EXISTS {{p}}final_counts (
+    queue VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+    state VARCHAR(9) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+    shard TINYINT NOT NULL,
+    n     BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, state, shard)
+) ENGINE=InnoDB;
+
 -- Wake-ups: each queue's version, in a few shards, bumped after jobs
 -- become pending in it; idle workers poll the sums.
 CREATE TABLE IF NOT EXISTS {{p}}signals (

@@ -441,17 +441,6 @@ func live(rows map[string]*row, l backend.Lease, now time.Time) (*row, error) {
 	return r, nil
 }
 
-// queuesOf lists the queues of rows.
-func queuesOf(rows map[string]*row) []string {
-	var qs []string
-	for _, r := range rows {
-		if !slices.Contains(qs, r.Queue) {
-			qs = append(qs, r.Queue)
-		}
-	}
-	return qs
-}
-
 // anyArgs turns strings into arguments.
 func anyArgs(ss []string) []any {
 	out := make([]any, len(ss))

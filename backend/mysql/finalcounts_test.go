@@ -41,7 +41,10 @@ func TestFinalCountsAgreeWithRows(t *testing.T) {
 	}
 	steps := []func() error{
 		func() error { _, err := s.Complete(ctx, backend.CompleteParams{Items: plain, Now: now}); return err },
-		func() error { _, err := s.Complete(ctx, backend.CompleteParams{Items: withResult, Now: now}); return err },
+		func() error {
+			_, err := s.Complete(ctx, backend.CompleteParams{Items: withResult, Now: now})
+			return err
+		},
 		func() error { _, err := s.Fail(ctx, backend.FailParams{Items: fails, Now: now}); return err },
 		func() error { _, err := s.Cancel(ctx, backend.CancelParams{ID: c.Jobs[25].ID, Now: now}); return err },
 		func() error {

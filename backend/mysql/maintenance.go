@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
@@ -212,5 +211,3 @@ func queuesOfRows(rows []*row) []string {
 	}
 	return qs
 }
-
-var _ = strings.Join

@@ -26,11 +26,10 @@ import (
 type signals struct {
 	s *store
 
-	mu      sync.Mutex
-	subs    map[chan struct{}][]string
-	bumps   map[string]bool
-	base    map[string]int64 // versions last read; nil before the first read
-	polling bool
+	mu    sync.Mutex
+	subs  map[chan struct{}][]string
+	bumps map[string]bool
+	base  map[string]int64 // versions last read; nil before the first read
 
 	kick   chan struct{} // a bump is waiting
 	wakeUp chan struct{} // a first subscriber came

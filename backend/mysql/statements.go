@@ -44,7 +44,7 @@ func newStatements(prefix string) *statements {
 		strings.Join(mutableColumns, ", ") + `) VALUES %s ON DUPLICATE KEY UPDATE ` + strings.Join(upd, ", ")
 	return &statements{
 		// %s: the ids' placeholders.
-		lockRows:        f(`SELECT ` + selectCols(false) + ` FROM {{p}}jobs j WHERE j.id IN %s ORDER BY j.id FOR UPDATE`),
+		lockRows: f(`SELECT ` + selectCols(false) + ` FROM {{p}}jobs j WHERE j.id IN %s ORDER BY j.id FOR UPDATE`),
 		// lockRows with each row's queue's retention overrides (NULL
 		// when the queue has none), read by subqueries that lock nothing.
 		lockRowsRetention: f(`SELECT ` + selectCols(false) + `,

@@ -31,7 +31,7 @@ MySQL or MariaDB (mysql://, with the tables' prefix as the prefix parameter,
 default kyu_). The embedded store needs no migration.`,
 		Example: `  kyu migrate --backend 'postgres://kyu@db/app?schema=kyu'
   kyu migrate --backend 'mysql://kyu:secret@db:3306/app?prefix=kyu_'`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runMigrate(cmd.Context(), backendURL, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},

@@ -22,7 +22,8 @@ import (
 // goroutine reads every version in one statement, every PollMin after a
 // change and twice as long after each read that found none, up to
 // PollMax. An idle store with subscribers thus reads 1/PollMax times a
-// second (50 with the defaults), whatever its number of subscriptions.
+// second (62 with the defaults), whatever its number of subscriptions;
+// a store without subscribers reads nothing.
 type signals struct {
 	s *store
 

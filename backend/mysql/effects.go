@@ -1,9 +1,11 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -21,8 +23,10 @@ type effects struct {
 	settings map[string]backend.QueueSettings
 	save     []*row
 	del      []*row
-	// processed and failed count ended attempts per minute.
-	counts map[int64]*[2]int64
+	// counts and queueCounts count ended attempts (processed, failed)
+	// per minute, and per queue and minute.
+	counts      map[int64]*[2]int64
+	queueCounts map[queueMinute]*[2]int64
 	// woken are the queues that got pending jobs; ended the jobs that
 	// became final or were deleted.
 	woken []string
@@ -36,7 +40,8 @@ type effects struct {
 }
 
 func (s *store) newEffects() *effects {
-	return &effects{s: s, settings: map[string]backend.QueueSettings{}, counts: map[int64]*[2]int64{}}
+	return &effects{s: s, settings: map[string]backend.QueueSettings{},
+		counts: map[int64]*[2]int64{}, queueCounts: map[queueMinute]*[2]int64{}}
 }
 
 // loadSettings reads the settings of the queues of rows not read yet.
@@ -124,13 +129,26 @@ func (e *effects) remove(r *row) {
 	}
 }
 
-// count adds one ended attempt to the minute of now.
-func (e *effects) count(now time.Time, failed bool) {
+// queueMinute keys the counts of a queue's minute (Unix microseconds).
+type queueMinute struct {
+	queue  string
+	minute int64
+}
+
+// count adds one ended attempt of a job of queue to the minute of now,
+// store-wide and for the queue.
+func (e *effects) count(queue string, now time.Time, failed bool) {
 	m := backend.MinuteOf(now).UnixMicro()
-	c := e.counts[m]
+	addAttempt(e.counts, m, failed)
+	addAttempt(e.queueCounts, queueMinute{queue, m}, failed)
+}
+
+// addAttempt adds one ended attempt to counts[k].
+func addAttempt[K comparable](counts map[K]*[2]int64, k K, failed bool) {
+	c := counts[k]
 	if c == nil {
 		c = &[2]int64{}
-		e.counts[m] = c
+		counts[k] = c
 	}
 	c[0]++
 	if failed {
@@ -258,6 +276,24 @@ func (e *effects) flush(ctx context.Context, tx *sql.Tx) error {
 			args = append(args, m, shard, c[0], c[1])
 		}
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf(e.s.sqls.count, strings.Join(vals, ", ")), args...); err != nil {
+			return err
+		}
+	}
+	if len(e.queueCounts) > 0 {
+		// In key order, so that two transactions take the rows' locks
+		// in the same order.
+		keys := slices.SortedFunc(maps.Keys(e.queueCounts), func(a, b queueMinute) int {
+			return cmp.Or(cmp.Compare(a.queue, b.queue), cmp.Compare(a.minute, b.minute))
+		})
+		var args []any
+		var vals []string
+		shard := rand.IntN(8)
+		for _, k := range keys {
+			c := e.queueCounts[k]
+			vals = append(vals, "(?, ?, ?, ?, ?)")
+			args = append(args, k.queue, k.minute, shard, c[0], c[1])
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(e.s.sqls.countQueue, strings.Join(vals, ", ")), args...); err != nil {
 			return err
 		}
 	}

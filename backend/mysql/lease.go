@@ -112,7 +112,7 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 			r.Result = nil
 		}
 		r.hasResult = true
-		e.count(p.Now, false)
+		e.count(r.Queue, p.Now, false)
 		if r.CancelRequested {
 			e.cancelled(r, backend.CancelReasonRequested, p.Now)
 		} else {
@@ -144,7 +144,7 @@ func (s *store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 		}
 		r.Errors = append(r.Errors, backend.AttemptError{Attempt: r.Attempt, At: p.Now, Kind: kind, Message: it.Message, Stack: it.Stack})
 		r.LeaseExpiresAt, r.WorkerID = time.Time{}, ""
-		e.count(p.Now, true)
+		e.count(r.Queue, p.Now, true)
 		switch {
 		case it.Cancel:
 			e.cancelled(r, backend.CancelReasonHandler, p.Now)
@@ -258,9 +258,13 @@ func (s *store) leanComplete(ctx context.Context, p backend.CompleteParams) (ok 
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf(s.sqls.countLean, placeholders(len(ids))), append([]any{rand.IntN(8)}, ids...)...); err != nil {
 			return err
 		}
+		minute := backend.MinuteOf(p.Now).UnixMicro()
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(s.sqls.countQueueLean, placeholders(len(ids))), append([]any{minute, rand.IntN(8)}, ids...)...); err != nil {
+			return err
+		}
 		e := s.newEffects()
 		for range ids {
-			e.count(p.Now, false)
+			addAttempt(e.counts, minute, false)
 		}
 		return e.flush(ctx, tx)
 	})

@@ -116,7 +116,7 @@ func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 			r.Errors = append(r.Errors, backend.AttemptError{Attempt: r.Attempt, At: p.Now, Kind: backend.AttemptLeaseExpired, Message: "lease expired"})
 			r.LeaseExpiresAt, r.WorkerID = time.Time{}, ""
 			res.Moved++
-			e.count(p.Now, true)
+			e.count(r.Queue, p.Now, true)
 			switch {
 			case r.CancelRequested:
 				e.cancelled(r, backend.CancelReasonRequested, p.Now)
@@ -138,7 +138,8 @@ func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 
 // ApplyRetention deletes final jobs whose retention has run out, in
 // batches of at most the step's limit, and forgets expired unique keys,
-// old per-minute counters (folded into the totals) and expired workers.
+// expired workers, old per-minute counters (folded into the totals) and
+// per-queue counters older than backend.QueueStatsHistory.
 func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams) (backend.MaintenanceResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.MaintenanceResult{}, err
@@ -175,6 +176,10 @@ func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams)
 	}
 	if err := s.foldMinutes(ctx, backend.MinuteOf(p.Now.Add(-backend.StatsHistory))); err != nil {
 		return res, s.wrap("apply retention: fold counters", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM `+s.table("queue_counters")+` WHERE minute < ? LIMIT ?`,
+		micros(backend.MinuteOf(p.Now.Add(-backend.QueueStatsHistory))), limit); err != nil {
+		return res, s.wrap("apply retention: drop old queue counters", err)
 	}
 	return res, nil
 }

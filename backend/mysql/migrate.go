@@ -181,7 +181,7 @@ func (s *store) version(ctx context.Context) (int, error) {
 }
 
 // tables are the tables of the current version.
-var tables = []string{"jobs", "unique_keys", "queues", "job_logs", "counters", "final_counts", "signals", "workers"}
+var tables = []string{"jobs", "unique_keys", "queues", "job_logs", "counters", "final_counts", "signals", "workers", "leaders", "queue_counters"}
 
 // checkSchema refuses tables at another version than this code's, or
 // missing one of the tables of their version (a migration cut short, or a

@@ -21,7 +21,8 @@ type statements struct {
 	extend                    string
 	save, saveResult          string
 	insertJob                 string
-	count                     string
+	count, countQueue         string
+	countQueueLean            string
 	get, getLogs              string
 	keyLock, keyInsert        string
 	keyTake, holderState      string
@@ -93,6 +94,14 @@ func newStatements(prefix string) *statements {
 		// %s rows (minute, shard, processed, failed).
 		count: f(`INSERT INTO {{p}}counters (minute, shard, processed, failed) VALUES %s
 			ON DUPLICATE KEY UPDATE processed = processed + VALUES(processed), failed = failed + VALUES(failed)`),
+		// %s rows (queue, minute, shard, processed, failed).
+		countQueue: f(`INSERT INTO {{p}}queue_counters (queue, minute, shard, processed, failed) VALUES %s
+			ON DUPLICATE KEY UPDATE processed = processed + VALUES(processed), failed = failed + VALUES(failed)`),
+		// minute, shard, %s ids: counts the attempts a lean completion
+		// ended, per queue.
+		countQueueLean: f(`INSERT INTO {{p}}queue_counters (queue, minute, shard, processed, failed)
+			SELECT queue, ?, ?, count(*), 0 FROM {{p}}jobs WHERE id IN %s GROUP BY queue ORDER BY queue
+			ON DUPLICATE KEY UPDATE processed = processed + VALUES(processed)`),
 		get:     f(`SELECT ` + selectCols(true) + ` FROM {{p}}jobs j WHERE j.id = ?`),
 		getLogs: f(`SELECT at, line FROM {{p}}job_logs WHERE job_id = ? ORDER BY seq`),
 		// queue, key.

@@ -13,7 +13,8 @@ import (
 // Stats counts jobs per queue and state in one statement, the states
 // that are not final over the index jobs_claim (whose first columns are
 // the state and the queue), the final ones from final_counts, with the
-// queues' settings and the per-minute counters, in one snapshot.
+// queues' settings, the per-minute counters and each queue's per-minute
+// counters of the last hour, in one snapshot.
 func (s *store) Stats(ctx context.Context, p backend.StatsParams) (backend.Stats, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.Stats{}, err
@@ -117,6 +118,28 @@ func (s *store) stats(ctx context.Context, p backend.StatsParams) (backend.Stats
 			m.Processed, m.Failed = c[0], c[1]
 			st.Minutes = append(st.Minutes, m)
 		}
+	}
+	// Each queue's rates, from its minutes of the last hour.
+	rows, err = tx.QueryContext(ctx, `SELECT queue, minute, sum(processed), sum(failed) FROM `+s.table("queue_counters")+
+		` WHERE minute >= ? AND minute <= ? GROUP BY queue, minute`, micros(last.Add(-backend.QueueStatsHistory+time.Minute)), micros(last))
+	if err != nil {
+		return backend.Stats{}, err
+	}
+	for rows.Next() {
+		var q string
+		var m int64
+		var c backend.AttemptCount
+		if err := rows.Scan(&q, &m, &c.Processed, &c.Failed); err != nil {
+			rows.Close()
+			return backend.Stats{}, err
+		}
+		if qi := infos[q]; qi != nil {
+			qi.Add(p.Now, fromMicros(m), c)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return backend.Stats{}, err
 	}
 	for _, qi := range infos {
 		st.Queues = append(st.Queues, *qi)

@@ -46,7 +46,7 @@ func (s *store) Lead(ctx context.Context, p backend.LeadParams) (backend.Leaders
 }
 
 // Resign gives up a lease p.Holder holds in term p.Epoch; the row stays,
-// with its epoch, and the holder ''.
+// with its epoch, and an empty holder.
 func (s *store) Resign(ctx context.Context, p backend.ResignParams) error {
 	if err := s.begin(ctx); err != nil {
 		return err
@@ -71,7 +71,7 @@ func (s *store) Resign(ctx context.Context, p backend.ResignParams) error {
 
 // lockLease reads the lease name under a lock held until tx ends: the
 // zero Leadership and found false when it was never taken. A resigned
-// lease has holder '' and keeps its epoch.
+// lease has an empty holder and keeps its epoch.
 func (s *store) lockLease(ctx context.Context, tx *sql.Tx, name string) (backend.Leadership, bool, error) {
 	var l backend.Leadership
 	var holder []byte

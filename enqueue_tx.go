@@ -15,7 +15,8 @@ import (
 //
 // tx is the transaction of the store's own database: for the PostgreSQL
 // store (backend/postgres) a pgx.Tx, or a *sql.Tx of the pgx
-// database/sql driver. A store that cannot enqueue in a transaction (see
+// database/sql driver; for the MySQL store (backend/mysql) a *sql.Tx of
+// the go-sql-driver/mysql driver. A store that cannot enqueue in a transaction (see
 // backend.TxEnqueuer), or a tx of a type it cannot use, gives an error
 // matching ErrNotSupported that says what it expected; nothing is run in
 // tx then. A store's failure otherwise leaves tx as a failed statement
@@ -44,7 +45,7 @@ func (c *Client) EnqueueJSONTx(ctx context.Context, tx any, jobType string, v an
 func (c *Client) EnqueueManyTx(ctx context.Context, tx any, jobs []JobSpec) ([]EnqueueResult, error) {
 	te, ok := c.b.(backend.TxEnqueuer)
 	if !ok {
-		return nil, fmt.Errorf("kyu: enqueue in a transaction: the store %T cannot: it needs a store that implements backend.TxEnqueuer (backend/postgres, with a pgx.Tx or a *sql.Tx): %w", c.b, ErrNotSupported)
+		return nil, fmt.Errorf("kyu: enqueue in a transaction: the store %T cannot: it needs a store that implements backend.TxEnqueuer (backend/postgres, with a pgx.Tx or a *sql.Tx; backend/mysql, with a *sql.Tx): %w", c.b, ErrNotSupported)
 	}
 	return c.enqueue(ctx, jobs, "enqueue in a transaction", func(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 		return te.EnqueueTx(ctx, tx, p)

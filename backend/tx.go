@@ -7,7 +7,8 @@ import "context"
 // transaction commits, so a job can never run for a write the
 // application rolled back, nor be missing for one it committed. A store
 // implements it for the transaction types of the drivers it is built on
-// (PostgreSQL: pgx.Tx, and *sql.Tx over the pgx database/sql driver);
+// (PostgreSQL: pgx.Tx, and *sql.Tx over the pgx database/sql driver;
+// MySQL: *sql.Tx over go-sql-driver/mysql);
 // callers find it by type assertion, so the root package imports no
 // database driver.
 type TxEnqueuer interface {

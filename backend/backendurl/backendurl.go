@@ -14,6 +14,8 @@
 //	                         Redis (see backend/redis.ParseURL)
 //	http://host:7420         a kyu server (backend/remote); https too
 //	postgres://user@host/db?schema=kyu     PostgreSQL (postgresql:// too)
+//	mysql://user:password@host:3306/db?prefix=kyu_
+//	                         MySQL 8 or MariaDB 10.6+ (backend/mysql)
 //	memory://                an empty in-memory store (backend/memory), for
 //	                         tests and demos: nothing persists, each Open
 //	                         makes a new one
@@ -22,7 +24,11 @@
 // (default kyu) and migrates it when the store opens unless it says
 // automigrate=false (then run `kyu migrate` first).
 //
-// MySQL (mysql) is recognised but not yet available in this build.
+// A MySQL URL takes the prefix of the store's tables as the prefix
+// parameter (default kyu_) and migrates them when the store opens unless
+// it says automigrate=false (then run `kyu migrate` first); socket=PATH
+// reaches the server over a Unix socket, and the driver's own parameters
+// (tls, timeout, …) pass through.
 //
 // The choice is a plain switch on the scheme, with no global registry: a
 // program that wants only one store imports that store's package directly
@@ -36,6 +42,7 @@ import (
 
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/memory"
+	"github.com/kyuhq/kyu/backend/mysql"
 	"github.com/kyuhq/kyu/backend/pebble"
 	"github.com/kyuhq/kyu/backend/postgres"
 	"github.com/kyuhq/kyu/backend/redis"
@@ -87,6 +94,13 @@ func Open(ctx context.Context, rawURL string, opts Options) (backend.Backend, er
 		b, err := postgres.Open(ctx, t.url.String(), postgres.Options{Logger: opts.Logger, AutoMigrate: true})
 		if err != nil {
 			return nil, fmt.Errorf("backendurl: open PostgreSQL store %s: %w", t.url.Redacted(), err)
+		}
+		return b, nil
+	case schemeMySQL:
+		opts.Logger.Debug("opening MySQL store", "url", t.url.Redacted())
+		b, err := mysql.Open(ctx, t.url.String(), mysql.Options{Logger: opts.Logger, AutoMigrate: true})
+		if err != nil {
+			return nil, fmt.Errorf("backendurl: open MySQL store %s: %w", t.url.Redacted(), err)
 		}
 		return b, nil
 	case schemeHTTP, schemeHTTPS:

@@ -103,6 +103,8 @@ func TestErrorsHidePasswords(t *testing.T) {
 		"ftp://u:hunter2@host",
 		"postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=2",
 		"postgres://u:hunter2@[::1",
+		"mysql://u:hunter2@127.0.0.1:1/db?timeout=2s",
+		"mysql://u:hunter2@[::1",
 	} {
 		_, err := Open(t.Context(), raw, Options{})
 		if err == nil {
@@ -110,28 +112,6 @@ func TestErrorsHidePasswords(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("Open(%q) error repeats the password: %v", raw, err)
-		}
-	}
-}
-
-func TestOpenUnavailable(t *testing.T) {
-	t.Parallel()
-	for _, raw := range []string{
-		"mysql://db/kyu",
-	} {
-		b, err := Open(t.Context(), raw, Options{})
-		if err == nil {
-			b.Close()
-			t.Fatalf("Open(%q) succeeded, want not available", raw)
-		}
-		var ue *UnavailableError
-		if !errors.As(err, &ue) {
-			t.Fatalf("Open(%q) error = %v, want an *UnavailableError", raw, err)
-		}
-		scheme, _, _ := strings.Cut(raw, ":")
-		want := `backend "` + scheme + `" is not available in this build yet`
-		if ue.Scheme != scheme || !strings.Contains(err.Error(), want) {
-			t.Fatalf("Open(%q) error = %q, want it to say %q", raw, err, want)
 		}
 	}
 }

@@ -96,12 +96,12 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "kyu",
 		Short: "kyu is a background-job system: a durable priority job queue with workers",
 		Long: `kyu is a background-job system: a durable priority job queue with
-workers, leases and retries, on an embedded store, Redis, PostgreSQL or a
-kyu server over HTTP.
+workers, leases and retries, on an embedded store, Redis, PostgreSQL, MySQL
+(or MariaDB) or a kyu server over HTTP.
 
 A store is named by URL (--backend): pebble:///abs/dir or pebble://rel/dir
 for the embedded store (a bare path works too; the default is ./kyu-data),
-redis://, postgres://, http(s):// for a kyu server, or memory:// for a
+redis://, postgres://, mysql://, http(s):// for a kyu server, or memory:// for a
 store in memory, for tests and demos (nothing persists).
 
 The operator commands (enqueue, jobs, queues, stats, workers) take the

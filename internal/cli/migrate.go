@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kyuhq/kyu/backend/mysql"
 	"github.com/kyuhq/kyu/backend/postgres"
 )
 
@@ -24,11 +25,13 @@ schema and its tables on first use, apply the newer migrations later. It is
 safe to run again, and from several processes at once; it refuses a schema
 written by a newer kyu.
 
-Only PostgreSQL stores (postgres://, postgresql://, with the schema as the
-schema parameter, default kyu) have a schema to migrate. The embedded store
-needs no migration.`,
-		Example: `  kyu migrate --backend 'postgres://kyu@db/app?schema=kyu'`,
-		Args:    cobra.NoArgs,
+Only the database stores have tables to migrate: PostgreSQL (postgres://,
+postgresql://, with the schema as the schema parameter, default kyu) and
+MySQL or MariaDB (mysql://, with the tables' prefix as the prefix parameter,
+default kyu_). The embedded store needs no migration.`,
+		Example: `  kyu migrate --backend 'postgres://kyu@db/app?schema=kyu'
+  kyu migrate --backend 'mysql://kyu:secret@db:3306/app?prefix=kyu_'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runMigrate(cmd.Context(), backendURL, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -43,13 +46,17 @@ func runMigrate(ctx context.Context, rawURL string, stdout, stderr io.Writer) er
 		return usageErrorf("migrate: --backend is required")
 	}
 	scheme, _, _ := strings.Cut(rawURL, "://")
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var from, to int
+	var err error
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
+		from, to, err = postgres.Migrate(ctx, rawURL, postgres.Options{Logger: log, MaxConns: 2})
+	case "mysql":
+		from, to, err = mysql.Migrate(ctx, rawURL, mysql.Options{Logger: log, MaxConns: 2})
 	default:
-		return usageErrorf("migrate: %s has no schema to migrate; only postgres:// stores do", redactURL(rawURL))
+		return usageErrorf("migrate: %s has no schema to migrate; only postgres:// and mysql:// stores do", redactURL(rawURL))
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	from, to, err := postgres.Migrate(ctx, rawURL, postgres.Options{Logger: log, MaxConns: 2})
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", redactURL(rawURL), err)
 	}

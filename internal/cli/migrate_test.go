@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kyuhq/kyu/backend/backendtest"
+	kyumysql "github.com/kyuhq/kyu/backend/mysql"
 )
 
 func TestMigrateUsage(t *testing.T) {
@@ -47,5 +48,40 @@ func TestMigratePostgres(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("kyu migrate printed %q; want it to say %q", out, want)
 		}
+	}
+}
+
+func TestMigrateMySQL(t *testing.T) {
+	t.Parallel()
+	url := backendtest.ServiceURL("KYU_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+	prefix := fmt.Sprintf("kyu_cli_%d_", time.Now().UnixNano()%1e9)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	target := url + sep + "prefix=" + prefix
+	for i, want := range []string{"schema migrated from version 0 to", "nothing to do"} {
+		out, _, err := run(t, "migrate", "--backend", target)
+		if err != nil {
+			if i == 0 && strings.Contains(err.Error(), "connect") {
+				backendtest.Unreachable(t, "mysql", "KYU_TEST_MYSQL_URL", url, err)
+			}
+			t.Fatalf("kyu migrate: %v", err)
+		}
+		if !strings.Contains(out, want) {
+			t.Fatalf("kyu migrate printed %q; want it to say %q", out, want)
+		}
+	}
+	s, err := kyumysql.Open(t.Context(), target, kyumysql.Options{})
+	if err != nil {
+		t.Fatalf("open the migrated store without automigrate: %v", err)
+	}
+	defer s.Close()
+	var names []string
+	for _, tb := range []string{"schema_versions", "jobs", "unique_keys", "queues", "job_logs", "counters", "final_counts", "signals", "workers"} {
+		names = append(names, "`"+prefix+tb+"`")
+	}
+	if _, err := s.DB().ExecContext(context.Background(), "DROP TABLE IF EXISTS "+strings.Join(names, ", ")); err != nil {
+		t.Errorf("drop tables: %v", err)
 	}
 }

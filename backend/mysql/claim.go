@@ -1,0 +1,178 @@
+package mysql
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// Claim leases up to p.Max jobs from p.Queues in one transaction. It first
+// promotes the due scheduled and retry jobs of those queues and cancels
+// their waiting jobs past the deadline (at most MaintenanceLimit of them),
+// then takes pending jobs queue by queue in the order p.Mode gives, each
+// in claim order (priority, run-at, id) over the index jobs_claim,
+// skipping the rows other claimers hold (FOR UPDATE SKIP LOCKED).
+func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+	if err := s.begin(ctx); err != nil {
+		return backend.ClaimResult{}, err
+	}
+	defer s.end()
+	queues := distinct(p.Queues)
+	if p.Mode == backend.ClaimWeighted {
+		queues = weightedOrder(queues, p.Weights)
+	}
+	if p.Max <= 0 || len(queues) == 0 {
+		return backend.ClaimResult{}, nil
+	}
+	var res backend.ClaimResult
+	var e *effects
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res = backend.ClaimResult{}
+		e = s.newEffects()
+		if _, err := s.step(ctx, tx, e, p.Now, queues, s.opts.MaintenanceLimit); err != nil {
+			return err
+		}
+		if err := e.flushRows(ctx, tx); err != nil {
+			return err
+		}
+		used := 0
+		var taken []*row
+		for _, q := range queues {
+			if len(taken) >= p.Max || res.Truncated {
+				break
+			}
+			got, stopped, err := s.claimQueue(ctx, tx, e, p, q, len(taken), &used)
+			if err != nil {
+				return err
+			}
+			taken = append(taken, got...)
+			res.Truncated = stopped
+		}
+		if err := e.flush(ctx, tx); err != nil {
+			return err
+		}
+		if len(taken) == 0 {
+			return nil
+		}
+		ids := make([]any, len(taken))
+		for i, r := range taken {
+			ids[i] = r.ID
+		}
+		expires := p.Now.Add(p.Lease)
+		args := append([]any{nullString(p.WorkerID), micros(p.Now), micros(expires)}, ids...)
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(s.sqls.markClaimed, placeholders(len(ids))), args...); err != nil {
+			return err
+		}
+		for _, r := range taken {
+			r.State = backend.StateActive
+			r.Attempt++
+			r.LeaseToken++
+			r.WorkerID = p.WorkerID
+			r.StartedAt = p.Now
+			r.LeaseExpiresAt = expires
+			res.Jobs = append(res.Jobs, r.Job)
+		}
+		return nil
+	})
+	if err != nil {
+		return backend.ClaimResult{}, s.wrap("claim", err)
+	}
+	e.announce()
+	// Highest priority first across queues; queue order within a priority.
+	slices.SortStableFunc(res.Jobs, func(a, b *backend.Job) int { return cmp.Compare(b.Priority, a.Priority) })
+	return res, nil
+}
+
+// claimQueue takes claimable jobs of queue q in claim order, up to the
+// claim's Max (have are taken already) and within its byte budget (used
+// bytes so far); it cancels the jobs it meets past their deadline. stopped
+// says the budget ended the claim.
+func (s *store) claimQueue(ctx context.Context, tx *sql.Tx, e *effects, p backend.ClaimParams, q string, have int, used *int) (taken []*row, stopped bool, err error) {
+	for {
+		want := p.Max - have - len(taken)
+		var rows []*row
+		query, args := s.sqls.claim, []any{q, q, want}
+		if len(p.Types) > 0 {
+			query = fmt.Sprintf(s.sqls.claimTyped, placeholders(len(p.Types)))
+			args = append(append([]any{q, q}, anyArgs(p.Types)...), want)
+		}
+		if err := s.queryRows(ctx, tx, query, args, true, func(r *row) { rows = append(rows, r) }); err != nil {
+			return nil, false, err
+		}
+		expired := 0
+		for _, r := range rows {
+			if !r.Deadline.IsZero() && !p.Now.Before(r.Deadline) {
+				if err := e.loadSettings(ctx, tx, []string{r.Queue}); err != nil {
+					return nil, false, err
+				}
+				e.cancelled(r, backend.CancelReasonDeadline, p.Now)
+				expired++
+				continue
+			}
+			if p.MaxBytes > 0 && have+len(taken) > 0 && *used+len(r.Payload) > p.MaxBytes {
+				return taken, true, nil
+			}
+			*used += len(r.Payload)
+			taken = append(taken, r)
+		}
+		// Rows cancelled for their deadline left room: write them, so
+		// that the next read passes them, and read on.
+		if expired == 0 || len(rows) < want {
+			return taken, false, nil
+		}
+		if err := e.flushRows(ctx, tx); err != nil {
+			return nil, false, err
+		}
+	}
+}
+
+// weightedOrder draws an order of the queues at random, each next queue
+// chosen with a chance proportional to its weight (default 1). Queues
+// weighted 0 or less are left out.
+func weightedOrder(queues []string, weights map[string]int) []string {
+	type wq struct {
+		q string
+		w int
+	}
+	left := make([]wq, 0, len(queues))
+	total := 0
+	for _, q := range queues {
+		w, ok := weights[q]
+		if !ok {
+			w = 1
+		}
+		if w > 0 {
+			left = append(left, wq{q, w})
+			total += w
+		}
+	}
+	out := make([]string, 0, len(left))
+	for len(left) > 0 {
+		n := rand.IntN(total)
+		for i, c := range left {
+			if n -= c.w; n < 0 {
+				out = append(out, c.q)
+				total -= c.w
+				left = append(left[:i], left[i+1:]...)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// distinct returns the names in their first order without repeats.
+func distinct(names []string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}

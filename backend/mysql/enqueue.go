@@ -187,6 +187,12 @@ func (s *store) takeKey(ctx context.Context, q queryer, j *backend.Job, now time
 	if j.UniqueFor > 0 {
 		until = micros(now.Add(j.UniqueFor))
 	}
+	return s.takeKeyUntil(ctx, q, j, now, until)
+}
+
+// takeKeyUntil is takeKey with the end of j's period given: until is
+// Unix microseconds, or nil for a key held while j is not final.
+func (s *store) takeKeyUntil(ctx context.Context, q queryer, j *backend.Job, now time.Time, until any) (holder string, state backend.State, err error) {
 	key := []byte(j.UniqueKey)
 	rows, err := q.QueryContext(ctx, s.sqls.keyLock, j.Queue, key)
 	if err != nil {

@@ -94,3 +94,56 @@ func TestFinalCountsAgreeWithRows(t *testing.T) {
 		}
 	}
 }
+
+// TestFinalCountsCountImported: final jobs written by Import are counted
+// as final jobs of their queue and state, and a second import of them
+// counts nothing more.
+func TestFinalCountsCountImported(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{})
+	ctx := t.Context()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var jobs []*backend.Job
+	for i, st := range []backend.State{backend.StateCompleted, backend.StateFailed, backend.StateCancelled, backend.StateCompleted, backend.StatePending} {
+		id, err := backend.NewID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := &backend.Job{ID: id, Type: "t", Queue: []string{"a", "b"}[i%2], State: st, MaxAttempts: 1,
+			Timeout: time.Minute, RunAt: now.Add(-time.Hour), CreatedAt: now.Add(-time.Hour), Retention: backend.RetainForever}
+		if st.Final() {
+			j.FinishedAt = now.Add(-time.Minute)
+		}
+		jobs = append(jobs, j)
+	}
+	for round := 0; round < 2; round++ {
+		p := backend.ImportParams{Jobs: jobs, Now: now}
+		if err := p.Check(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Import(ctx, p); err != nil {
+			t.Fatalf("import %d: %v", round, err)
+		}
+		st, err := s.Stats(ctx, backend.StatsParams{Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[[2]string]int64{}
+		for _, q := range st.Queues {
+			for state, n := range q.Counts {
+				if n != 0 {
+					got[[2]string{q.Name, string(state)}] = n
+				}
+			}
+		}
+		want := map[[2]string]int64{{"a", "completed"}: 1, {"b", "failed"}: 1, {"a", "cancelled"}: 1, {"b", "completed"}: 1, {"a", "pending"}: 1}
+		if len(got) != len(want) {
+			t.Fatalf("after import %d: Stats counts %v; want %v", round, got, want)
+		}
+		for k, n := range want {
+			if got[k] != n {
+				t.Fatalf("after import %d: Stats counts %v; want %v", round, got, want)
+			}
+		}
+	}
+}

@@ -31,7 +31,7 @@ func TestCopyMatrix(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pairs := [][2]string{{"memory", "pebble"}, {"pebble", "postgres"}, {"postgres", "remote"}, {"remote", "redis"}, {"redis", "memory"}}
+	pairs := [][2]string{{"memory", "pebble"}, {"pebble", "postgres"}, {"postgres", "remote"}, {"remote", "redis"}, {"redis", "memory"}, {"memory", "mysql"}, {"mysql", "memory"}}
 	for _, pair := range pairs {
 		t.Run(pair[0]+"-to-"+pair[1], func(t *testing.T) {
 			src, dst := openStore(t, pair[0]), openStore(t, pair[1])

@@ -15,6 +15,7 @@ import (
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/backendtest"
 	"github.com/kyuhq/kyu/backend/memory"
+	"github.com/kyuhq/kyu/backend/mysql"
 	"github.com/kyuhq/kyu/backend/pebble"
 	"github.com/kyuhq/kyu/backend/postgres"
 	"github.com/kyuhq/kyu/backend/redis"
@@ -52,6 +53,8 @@ func openStore(t *testing.T, kind string) backend.Backend {
 			}
 		})
 		return s
+	case "mysql":
+		return openMySQL(t)
 	case "redis":
 		url := backendtest.ServiceURL("KYU_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 		o, err := redis.ParseURL(url)
@@ -93,6 +96,41 @@ func openStore(t *testing.T, kind string) backend.Backend {
 	}
 	t.Fatalf("no store %q", kind)
 	return nil
+}
+
+// openMySQL opens a MySQL store with a fresh table prefix, whose tables
+// are dropped with the test.
+func openMySQL(t *testing.T) backend.Backend {
+	t.Helper()
+	url := backendtest.ServiceURL("KYU_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+	b := make([]byte, 5)
+	rand.Read(b)
+	prefix := "kymove" + hex.EncodeToString(b) + "_"
+	s, err := mysql.Open(context.Background(), url, mysql.Options{Prefix: prefix, AutoMigrate: true, MaxConns: 8})
+	if err != nil {
+		backendtest.Unreachable(t, "mysql", "KYU_TEST_MYSQL_URL", url, err)
+	}
+	t.Cleanup(func() {
+		// The tables go before the pool closes, as the pool is the way to them.
+		ctx := context.Background()
+		db := s.DB()
+		rows, err := db.QueryContext(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE ?", prefix+"%")
+		if err == nil {
+			var names []string
+			for rows.Next() {
+				var n string
+				if rows.Scan(&n) == nil {
+					names = append(names, "`"+n+"`")
+				}
+			}
+			rows.Close()
+			if len(names) > 0 {
+				db.ExecContext(ctx, "DROP TABLE IF EXISTS "+strings.Join(names, ", "))
+			}
+		}
+		s.Close()
+	})
+	return s
 }
 
 func openPebble(t *testing.T, dir string) backend.Backend {

@@ -205,7 +205,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.periodic.Start(base, w.periodicLoop)
 	}
 	w.state = workerRunning
-	w.log.Info("kyu: worker started", "queues", w.cfg.Queues, "pool", w.cfg.Pool)
+	w.log.Info("kyu: worker started", "queues", w.cfg.servedQueues(), "concurrency", w.cfg.concurrency())
 	return nil
 }
 

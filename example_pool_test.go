@@ -58,3 +58,9 @@ func ExamplePoolConfig() {
 	// Output:
 	// [critical critical default default]
 }
+
+// A pool's queues as logs show them.
+func ExamplePoolQueue_String() {
+	fmt.Println([]kyu.PoolQueue{{Name: "critical", Weight: 6, Max: 10}, {Name: "default", Weight: 3}, {Name: "mail"}})
+	// Output: [critical(weight 6, max 10) default(weight 3) mail]
+}

@@ -2,6 +2,8 @@ package kyu
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/kyuhq/kyu/backend"
 )
@@ -84,4 +86,20 @@ func (p *PoolConfig) validate(own map[string]int) error {
 		seen[q.Name] = true
 	}
 	return nil
+}
+
+// String gives the queue as logs show it: its name, then its weight and
+// cap when it has them, as in "mail(weight 3, max 5)".
+func (q PoolQueue) String() string {
+	var extra []string
+	if q.Weight != 0 {
+		extra = append(extra, "weight "+strconv.Itoa(q.Weight))
+	}
+	if q.Max != 0 {
+		extra = append(extra, "max "+strconv.Itoa(q.Max))
+	}
+	if len(extra) == 0 {
+		return q.Name
+	}
+	return q.Name + "(" + strings.Join(extra, ", ") + ")"
 }

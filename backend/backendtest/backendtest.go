@@ -54,7 +54,7 @@
 //   - Stats lists a queue that has settings and no jobs.
 //
 // The in-memory store of backend/memory is the suite's reference: a plain
-// reading of the contract that passes it (reference_test.go), so a failure
+// reading of the contract that passes it (its TestConformance), so a failure
 // on a real store can be compared with it.
 package backendtest
 

@@ -15,6 +15,9 @@ import (
 	"github.com/kyuhq/kyu/backend/memory"
 )
 
+// TestConformance runs the suite against the in-memory store, a plain
+// reading of the settled semantics: if a real store fails where this one
+// passes, compare the two against the contract's doc.
 func TestConformance(t *testing.T) {
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		s := memory.New()

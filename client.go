@@ -152,6 +152,16 @@ func (c *Client) Get(ctx context.Context, id string) (*Job, error) {
 	return jobFromRecord(r), nil
 }
 
+// GetByJID returns the job enqueued with EnqueueOptions.JID jid, or an
+// error matching ErrNotFound.
+func (c *Client) GetByJID(ctx context.Context, jid string) (*Job, error) {
+	r, err := c.b.Get(ctx, backend.GetParams{JID: jid})
+	if err != nil {
+		return nil, jobError("get job with jid "+jid, err)
+	}
+	return jobFromRecord(r), nil
+}
+
 // marshalPayload encodes v as a JSON payload.
 func marshalPayload(v any) ([]byte, error) {
 	b, err := json.Marshal(v)

@@ -62,13 +62,15 @@ type Job struct {
 	Deadline    time.Time
 	UniqueKey   string
 	UniqueFor   time.Duration
-	Tags        []string
-	Metadata    map[string]string
-	Retention   Retention
-	CreatedAt   time.Time
-	StartedAt   time.Time
-	FinishedAt  time.Time
-	WorkerID    string
+	// JID is the id the producer gave the job, if any (EnqueueOptions.JID).
+	JID        string
+	Tags       []string
+	Metadata   map[string]string
+	Retention  Retention
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	WorkerID   string
 	// Errors holds the error of every unsuccessful attempt, oldest first.
 	Errors       []AttemptError
 	Result       []byte
@@ -142,7 +144,7 @@ func fillJob(j *Job, r *backend.Job) {
 		ID: r.ID, Type: r.Type, Queue: r.Queue, Payload: r.Payload, Title: r.Title,
 		Priority: r.Priority, State: r.State, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
 		RunAt: r.RunAt, Timeout: r.Timeout, Deadline: r.Deadline,
-		UniqueKey: r.UniqueKey, UniqueFor: r.UniqueFor, Tags: r.Tags, Metadata: r.Metadata,
+		UniqueKey: r.UniqueKey, UniqueFor: r.UniqueFor, JID: r.JID, Tags: r.Tags, Metadata: r.Metadata,
 		Retention: r.Retention, CreatedAt: r.CreatedAt, StartedAt: r.StartedAt,
 		FinishedAt: r.FinishedAt, WorkerID: r.WorkerID, Errors: r.Errors,
 		Result: r.Result, CancelReason: r.CancelReason, CancelRequested: r.CancelRequested,

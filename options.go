@@ -31,8 +31,12 @@ type EnqueueOptions struct {
 	// final, or for exactly UniqueFor from enqueue when that is set.
 	UniqueKey string
 	UniqueFor time.Duration
-	Tags      []string
-	Metadata  map[string]string
+	// JID is a second id of the caller's choosing (Faktory's jid), unique
+	// in the whole store while the job exists: a job whose JID is taken is
+	// a duplicate of the job holding it. Client.GetByJID finds the job.
+	JID      string
+	Tags     []string
+	Metadata map[string]string
 	// Retention: how long the finished job is kept. Zero is the default.
 	Retention Retention
 }
@@ -51,6 +55,6 @@ func (o EnqueueOptions) newJob(jobType string, payload []byte, now time.Time) (b
 		Type: jobType, Queue: o.Queue, Payload: payload, Title: o.Title,
 		Priority: o.Priority, RunAt: runAt, MaxAttempts: o.MaxAttempts,
 		Timeout: o.Timeout, Deadline: o.Deadline, UniqueKey: o.UniqueKey,
-		UniqueFor: o.UniqueFor, Tags: o.Tags, Metadata: o.Metadata, Retention: o.Retention,
+		UniqueFor: o.UniqueFor, JID: o.JID, Tags: o.Tags, Metadata: o.Metadata, Retention: o.Retention,
 	}, nil
 }

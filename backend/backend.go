@@ -253,7 +253,7 @@ type Runner interface {
 
 // Inspector reads jobs, queues and workers without changing them.
 type Inspector interface {
-	// Get returns a job by id, or ErrNotFound.
+	// Get returns a job by its id or by its JID, or ErrNotFound.
 	Get(ctx context.Context, p GetParams) (*Job, error)
 
 	// List pages through jobs in id order (enqueue order) with filters.
@@ -460,9 +460,10 @@ type BatchResult struct {
 	Errors []error
 }
 
-// GetParams names a job.
+// GetParams names a job: by ID, or by JID (NewJob.JID); exactly one is set.
 type GetParams struct {
-	ID string
+	ID  string
+	JID string
 }
 
 // DeleteParams names a job to delete.

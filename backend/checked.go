@@ -110,6 +110,9 @@ func (c *checked) Subscribe(ctx context.Context, p SubscribeParams) (*Subscripti
 }
 
 func (c *checked) Get(ctx context.Context, p GetParams) (*Job, error) {
+	if err := p.Check(); err != nil {
+		return nil, err
+	}
 	return c.b.Get(ctx, p)
 }
 

@@ -23,6 +23,7 @@ const (
 	MaxTags     = 32
 	MaxTag      = 128
 	MaxMetadata = 64 << 10 // 64 KiB
+	MaxJID      = 256
 )
 
 // ValidQueueName reports whether name is a legal queue name:
@@ -87,6 +88,12 @@ type NewJob struct {
 	// UniqueFor from enqueue whatever happens to the job.
 	UniqueKey string
 	UniqueFor time.Duration
+	// JID, if set, is a second id the caller chose for the job (Faktory's
+	// jid), unique across the whole store while the job exists: a job whose
+	// JID is held is refused as a duplicate of its holder (as for a unique
+	// key, and checked before it), and Get finds a job by its JID. Deleting
+	// the job, by request or by retention, frees it.
+	JID       string
 	Tags      []string
 	Metadata  map[string]string
 	Retention Retention
@@ -182,6 +189,10 @@ func (j *NewJob) prepare(now time.Time, maxPayload int) *ValidationError {
 		return invalid("title", textReason)
 	case !ValidText(j.UniqueKey):
 		return invalid("unique_key", textReason)
+	case len(j.JID) > MaxJID:
+		return invalid("jid", "longer than %d bytes", MaxJID)
+	case !ValidText(j.JID):
+		return invalid("jid", textReason)
 	case !j.Retention.Valid():
 		return invalid("retention", "unknown value %d", int64(j.Retention))
 	case !InTimeRange(j.RunAt):
@@ -241,6 +252,7 @@ func (j *NewJob) Record(id string, now time.Time) *Job {
 		Deadline:    j.Deadline,
 		UniqueKey:   j.UniqueKey,
 		UniqueFor:   j.UniqueFor,
+		JID:         j.JID,
 		Tags:        append([]string(nil), j.Tags...),
 		Metadata:    cloneMap(j.Metadata),
 		Retention:   j.Retention,

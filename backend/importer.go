@@ -26,7 +26,7 @@ import (
 //     claimable and wakes its queue's subscribers, a scheduled or retry job
 //     waits for its RunAt, a final job's ExpiresAt drives retention as for
 //     any final job), and it holds its unique key if its key holds at Now
-//     (see HoldsKey).
+//     (see HoldsKey), and its JID if it has one.
 //   - ImportSame: a job with the id exists and SameJob finds no field that
 //     differs (SameJobAt the store's precision, for a store that keeps
 //     times coarser than ImportPrecision): nothing is written. A second import of the same jobs
@@ -36,7 +36,8 @@ import (
 //     a job with the id exists and differs (Reason names the first field
 //     that differs), or the job's unique key holds at Now and another job
 //     (HolderID) holds the same (queue, key) in the store, or an earlier
-//     job of the same batch took it.
+//     job of the same batch took it, or the job's JID is held by another
+//     job (HolderID), checked before the unique key.
 //
 // Each job is written atomically (all of it or none of it); the batch as a
 // whole is not: a crash may leave the first jobs of a batch written and
@@ -157,7 +158,7 @@ func checkImported(j *Job) *ValidationError {
 	nj := NewJob{
 		Type: j.Type, Queue: j.Queue, Payload: j.Payload, Title: j.Title, Priority: j.Priority,
 		RunAt: j.RunAt, MaxAttempts: j.MaxAttempts, Timeout: j.Timeout, UniqueKey: j.UniqueKey,
-		UniqueFor: j.UniqueFor, Tags: j.Tags, Metadata: j.Metadata, Retention: j.Retention,
+		UniqueFor: j.UniqueFor, JID: j.JID, Tags: j.Tags, Metadata: j.Metadata, Retention: j.Retention,
 	}
 	if err := nj.prepare(j.CreatedAt, DefaultMaxPayload); err != nil {
 		return err
@@ -286,6 +287,8 @@ func SameJobAt(a, b *Job, prec time.Duration) string {
 		return "unique_key"
 	case x.UniqueFor != y.UniqueFor:
 		return "unique_for"
+	case x.JID != y.JID:
+		return "jid"
 	case !slices.Equal(x.Tags, y.Tags):
 		return "tags"
 	case !maps.Equal(x.Metadata, y.Metadata):
@@ -343,6 +346,11 @@ func HoldsKey(j *Job, now time.Time) bool {
 // ImportDiffers is the Reason of a conflict on a job's id.
 func ImportDiffers(id, field string) string {
 	return fmt.Sprintf("job %s already exists with a different %s", id, field)
+}
+
+// ImportJIDHeld is the Reason of a conflict on a JID held by another job.
+func ImportJIDHeld(id, jid, holder string) string {
+	return fmt.Sprintf("job %s: jid %q is held by job %s", id, jid, holder)
 }
 
 // ImportKeyHeld is the Reason of a conflict on a unique key.

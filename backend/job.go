@@ -85,23 +85,25 @@ type AttemptError struct {
 
 // Job is a job as stored: everything a backend keeps about it.
 type Job struct {
-	ID          string            `json:"id"`
-	Type        string            `json:"type"`
-	Queue       string            `json:"queue"`
-	Payload     []byte            `json:"payload"`
-	Title       string            `json:"title,omitempty"`
-	Priority    int               `json:"priority"`
-	State       State             `json:"state"`
-	Attempt     int               `json:"attempt"`
-	MaxAttempts int               `json:"max_attempts"`
-	RunAt       time.Time         `json:"run_at"`
-	Timeout     time.Duration     `json:"timeout"`
-	Deadline    time.Time         `json:"deadline,omitzero"`
-	UniqueKey   string            `json:"unique_key,omitempty"`
-	UniqueFor   time.Duration     `json:"unique_for,omitempty"`
-	Tags        []string          `json:"tags,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
-	Retention   Retention         `json:"retention"`
+	ID          string        `json:"id"`
+	Type        string        `json:"type"`
+	Queue       string        `json:"queue"`
+	Payload     []byte        `json:"payload"`
+	Title       string        `json:"title,omitempty"`
+	Priority    int           `json:"priority"`
+	State       State         `json:"state"`
+	Attempt     int           `json:"attempt"`
+	MaxAttempts int           `json:"max_attempts"`
+	RunAt       time.Time     `json:"run_at"`
+	Timeout     time.Duration `json:"timeout"`
+	Deadline    time.Time     `json:"deadline,omitzero"`
+	UniqueKey   string        `json:"unique_key,omitempty"`
+	UniqueFor   time.Duration `json:"unique_for,omitempty"`
+	// JID is the caller's own id for the job, if it gave one (see NewJob.JID).
+	JID       string            `json:"jid,omitempty"`
+	Tags      []string          `json:"tags,omitempty"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	Retention Retention         `json:"retention"`
 
 	CreatedAt  time.Time `json:"created_at"`
 	StartedAt  time.Time `json:"started_at,omitzero"`

@@ -106,3 +106,16 @@ func CheckNow(now time.Time) error {
 	}
 	return nil
 }
+
+// Check validates a Get: exactly one of ID and JID.
+func (p *GetParams) Check() error {
+	switch {
+	case p.ID != "" && p.JID != "":
+		return invalid("jid", "give an id or a jid, not both")
+	case p.ID == "" && p.JID == "":
+		return invalid("id", "must not be empty")
+	case len(p.JID) > MaxJID:
+		return invalid("jid", "longer than %d bytes", MaxJID)
+	}
+	return nil
+}

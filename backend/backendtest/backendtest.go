@@ -89,6 +89,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Retry", testRetry},
 		{"Release", testRelease},
 		{"Unique", testUnique},
+		{"JID", testJID},
 		{"Deadline", testDeadline},
 		{"Retention", testRetention},
 		{"Complete", testComplete},

@@ -22,6 +22,11 @@ func (s *store) Import(ctx context.Context, p backend.ImportParams) (backend.Imp
 			}
 			continue
 		}
+		if h := s.jids[j.JID]; j.JID != "" && h != "" {
+			res.Items[i] = backend.ImportItem{Outcome: backend.ImportConflict, HolderID: h,
+				Reason: backend.ImportJIDHeld(j.ID, j.JID, h)}
+			continue
+		}
 		holds := backend.HoldsKey(j, p.Now)
 		if holds {
 			if h := s.holder(j.Queue, j.UniqueKey, p.Now); h != nil {
@@ -31,6 +36,9 @@ func (s *store) Import(ctx context.Context, p backend.ImportParams) (backend.Imp
 			}
 		}
 		s.jobs[j.ID] = j.Clone()
+		if j.JID != "" {
+			s.jids[j.JID] = j.ID
+		}
 		if holds {
 			h := &hold{id: j.ID, state: j.State}
 			if j.UniqueFor > 0 {

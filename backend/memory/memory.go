@@ -49,6 +49,7 @@ type store struct {
 	closed   bool
 	jobs     map[string]*backend.Job
 	holds    map[[2]string]*hold
+	jids     map[string]string // JID to the id of the job holding it
 	subs     map[chan struct{}][]string
 	watchers map[chan struct{}][]string // job ids watched by each WatchFinished
 	queues   map[string]backend.QueueSettings
@@ -77,6 +78,7 @@ func newStore() *store {
 	return &store{
 		jobs:     map[string]*backend.Job{},
 		holds:    map[[2]string]*hold{},
+		jids:     map[string]string{},
 		subs:     map[chan struct{}][]string{},
 		watchers: map[chan struct{}][]string{},
 		queues:   map[string]backend.QueueSettings{},
@@ -139,6 +141,10 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 	defer s.mu.Unlock()
 	var res backend.EnqueueResult
 	for _, nj := range p.Jobs {
+		if h := s.jobs[s.jids[nj.JID]]; nj.JID != "" && h != nil {
+			res.Jobs = append(res.Jobs, backend.EnqueuedJob{ID: h.ID, State: h.State, Duplicate: true})
+			continue
+		}
 		if nj.UniqueKey != "" {
 			if h := s.holder(nj.Queue, nj.UniqueKey, p.Now); h != nil {
 				res.Jobs = append(res.Jobs, backend.EnqueuedJob{ID: h.id, State: h.state, Duplicate: true})
@@ -151,6 +157,9 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 		}
 		j := nj.Record(id, p.Now)
 		s.jobs[id] = j
+		if j.JID != "" {
+			s.jids[j.JID] = id
+		}
 		if nj.UniqueKey != "" {
 			h := &hold{id: id, state: j.State}
 			if nj.UniqueFor > 0 {
@@ -202,6 +211,9 @@ func (s *store) finish(j *backend.Job, state backend.State, now time.Time) {
 
 // remove deletes a job and tells those watching it.
 func (s *store) remove(id string) {
+	if j := s.jobs[id]; j != nil && j.JID != "" {
+		delete(s.jids, j.JID)
+	}
 	delete(s.jobs, id)
 	s.signalFinished(id)
 }
@@ -467,7 +479,11 @@ func (s *store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, err
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	j := s.jobs[p.ID]
+	id := p.ID
+	if p.JID != "" {
+		id = s.jids[p.JID]
+	}
+	j := s.jobs[id]
 	if j == nil {
 		return nil, backend.ErrNotFound
 	}

@@ -210,5 +210,3 @@ func jobJSON(jid, jobtype string, extra map[string]any) map[string]any {
 	}
 	return j
 }
-
-

@@ -18,6 +18,9 @@ const (
 	verbBeat  = "BEAT"
 	verbEnd   = "END"
 	verbHello = "HELLO"
+	verbInfo  = "INFO"
+	verbQueue = "QUEUE"
+	verbFlush = "FLUSH"
 )
 
 // command is one parsed command line: its verb and its decoded argument.
@@ -29,6 +32,9 @@ type command struct {
 	jid    string    // ACK
 	fail   failArgs
 	beat   beatArgs
+	// QUEUE: the subcommand (PAUSE, RESUME, REMOVE) and the queue names
+	// ("*" for every queue).
+	sub string
 }
 
 // helloArgs is what HELLO carries.
@@ -68,8 +74,22 @@ func parseCommand(line string) (command, error) {
 	verb, arg, hasArg := strings.Cut(line, " ")
 	c := command{verb: verb}
 	switch verb {
-	case verbEnd:
+	case verbEnd, verbInfo, verbFlush:
+		if hasArg {
+			return c, fmt.Errorf("%s takes no argument", verb)
+		}
 		return c, nil
+	case verbQueue:
+		f := strings.Fields(arg)
+		if len(f) < 2 {
+			return c, errors.New("QUEUE needs a subcommand (PAUSE, RESUME or REMOVE) and queue names or *")
+		}
+		c.sub, c.queues = strings.ToUpper(f[0]), f[1:]
+		switch c.sub {
+		case "PAUSE", "RESUME", "REMOVE":
+			return c, nil
+		}
+		return c, fmt.Errorf("no such QUEUE subcommand: %s", f[0])
 	case verbFetch:
 		c.queues = strings.Fields(arg)
 		return c, nil

@@ -70,6 +70,7 @@ func (l *Listener) serve(nc net.Conn) {
 		if cmd.verb == verbEnd {
 			return
 		}
+		l.commands.Add(1)
 		if c.dispatch(cmd) != nil {
 			return
 		}
@@ -95,6 +96,12 @@ func (c *conn) dispatch(cmd command) error {
 		return c.failJob(ctx, cmd.fail)
 	case verbBeat:
 		return c.beat(ctx, cmd.beat)
+	case verbInfo:
+		return c.info(ctx)
+	case verbQueue:
+		return c.queue(ctx, cmd.sub, cmd.queues)
+	case verbFlush:
+		return c.flush(ctx)
 	}
 	return c.out.err("ERR", (&unknownCommandError{verb: cmd.verb}).Error())
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
@@ -27,6 +28,11 @@ type Listener struct {
 	// Shutdown's grace runs out.
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	// started is when Start ran; commands counts the commands answered
+	// (both for INFO).
+	started  time.Time
+	commands atomic.Int64
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -66,6 +72,7 @@ func (l *Listener) Start(ctx context.Context) error {
 		return errors.New("faktory: already started")
 	}
 	l.ln = ln
+	l.started = l.cfg.Now()
 	l.doneLn = make(chan struct{})
 	l.mu.Unlock()
 	go l.accept(ln)

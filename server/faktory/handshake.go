@@ -60,8 +60,12 @@ func PasswordHash(password, salt string, iterations int) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// badPassword is the answer to a HELLO whose pwdhash does not match,
+// worded as Faktory's clients know it.
+const badPassword = "Invalid password"
+
 // errBadPassword refuses a HELLO whose pwdhash does not match.
-var errBadPassword = errors.New("Invalid password")
+var errBadPassword = errors.New("invalid password")
 
 // handshake greets the client and reads its HELLO; it returns what HELLO
 // said, or an error after which the connection closes.
@@ -96,7 +100,7 @@ func (c *conn) handshake() (helloArgs, error) {
 		}
 		want := PasswordHash(c.l.cfg.Password, greeting.S, iter)
 		if subtle.ConstantTimeCompare([]byte(h.PwdHash), []byte(want)) != 1 {
-			c.out.err("ERR", errBadPassword.Error())
+			c.out.err("ERR", badPassword)
 			return h, errBadPassword
 		}
 	}

@@ -116,7 +116,11 @@ func (c *conn) claim(ctx context.Context, queues []string) (*backend.Job, error)
 	if jid == "" {
 		jid = job.ID
 	}
-	c.l.leases.put(jid, leaseEntry{jobID: job.ID, token: job.LeaseToken, attempt: job.Attempt, wid: c.wid, expires: expires}, now)
+	expired := c.l.leases.put(jid, leaseEntry{jobID: job.ID, token: job.LeaseToken, attempt: job.Attempt, wid: c.wid, expires: expires}, now)
+	for _, e := range expired {
+		// Its worker never answered: it no longer runs the job.
+		c.l.workers.finished(e.wid, e.jobID, true)
+	}
 	c.l.workers.fetched(c.wid, queues, job.ID)
 	return job, nil
 }

@@ -29,8 +29,9 @@ const sweepEvery = 10 * time.Second
 
 func newLeases() *leases { return &leases{m: map[string]leaseEntry{}} }
 
-// put remembers e for jid.
-func (l *leases) put(jid string, e leaseEntry, now time.Time) {
+// put remembers e for jid; now and then it also forgets the entries
+// whose lease ran out, and returns them.
+func (l *leases) put(jid string, e leaseEntry, now time.Time) (expired []leaseEntry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.m[jid] = e
@@ -39,9 +40,11 @@ func (l *leases) put(jid string, e leaseEntry, now time.Time) {
 		for k, v := range l.m {
 			if !now.Before(v.expires) {
 				delete(l.m, k)
+				expired = append(expired, v)
 			}
 		}
 	}
+	return expired
 }
 
 // take returns and forgets the entry of jid.

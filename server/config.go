@@ -156,6 +156,18 @@ type Config struct {
 	// (1s, doubling, up to 1h, ±20%). kyu.FixedBackoff(0) retries at once.
 	Backoff kyu.BackoffFunc
 
+	// FaktoryAddr, when set, is a TCP address where the server also
+	// speaks the Faktory work protocol (package server/faktory), so
+	// Faktory's clients push and run jobs over the same store. Off when
+	// empty.
+	FaktoryAddr string
+	// FaktoryPassword is the password Faktory's clients must prove;
+	// default Token. Off loopback one is required, as a Token is for Addr
+	// (Insecure allows going without).
+	FaktoryPassword string
+	// FaktoryAllowFlush lets a Faktory client's FLUSH wipe the store.
+	FaktoryAllowFlush bool
+
 	// Clock is for tests only; the kyu binary never sets it. When set, it is
 	// the server's clock, and a request's Kyu-Now header, when present, is
 	// taken as the caller's clock for that request (as the storage contract
@@ -232,6 +244,9 @@ func (c Config) withDefaults() Config {
 	if c.Backoff == nil {
 		c.Backoff = kyu.ExponentialBackoff(kyu.DefaultBackoffBase, kyu.DefaultBackoffMax)
 	}
+	if c.FaktoryPassword == "" {
+		c.FaktoryPassword = c.Token
+	}
 	return c
 }
 
@@ -263,6 +278,9 @@ func (c Config) CheckListen() error {
 	if c.Addr == "" {
 		c.Addr = DefaultAddr
 	}
+	if c.FaktoryPassword == "" {
+		c.FaktoryPassword = c.Token
+	}
 	return c.checkListen()
 }
 
@@ -280,6 +298,15 @@ func (c Config) checkListen() error {
 	}
 	if c.Token == "" && !c.Insecure && !isLoopback(host) {
 		return fmt.Errorf("server: refusing to listen on %q without a token: anyone who can reach it could run and delete jobs; set a token (--token or KYU_TOKEN), listen on 127.0.0.1, or pass --insecure", c.Addr)
+	}
+	if c.FaktoryAddr != "" {
+		fhost, _, err := net.SplitHostPort(c.FaktoryAddr)
+		if err != nil {
+			return fmt.Errorf("server: Faktory listen address %q: %w", c.FaktoryAddr, err)
+		}
+		if c.FaktoryPassword == "" && !c.Insecure && !isLoopback(fhost) {
+			return fmt.Errorf("server: refusing to speak the Faktory protocol on %q without a password: anyone who can reach it could run and delete jobs; set a token (--token or KYU_TOKEN) or --faktory-password, listen on 127.0.0.1, or pass --insecure", c.FaktoryAddr)
+		}
 	}
 	return nil
 }

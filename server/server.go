@@ -13,6 +13,7 @@ import (
 	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/internal/lifecycle"
 	"github.com/kyuhq/kyu/server/dashboard"
+	"github.com/kyuhq/kyu/server/faktory"
 )
 
 // Server serves the kyu API over one backend. Build it with New.
@@ -31,6 +32,8 @@ type Server struct {
 	sessions *dashboard.Sessions
 	// dashboard serves every path outside /api/.
 	dashboard *dashboard.Dashboard
+	// faktory speaks the Faktory protocol; nil without FaktoryAddr.
+	faktory *faktory.Listener
 	// polls is a semaphore bounding the requests that wait.
 	polls chan struct{}
 	// bodies bounds the large request bodies handled at once; see
@@ -72,6 +75,9 @@ func New(cfg Config) (*Server, error) {
 	if err := s.buildDashboard(); err != nil {
 		return nil, err
 	}
+	if err := s.buildFaktory(); err != nil {
+		return nil, err
+	}
 	s.routes = s.routeTable()
 	doc, err := s.openAPI()
 	if err != nil {
@@ -103,6 +109,10 @@ func (s *Server) Start(ctx context.Context) error {
 	ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("server: listen: %w", err)
+	}
+	if err := s.startFaktory(ctx); err != nil {
+		ln.Close()
+		return err
 	}
 	ln = newLimitListener(ln, s.cfg.MaxConns)
 	s.ln = ln
@@ -175,7 +185,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	srv, served := s.httpSrv, s.served
 	s.mu.Unlock()
-	var err error
+	err := s.shutdownFaktory(ctx)
 	if srv != nil {
 		if serr := srv.Shutdown(ctx); serr != nil {
 			err = fmt.Errorf("server: shutdown: %w", serr)

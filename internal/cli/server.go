@@ -44,6 +44,12 @@ type serverFlags struct {
 	maxConns     int
 	tokenFile    string
 
+	// faktoryAddr, faktoryPassword and faktoryAllowFlush configure the
+	// Faktory protocol listener (off without an address).
+	faktoryAddr       string
+	faktoryPassword   string
+	faktoryAllowFlush bool
+
 	// memoryLimit is --memory-limit; memoryLimitSet says it was given.
 	memoryLimit    string
 	memoryLimitSet bool
@@ -81,6 +87,10 @@ localhost, 127.0.0.1 or [::1] (any port), so that no web page can reach it
 under a name of its own; --allowed-hosts adds names, such as a proxy's.
 Every request that changes state must say Content-Type: application/json,
 and one that a browser marks as coming from another site is refused.
+--faktory-addr also speaks the Faktory work protocol there, so Faktory's
+clients (Ruby, Node, Go...) push and run jobs on this store unchanged;
+they must give --faktory-password, which is the token unless set (see
+docs/faktory.md).
 --read-only refuses every change with 403 except the calls workers make
 (claims, leases, progress, logs, their registry entries).
 
@@ -119,6 +129,9 @@ SIGINT or SIGTERM drains requests in flight and stops.`,
 	fl.StringVar(&f.memoryLimit, "memory-limit", strconv.Itoa(defaultMemoryLimit>>20)+"MiB", "soft limit on the Go heap, which the garbage collector works to stay under: a size such as 512MiB, or off (when not given: $"+memoryLimitEnv+", else $GOMEMLIMIT, else the default)")
 	fl.StringVar(&f.basePath, "base-path", "", "path prefix to serve under, for a proxy that forwards a path such as /kyu")
 	fl.BoolVar(&f.readOnly, "read-only", false, "refuse every change (403) except workers' calls; the dashboard shows no actions")
+	fl.StringVar(&f.faktoryAddr, "faktory-addr", "", "also speak the Faktory work protocol on this address (such as 127.0.0.1:7419), for Faktory's clients; off when empty")
+	fl.StringVar(&f.faktoryPassword, "faktory-password", "", "password Faktory clients must give (default: the token); required beyond loopback unless --insecure")
+	fl.BoolVar(&f.faktoryAllowFlush, "faktory-allow-flush", false, "let a Faktory client's FLUSH wipe the whole store")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug messages")
 	return cmd
 }
@@ -138,6 +151,7 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 		BodyTimeout: f.bodyTimeout, MaxConns: f.maxConns,
 		TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey, Logger: log,
 		BasePath: f.basePath, ReadOnly: f.readOnly, Store: describeBackend(f.backendURL),
+		FaktoryAddr: f.faktoryAddr, FaktoryPassword: f.faktoryPassword, FaktoryAllowFlush: f.faktoryAllowFlush,
 	}
 	// Refuse a bad address before the store exists: opening an embedded
 	// store creates its directory.
@@ -193,6 +207,9 @@ func runServer(ctx context.Context, f serverFlags, stdout, stderr io.Writer) (er
 	root := fmt.Sprintf("%s://%s%s", scheme, srv.Addr(), f.basePath)
 	fmt.Fprintf(stdout, "kyu server listening on %s://%s (backend %s)\n", scheme, srv.Addr(), describeBackend(f.backendURL))
 	fmt.Fprintf(stdout, "Dashboard: %s/\n", root)
+	if a := srv.FaktoryAddr(); a != nil {
+		fmt.Fprintf(stdout, "Faktory protocol: tcp://%s\n", a)
+	}
 	if f.terminal {
 		fmt.Fprintf(stdout, "REST API: %s/api/v1 (OpenAPI document at %s/api/v1/openapi.json)\nPress Ctrl+C to stop.\n", root, root)
 	}

@@ -1,0 +1,80 @@
+package faktory_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend/pebble"
+	"github.com/kyuhq/kyu/server/faktory"
+)
+
+// BenchmarkPushBFetchAck measures the listener over the embedded store:
+// b.N jobs pushed by PUSHB in batches of 100, then fetched and ACKed by
+// 20 connections. It reports both rates.
+func BenchmarkPushBFetchAck(b *testing.B) {
+	store, err := pebble.Open(b.TempDir(), pebble.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	l, err := faktory.New(faktory.Config{Backend: store, Addr: "127.0.0.1:0", FetchWait: 100 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer l.Shutdown(context.Background())
+	addr := l.Addr().String()
+	producer := hello(b, addr, "", nil)
+	const workers = 20
+	conns := make([]*fwp, workers)
+	for i := range conns {
+		conns[i] = hello(b, addr, "", map[string]any{"wid": fmt.Sprintf("w%d", i)})
+	}
+	b.ResetTimer()
+
+	start := time.Now()
+	for sent := 0; sent < b.N; {
+		n := min(100, b.N-sent)
+		batch := make([]any, n)
+		for i := range batch {
+			batch[i] = map[string]any{"jid": fmt.Sprintf("%d-%d", b.N, sent+i), "jobtype": "noop", "args": []any{sent + i}}
+		}
+		if a := producer.cmd("PUSHB", batch); string(a.bulk) != "{}" {
+			b.Fatalf("PUSHB answered %c%s %s", a.kind, a.text, a.bulk)
+		}
+		sent += n
+	}
+	pushed := time.Since(start)
+
+	start = time.Now()
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			for left.Load() > 0 {
+				a := c.cmd("FETCH", "default")
+				if a.kind != '$' {
+					b.Errorf("FETCH answered %c%s", a.kind, a.text)
+					return
+				}
+				if a.bulk == nil {
+					continue
+				}
+				j := a.job(b)
+				c.cmd("ACK", map[string]any{"jid": j["jid"]}).ok(b)
+				left.Add(-1)
+			}
+		})
+	}
+	wg.Wait()
+	ran := time.Since(start)
+	b.ReportMetric(float64(b.N)/pushed.Seconds(), "pushed/s")
+	b.ReportMetric(float64(b.N)/ran.Seconds(), "fetched+acked/s")
+}

@@ -9,12 +9,15 @@ import (
 
 // A job's JID is unique among the prefix's jobs while the job exists: the
 // jobs table has a unique key on it, and a job without a JID has none
-// (NULL). Enqueue and Import read the holders of the JIDs they are given,
-// with a locking read, in the transaction that writes the jobs, and
-// answer a held JID as a duplicate of, or a conflict with, its holder. Two
-// transactions that write one new JID at once meet at the unique key: the
-// second waits for the first, and when the first commits it fails with a
-// duplicate key (1062) and runs again, now reading the first's job.
+// (NULL). Enqueue and Import read the holders of the JIDs they are given
+// in the transaction that writes the jobs, and answer a held JID as a
+// duplicate of, or a conflict with, its holder. Two transactions that
+// write one new JID at once meet at the unique key: the second waits for
+// the first, and when the first commits it fails with a duplicate key
+// (1062) and runs again, now reading the first's job (the store's
+// connections read at READ COMMITTED). The read takes no lock: a locking
+// read would hold the holder's row, and so keep its worker from finishing
+// it, until the transaction ends, which in EnqueueTx is the caller's.
 
 // jidHolder is the job that holds a JID.
 type jidHolder struct {
@@ -25,8 +28,7 @@ type jidHolder struct {
 // jidChunk bounds the JIDs of one read of holders.
 const jidChunk = 500
 
-// jidHolders reads, and locks until q's transaction ends, the jobs that
-// hold jids.
+// jidHolders reads the jobs that hold jids.
 func (s *store) jidHolders(ctx context.Context, q queryer, jids []string) (map[string]jidHolder, error) {
 	held := map[string]jidHolder{}
 	for len(jids) > 0 {

@@ -16,19 +16,30 @@ func (s *store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, err
 		return nil, err
 	}
 	defer s.end()
+	if p.JID != "" {
+		j, err := s.getBy(ctx, s.sqls.getJID, []byte(p.JID))
+		return j, s.wrap("get", err)
+	}
 	j, err := s.get(ctx, p.ID)
 	return j, s.wrap("get", err)
 }
 
+// get reads the job with id, with its log lines.
 func (s *store) get(ctx context.Context, id string) (*backend.Job, error) {
+	return s.getBy(ctx, s.sqls.get, id)
+}
+
+// getBy reads the job that query (get or getJID) finds by arg, with its
+// log lines.
+func (s *store) getBy(ctx context.Context, query string, arg any) (*backend.Job, error) {
 	var j *backend.Job
-	if err := s.queryRows(ctx, s.db, s.sqls.get, []any{id}, true, func(r *row) { j = r.Job }); err != nil {
+	if err := s.queryRows(ctx, s.db, query, []any{arg}, true, func(r *row) { j = r.Job }); err != nil {
 		return nil, err
 	}
 	if j == nil {
 		return nil, backend.ErrNotFound
 	}
-	rows, err := s.db.QueryContext(ctx, s.sqls.getLogs, id)
+	rows, err := s.db.QueryContext(ctx, s.sqls.getLogs, j.ID)
 	if err != nil {
 		return nil, err
 	}

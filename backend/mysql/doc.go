@@ -22,9 +22,10 @@
 // locks the rows it reads (SELECT … FOR UPDATE, in id order) and decides
 // in Go, as the contract reads, then writes the outcome of a whole batch
 // in a few statements. A deadlock (1213), a lock wait timeout (1205) or a
-// duplicate key from a concurrent insert of the same unique key (1062)
-// rolls the transaction back, and the store runs the whole operation
-// again (at most ten times): nothing of it was applied.
+// duplicate key from a concurrent insert of the same unique key or JID
+// (1062) rolls the transaction back, and the store runs the whole
+// operation again (at most ten times): nothing of it was applied. In the
+// application's transaction (EnqueueTx) the error is the caller's.
 //
 // Claims take the pending jobs of a queue in claim order with FOR UPDATE
 // SKIP LOCKED, so claimers never wait for one another. MySQL has no

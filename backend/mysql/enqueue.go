@@ -62,13 +62,14 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 }
 
 // plain reports whether jobs go into the store in one INSERT statement
-// and nothing else: no unique key to take, and few enough for one.
+// and nothing else: no unique key to take, no JID to check, and few
+// enough for one.
 func plain(jobs []*backend.Job) bool {
 	if len(jobs) > insertChunk {
 		return false
 	}
 	for _, j := range jobs {
-		if j.UniqueKey != "" {
+		if j.UniqueKey != "" || j.JID != "" {
 			return false
 		}
 	}
@@ -95,30 +96,47 @@ func containsString(ss []string, s string) bool {
 	return false
 }
 
-// enqueueIn takes the unique keys and inserts the jobs in q (a transaction
-// of the store's, or the caller's). It may run again after a rollback, so
-// it sets every outcome afresh.
+// enqueueIn checks the JIDs, takes the unique keys and inserts the jobs in
+// q (a transaction of the store's, or the caller's), one job after
+// another as if alone: a job whose JID is held, by a stored job or an
+// earlier job of the batch, is a duplicate of its holder and takes no
+// key. It may run again after a rollback, so it sets every outcome
+// afresh.
 func (s *store) enqueueIn(ctx context.Context, q queryer, pl *enqueuePlan) error {
+	var held map[string]jidHolder
+	if jids := planJIDs(pl.jobs); len(jids) > 0 {
+		var err error
+		if held, err = s.jidHolders(ctx, q, jids); err != nil {
+			return err
+		}
+	}
 	taken := map[[2]string]int{}
 	for i, j := range pl.jobs {
 		pl.res[i] = backend.EnqueuedJob{ID: j.ID, State: j.State}
-		if j.UniqueKey == "" {
+		if h, ok := held[j.JID]; ok && j.JID != "" {
+			pl.res[i] = backend.EnqueuedJob{ID: h.id, State: h.state, Duplicate: true}
 			continue
 		}
-		k := [2]string{j.Queue, j.UniqueKey}
-		if first, ok := taken[k]; ok {
-			pl.res[i] = backend.EnqueuedJob{ID: pl.jobs[first].ID, State: pl.jobs[first].State, Duplicate: true}
-			continue
+		if j.UniqueKey != "" {
+			k := [2]string{j.Queue, j.UniqueKey}
+			if first, ok := taken[k]; ok {
+				pl.res[i] = backend.EnqueuedJob{ID: pl.jobs[first].ID, State: pl.jobs[first].State, Duplicate: true}
+				continue
+			}
+			holder, state, err := s.takeKey(ctx, q, j, pl.now)
+			if err != nil {
+				return err
+			}
+			if holder != "" {
+				pl.res[i] = backend.EnqueuedJob{ID: holder, State: state, Duplicate: true}
+				continue
+			}
+			taken[k] = i
 		}
-		holder, state, err := s.takeKey(ctx, q, j, pl.now)
-		if err != nil {
-			return err
+		if j.JID != "" {
+			// Later jobs of the batch with this JID are its duplicates.
+			held[j.JID] = jidHolder{id: j.ID, state: j.State}
 		}
-		if holder != "" {
-			pl.res[i] = backend.EnqueuedJob{ID: holder, State: state, Duplicate: true}
-			continue
-		}
-		taken[k] = i
 	}
 	var batch []*backend.Job
 	for i, j := range pl.jobs {
@@ -175,7 +193,7 @@ func insertArgs(args []any, j *backend.Job) ([]any, error) {
 	}
 	return append(args, j.ID, j.Queue, string(j.State), j.Priority, micros(j.RunAt), j.Type, j.Title, 0, j.MaxAttempts,
 		int64(0), int64(j.Timeout), nullMicros(j.Deadline), key, int64(j.UniqueFor), int64(j.Retention), micros(j.CreatedAt),
-		nil, nil, nil, nil, nil, nil, false, tags, meta, nil, nil, 0, 0, payload, nil), nil
+		nil, nil, nil, nil, nil, nil, false, tags, meta, nil, nil, 0, 0, payload, nil, nullBytes(j.JID)), nil
 }
 
 // takeKey gives j's unique key to j unless another job holds it at now;

@@ -34,6 +34,8 @@ const (
 	errDeadlock        = 1213 // ER_LOCK_DEADLOCK
 	errNoSuchTable     = 1146 // ER_NO_SUCH_TABLE
 	errBadDB           = 1049 // ER_BAD_DB_ERROR
+	errDupFieldName    = 1060 // ER_DUP_FIELDNAME
+	errDupKeyName      = 1061 // ER_DUP_KEYNAME
 )
 
 // errNumber returns the server's error number in err, 0 for none.

@@ -14,9 +14,11 @@ import (
 
 // Import writes jobs with their history (see backend.Importer) in one
 // transaction, run again after a deadlock or a concurrent insert of the
-// same id or key: it finds the ids that exist, takes the unique keys of
-// the new jobs in (queue, key) order, as Enqueue does, then writes the
-// rows, their log lines and the counts of the final ones. A job whose id
+// same id, JID or key: it finds the ids that exist, reads the holders of
+// the new jobs' JIDs (a job whose JID another job holds, or an earlier
+// job of the batch, is a conflict), takes the unique keys of the others
+// in (queue, key) order, as Enqueue does, then writes the rows, their log
+// lines and the counts of the final ones. A job whose id
 // exists is compared afterwards, as Get reads it.
 func (s *store) Import(ctx context.Context, p backend.ImportParams) (backend.ImportResult, error) {
 	if err := s.begin(ctx); err != nil {
@@ -63,12 +65,34 @@ func (s *store) importIn(ctx context.Context, tx *sql.Tx, p backend.ImportParams
 	if err != nil {
 		return nil, nil, err
 	}
+	var fresh []*backend.Job
+	for _, j := range p.Jobs {
+		if !found[j.ID] {
+			fresh = append(fresh, j)
+		}
+	}
+	var held map[string]jidHolder
+	if jids := planJIDs(fresh); len(jids) > 0 {
+		if held, err = s.jidHolders(ctx, tx, jids); err != nil {
+			return nil, nil, err
+		}
+	}
 	var keyed []int
 	for i, j := range p.Jobs {
-		switch {
-		case found[j.ID]:
+		if found[j.ID] {
 			existing = append(existing, i)
-		case backend.HoldsKey(j, p.Now):
+			continue
+		}
+		if h, ok := held[j.JID]; ok && j.JID != "" {
+			items[i] = backend.ImportItem{Outcome: backend.ImportConflict, HolderID: h.id,
+				Reason: backend.ImportJIDHeld(j.ID, j.JID, h.id)}
+			continue
+		}
+		if j.JID != "" {
+			// A later job of the batch with this JID conflicts with this one.
+			held[j.JID] = jidHolder{id: j.ID, state: j.State}
+		}
+		if backend.HoldsKey(j, p.Now) {
 			keyed = append(keyed, i)
 		}
 	}
@@ -219,7 +243,7 @@ func importArgs(args []any, j *backend.Job) ([]any, error) {
 		j.LeaseToken, int64(j.Timeout), nullMicros(j.Deadline), key, int64(j.UniqueFor), int64(j.Retention), micros(j.CreatedAt),
 		nullMicros(j.StartedAt), nullMicros(j.FinishedAt), nullMicros(j.ExpiresAt), nullMicros(j.LeaseExpiresAt),
 		nullString(j.WorkerID), nullString(j.CancelReason), j.CancelRequested, tags, meta, errs, prog,
-		j.LogsDropped, len(j.Logs), payload, j.Result), nil
+		j.LogsDropped, len(j.Logs), payload, j.Result, nullBytes(j.JID)), nil
 }
 
 // countImportedFinal adds imported final jobs to the counts of final

@@ -91,8 +91,9 @@ func statementsOf(script string) []string {
 
 // Migrate brings the store's tables to SchemaVersion. MySQL commits each
 // table definition on its own, so a step cannot be one transaction as in
-// PostgreSQL: every statement of a migration is written to be run again
-// (CREATE TABLE IF NOT EXISTS), a step's version is recorded after all of
+// PostgreSQL: every statement of a migration can run again (CREATE TABLE
+// IF NOT EXISTS; an ALTER TABLE that adds a column or a key that exists is
+// taken as done), a step's version is recorded after all of
 // its statements succeeded, and a step cut short (a crash, a lost
 // connection) is completed by the next Migrate. Concurrent Migrate calls
 // take turns under a named lock of the database (GET_LOCK). Tables at a
@@ -136,7 +137,7 @@ func (s *store) Migrate(ctx context.Context) error {
 	for _, m := range ms[current:] {
 		s.log.Info("applying kyu schema migration", "prefix", s.opts.Prefix, "version", m.version, "name", m.name)
 		for _, stmt := range statementsOf(strings.ReplaceAll(m.sql, "{{p}}", s.opts.Prefix)) {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			if err := execMigration(ctx, conn, stmt); err != nil {
 				return fmt.Errorf("kyu/mysql: migration %s on prefix %s: %w", m.name, s.opts.Prefix, err)
 			}
 		}
@@ -147,7 +148,8 @@ func (s *store) Migrate(ctx context.Context) error {
 		}
 	}
 	// A table lost after its migration (dropped by hand) is created
-	// again, empty, by the CREATE TABLE IF NOT EXISTS of its migration.
+	// again, empty, by the CREATE TABLE IF NOT EXISTS of its migration,
+	// and given the columns and keys later migrations added to it.
 	missing, err := s.missingTables(ctx)
 	if err != nil || len(missing) == 0 {
 		return err
@@ -155,15 +157,30 @@ func (s *store) Migrate(ctx context.Context) error {
 	s.log.Warn("creating missing kyu tables again", "prefix", s.opts.Prefix, "tables", missing)
 	for _, m := range ms {
 		for _, stmt := range statementsOf(strings.ReplaceAll(m.sql, "{{p}}", s.opts.Prefix)) {
-			if !strings.HasPrefix(strings.TrimSpace(stmt), "CREATE TABLE IF NOT EXISTS") {
+			t := strings.TrimSpace(stmt)
+			if !strings.HasPrefix(t, "CREATE TABLE IF NOT EXISTS") && !strings.HasPrefix(t, "ALTER TABLE") {
 				continue
 			}
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			if err := execMigration(ctx, conn, stmt); err != nil {
 				return fmt.Errorf("kyu/mysql: migration %s on prefix %s: %w", m.name, s.opts.Prefix, err)
 			}
 		}
 	}
 	return nil
+}
+
+// execMigration runs one statement of a migration. An ALTER TABLE that
+// adds a column or a key which exists already (the step ran this far
+// before, and was cut short) is done.
+func execMigration(ctx context.Context, conn *sql.Conn, stmt string) error {
+	_, err := conn.ExecContext(ctx, stmt)
+	if err != nil && strings.HasPrefix(strings.TrimSpace(stmt), "ALTER TABLE") {
+		switch errNumber(err) {
+		case errDupFieldName, errDupKeyName:
+			return nil
+		}
+	}
+	return err
 }
 
 // version reads the recorded version; ErrNotMigrated when the version

@@ -14,7 +14,7 @@ import (
 var jobColumns = []string{"id", "queue", "state", "priority", "run_at", "type", "title", "attempt", "max_attempts",
 	"lease_token", "timeout_ns", "deadline", "unique_key", "unique_for_ns", "retention_ns", "created_at",
 	"started_at", "finished_at", "expires_at", "lease_expires_at", "worker_id", "cancel_reason",
-	"cancel_requested", "tags", "metadata", "errors", "progress", "logs_dropped", "log_count", "payload", "result"}
+	"cancel_requested", "tags", "metadata", "errors", "progress", "logs_dropped", "log_count", "payload", "result", "jid"}
 
 // mutableColumns are the columns a job's later steps change; saveRows
 // writes them back.
@@ -65,7 +65,7 @@ func scanRow(sc scanner, withPayload bool, extra ...any) (*row, error) {
 		j                                                    backend.Job
 		state                                                string
 		deadline, started, finished, expires, leaseExp       sql.NullInt64
-		uniqueKey                                            []byte
+		uniqueKey, jid                                       []byte
 		workerID, cancelReason, tags, metadata, errs, progr  sql.NullString
 		runAt, created, timeout, uniqueFor, retention, token int64
 		priority, attempt, maxAttempts, dropped, logCount    int
@@ -75,7 +75,7 @@ func scanRow(sc scanner, withPayload bool, extra ...any) (*row, error) {
 	err := sc.Scan(append([]any{&j.ID, &j.Queue, &state, &priority, &runAt, &j.Type, &j.Title, &attempt, &maxAttempts,
 		&token, &timeout, &deadline, &uniqueKey, &uniqueFor, &retention, &created,
 		&started, &finished, &expires, &leaseExp, &workerID, &cancelReason,
-		&cancelRequested, &tags, &metadata, &errs, &progr, &dropped, &logCount, &payload, &result}, extra...)...)
+		&cancelRequested, &tags, &metadata, &errs, &progr, &dropped, &logCount, &payload, &result, &jid}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func scanRow(sc scanner, withPayload bool, extra ...any) (*row, error) {
 	}
 	j.Deadline, j.StartedAt, j.FinishedAt = nullTime(deadline), nullTime(started), nullTime(finished)
 	j.ExpiresAt, j.LeaseExpiresAt = nullTime(expires), nullTime(leaseExp)
-	j.UniqueKey = string(uniqueKey)
+	j.UniqueKey, j.JID = string(uniqueKey), string(jid)
 	j.WorkerID, j.CancelReason = workerID.String, cancelReason.String
 	j.CancelRequested = cancelRequested
 	if tags.Valid && tags.String != "" {
@@ -161,6 +161,14 @@ func nullString(s string) any {
 		return nil
 	}
 	return s
+}
+
+// nullBytes is s as bytes for a binary column, NULL when empty.
+func nullBytes(s string) any {
+	if s == "" {
+		return nil
+	}
+	return []byte(s)
 }
 
 // jsonText encodes v as JSON text, NULL for an empty list or map.

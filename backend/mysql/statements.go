@@ -24,6 +24,7 @@ type statements struct {
 	count, countQueue         string
 	countQueueLean            string
 	get, getLogs              string
+	getJID, jidHolders        string
 	keyLock, keyInsert        string
 	keyTake, holderState      string
 	keyFree, keyKeep          string
@@ -104,6 +105,10 @@ func newStatements(prefix string) *statements {
 			ON DUPLICATE KEY UPDATE processed = processed + VALUES(processed)`),
 		get:     f(`SELECT ` + selectCols(true) + ` FROM {{p}}jobs j WHERE j.id = ?`),
 		getLogs: f(`SELECT at, line FROM {{p}}job_logs WHERE job_id = ? ORDER BY seq`),
+		// jid.
+		getJID: f(`SELECT ` + selectCols(true) + ` FROM {{p}}jobs j WHERE j.jid = ?`),
+		// %s jids: the jobs that hold them (a plain read: see jid.go).
+		jidHolders: f(`SELECT jid, id, state FROM {{p}}jobs WHERE jid IN %s`),
 		// queue, key.
 		keyLock: f(`SELECT job_id, held_until, job_state FROM {{p}}unique_keys WHERE queue = ? AND ukey = ? FOR UPDATE`),
 		// queue, key, job id, held until.

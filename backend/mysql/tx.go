@@ -22,7 +22,10 @@ var _ backend.TxEnqueuer = (*Store)(nil)
 // type of tx, or a nil one, gives an error matching
 // backend.ErrNotSupported. A failed call leaves tx as any failed
 // statement leaves it (a deadlock rolls it back whole): roll it back.
-// The unique keys the jobs take are locked until tx ends.
+// The unique keys the jobs take are locked until tx ends. A JID that
+// another transaction is writing at the same time makes the call wait
+// for it, and fail with a duplicate key (1062) if it commits: roll back
+// and run tx again, and the JID is then a duplicate of its holder.
 func (s *store) EnqueueTx(ctx context.Context, tx any, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	t, ok := tx.(*sql.Tx)
 	if !ok || t == nil {

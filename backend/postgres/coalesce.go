@@ -196,10 +196,11 @@ func (s *store) runGroup(ctx context.Context, g *enqueueGroup, plans []*enqueueP
 }
 
 // writeGroup writes the plans of several callers atomically: with one
-// INSERT when none takes a unique key, else in a transaction.
+// INSERT when none takes a unique key or has a JID, else in a
+// transaction.
 func (s *store) writeGroup(ctx context.Context, plans []*enqueuePlan) error {
 	op := fmt.Sprintf("enqueue (%d calls coalesced)", len(plans))
-	keyed := slices.ContainsFunc(plans, func(p *enqueuePlan) bool { return len(p.keyed) > 0 })
+	keyed := slices.ContainsFunc(plans, func(p *enqueuePlan) bool { return len(p.keyed) > 0 || p.hasJID })
 	if !keyed {
 		return s.wrap(op, s.enqueueGroupIn(ctx, pgxRunner{s.pool}, plans))
 	}
@@ -224,9 +225,9 @@ type groupItem struct {
 	i    int
 }
 
-// enqueueGroupIn takes the unique keys of the plans and writes their new
-// jobs within one transaction r, with the outcome of running the plans
-// one after another in order.
+// enqueueGroupIn checks the JIDs of the plans, takes their unique keys
+// and writes their new jobs within one transaction r, with the outcome of
+// running the plans one after another in order.
 //
 // A key asked for by several plans is asked for in layers: the first
 // plan's item in the first takeKeysAt, the second's in the next, and so on,
@@ -236,6 +237,9 @@ type groupItem struct {
 // whose rows an earlier one locked, so concurrent groups lock keys in one
 // order. Without shared keys, that is one takeKeysAt and one INSERT.
 func (s *store) enqueueGroupIn(ctx context.Context, r runner, plans []*enqueuePlan) error {
+	if err := s.takeJIDs(ctx, r, plans); err != nil {
+		return err
+	}
 	var layers [][]groupItem
 	seen := map[[2]string]int{}
 	for _, p := range plans {
@@ -271,7 +275,7 @@ func (s *store) enqueueGroupIn(ctx context.Context, r runner, plans []*enqueuePl
 	}
 	var rest []groupItem
 	for _, p := range plans {
-		p.settleSameKey()
+		p.settle()
 		for _, i := range p.fresh() {
 			if !written[p.jobs[i]] {
 				rest = append(rest, groupItem{p, i})
@@ -332,6 +336,6 @@ func (s *store) insertAt(ctx context.Context, r runner, items []groupItem) error
 		}
 		rows[k], created[k] = row, it.plan.now
 	}
-	args := append(columns(rows), created) // $17
+	args := append(columns(rows), created) // $18
 	return r.run(ctx, s.sqls.insertAt, args, func(scan func(...any) error) error { return nil })
 }

@@ -23,7 +23,7 @@ const copyMinJobs = 20
 // copyColumns are the jobs columns of the COPY stream, in insertRow's
 // order and then the creation time.
 const copyColumns = "id, queue, type, payload, title, priority, state, max_attempts, run_at, " +
-	"timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, created_at"
+	"timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, jid, created_at"
 
 // errNoCopy: the runner cannot COPY.
 var errNoCopy = errors.New("kyu/postgres: no COPY on this runner")
@@ -139,7 +139,7 @@ func encodeCopy(rows [][]any, now time.Time) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job id %q: %w", r[0], err)
 		}
-		b = binary.BigEndian.AppendUint16(b, 17)
+		b = binary.BigEndian.AppendUint16(b, 18)
 		field(id[:])
 		text(r[1].(string))
 		text(r[2].(string))
@@ -160,6 +160,11 @@ func encodeCopy(rows [][]any, now time.Time) ([]byte, error) {
 		jsonb(r[13].([]byte))
 		jsonb(r[14].([]byte))
 		i64(r[15].(int64))
+		if jid := r[16].(pgtype.Text); jid.Valid {
+			text(jid.String)
+		} else {
+			null()
+		}
 		ts(created)
 	}
 	return binary.BigEndian.AppendUint16(b, 0xFFFF), nil

@@ -32,6 +32,13 @@
 // (on a second channel, also named after the schema); Stats counts each
 // state over its partial index in one statement; List pages in id order.
 //
+// A job's JID (schema version 5) is a column with a partial unique
+// index: jobs without one write no index entry. An enqueue or import with
+// JIDs takes a transaction-scoped advisory lock per JID before it reads
+// their holders (lock_jids), so a held JID is answered as a duplicate of
+// its holder, also when the holder's transaction commits meanwhile, never
+// as a unique violation.
+//
 // The store never reads the database clock for the semantics: every time
 // comes from the caller's Now, as the backend contract asks.
 package postgres

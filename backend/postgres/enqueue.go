@@ -38,7 +38,7 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 // enqueueAlone writes one call's plan in a transaction of its own and
 // notifies the queues that got pending jobs.
 func (s *store) enqueueAlone(ctx context.Context, plan *enqueuePlan) (backend.EnqueueResult, error) {
-	if len(plan.keyed) == 0 {
+	if len(plan.keyed) == 0 && !plan.hasJID {
 		// One statement: its own transaction.
 		if err := s.insert(ctx, pgxRunner{s.pool}, plan, false); err != nil {
 			return backend.EnqueueResult{}, s.wrap("enqueue", err)
@@ -70,9 +70,13 @@ func (s *store) notifyPending(queues []string) {
 	s.notifier.notify(queues)
 }
 
-// enqueueIn takes the plan's unique keys and writes its new jobs within one
-// transaction, r; with notify, the INSERT also notifies on commit.
+// enqueueIn checks the plan's JIDs, takes its unique keys and writes its
+// new jobs within one transaction, r; with notify, the INSERT also
+// notifies on commit.
 func (s *store) enqueueIn(ctx context.Context, r runner, plan *enqueuePlan, notify bool) error {
+	if err := s.takeJIDs(ctx, r, []*enqueuePlan{plan}); err != nil {
+		return err
+	}
 	if err := s.takeKeys(ctx, r, plan); err != nil {
 		return err
 	}
@@ -90,17 +94,21 @@ type enqueuePlan struct {
 	keyed []int
 	// sameKey maps a later item with an earlier item's key to that item.
 	sameKey map[int]int
+	// hasJID: an item has a JID, so the plan is written in a transaction
+	// that checks the JIDs first (takeJIDs).
+	hasJID bool
+	// sameJID maps a later item with the JID of an earlier item, of this
+	// plan or of an earlier plan of its coalesced group, to that item.
+	sameJID map[int]jidRef
 }
 
 // newEnqueuePlan makes the records of a prepared EnqueueParams.
 func newEnqueuePlan(p backend.EnqueueParams) (*enqueuePlan, error) {
 	plan := &enqueuePlan{
-		now:     pgtype.Timestamptz{Time: p.Now, Valid: true},
-		jobs:    make([]*backend.Job, len(p.Jobs)),
-		res:     make([]backend.EnqueuedJob, len(p.Jobs)),
-		sameKey: map[int]int{},
+		now:  pgtype.Timestamptz{Time: p.Now, Valid: true},
+		jobs: make([]*backend.Job, len(p.Jobs)),
+		res:  make([]backend.EnqueuedJob, len(p.Jobs)),
 	}
-	first := map[[2]string]int{}
 	for i := range p.Jobs {
 		nj := &p.Jobs[i]
 		id, err := backend.NewID()
@@ -110,10 +118,22 @@ func newEnqueuePlan(p backend.EnqueueParams) (*enqueuePlan, error) {
 		j := nj.Record(id, p.Now)
 		plan.jobs[i] = j
 		plan.res[i] = backend.EnqueuedJob{ID: id, State: j.State}
-		if nj.UniqueKey == "" {
+		plan.hasJID = plan.hasJID || j.JID != ""
+	}
+	plan.indexKeys()
+	return plan, nil
+}
+
+// indexKeys works out keyed and sameKey over the items that are not
+// duplicates already (of a JID).
+func (plan *enqueuePlan) indexKeys() {
+	plan.keyed, plan.sameKey = plan.keyed[:0], map[int]int{}
+	first := map[[2]string]int{}
+	for i, j := range plan.jobs {
+		if j.UniqueKey == "" || plan.res[i].Duplicate {
 			continue
 		}
-		k := [2]string{nj.Queue, nj.UniqueKey}
+		k := [2]string{j.Queue, j.UniqueKey}
 		if f, ok := first[k]; ok {
 			plan.sameKey[i] = f
 			continue
@@ -125,14 +145,20 @@ func newEnqueuePlan(p backend.EnqueueParams) (*enqueuePlan, error) {
 		ja, jb := plan.jobs[a], plan.jobs[b]
 		return cmp.Or(cmp.Compare(ja.Queue, jb.Queue), cmp.Compare(ja.UniqueKey, jb.UniqueKey))
 	})
-	return plan, nil
 }
 
-// settleSameKey makes every later item with an earlier item's key a
-// duplicate of whatever holds that key now.
-func (plan *enqueuePlan) settleSameKey() {
+// settle makes every later item with an earlier item's key a duplicate of
+// whatever holds that key now, and then every later item with an earlier
+// item's JID a duplicate of whatever that item came to (its own new job,
+// or the holder of its key). The plans before this one in its group are
+// settled already.
+func (plan *enqueuePlan) settle() {
 	for i, f := range plan.sameKey {
 		r := plan.res[f]
+		plan.res[i] = backend.EnqueuedJob{ID: r.ID, State: r.State, Duplicate: true}
+	}
+	for i, f := range plan.sameJID {
+		r := f.plan.res[f.i]
 		plan.res[i] = backend.EnqueuedJob{ID: r.ID, State: r.State, Duplicate: true}
 	}
 }
@@ -169,7 +195,7 @@ func (plan *enqueuePlan) result() backend.EnqueueResult {
 func (s *store) takeKeys(ctx context.Context, r runner, plan *enqueuePlan) error {
 	n := len(plan.keyed)
 	if n == 0 {
-		plan.settleSameKey()
+		plan.settle()
 		return nil
 	}
 	idx := make([]int32, n)
@@ -199,7 +225,7 @@ func (s *store) takeKeys(ctx context.Context, r runner, plan *enqueuePlan) error
 	if err != nil {
 		return err
 	}
-	plan.settleSameKey()
+	plan.settle()
 	return nil
 }
 
@@ -230,15 +256,15 @@ func (s *store) insert(ctx context.Context, r runner, plan *enqueuePlan, notify 
 	} else {
 		args = columns(rows)
 	}
-	args = append(args, plan.now) // $17
+	args = append(args, plan.now) // $18
 	if notify {
-		query, args = s.sqls.insert, append(args, s.channel) // $18
+		query, args = s.sqls.insert, append(args, s.channel) // $19
 	}
 	return r.run(ctx, query, args, func(scan func(...any) error) error { return nil })
 }
 
 // insertRow is one job's values for the insert statements, in their order
-// ($1 to $16; $17, the creation time, is shared).
+// ($1 to $17; $18, the creation time, is shared).
 func insertRow(j *backend.Job) ([]any, error) {
 	payload := j.Payload
 	if payload == nil {
@@ -262,7 +288,7 @@ func insertRow(j *backend.Job) ([]any, error) {
 	return []any{
 		j.ID, j.Queue, j.Type, payload, j.Title, int16(j.Priority), string(j.State), int32(j.MaxAttempts),
 		pgtype.Timestamptz{Time: j.RunAt, Valid: true}, int64(j.Timeout), nullTime(j.Deadline), nullText(j.UniqueKey),
-		int64(j.UniqueFor), tags, metadata, int64(j.Retention),
+		int64(j.UniqueFor), tags, metadata, int64(j.Retention), nullText(j.JID),
 	}, nil
 }
 
@@ -272,7 +298,7 @@ func columns(rows [][]any) []any {
 	n := len(rows)
 	var (
 		ids, queues, types, titles, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		keys                               = make([]pgtype.Text, n)
+		keys, jids                         = make([]pgtype.Text, n), make([]pgtype.Text, n)
 		payloads, tags, metadata           = make([][]byte, n), make([][]byte, n), make([][]byte, n)
 		priorities                         = make([]int16, n)
 		maxAttempts                        = make([]int32, n)
@@ -283,8 +309,8 @@ func columns(rows [][]any) []any {
 		ids[k], queues[k], types[k], payloads[k], titles[k] = r[0].(string), r[1].(string), r[2].(string), r[3].([]byte), r[4].(string)
 		priorities[k], states[k], maxAttempts[k], runAts[k] = r[5].(int16), r[6].(string), r[7].(int32), r[8].(pgtype.Timestamptz)
 		timeouts[k], deadlines[k], keys[k], uniqueFors[k] = r[9].(int64), r[10].(pgtype.Timestamptz), r[11].(pgtype.Text), r[12].(int64)
-		tags[k], metadata[k], retentions[k] = r[13].([]byte), r[14].([]byte), r[15].(int64)
+		tags[k], metadata[k], retentions[k], jids[k] = r[13].([]byte), r[14].([]byte), r[15].(int64), r[16].(pgtype.Text)
 	}
 	return []any{ids, queues, types, payloads, titles, priorities, states, maxAttempts, runAts,
-		timeouts, deadlines, keys, uniqueFors, tags, metadata, retentions}
+		timeouts, deadlines, keys, uniqueFors, tags, metadata, retentions, jids}
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -10,12 +11,26 @@ import (
 	"github.com/kyuhq/kyu/backend"
 )
 
-// Get returns the job with the given id, or ErrNotFound.
+// Get returns the job with the given id, or with the given JID, or
+// ErrNotFound.
 func (s *store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
 	defer s.end()
+	if p.JID != "" {
+		if !backend.ValidText(p.JID) {
+			return nil, backend.ErrNotFound // no job has it: Enqueue refuses it
+		}
+		j, err := scanJobLogs(s.pool.QueryRow(ctx, s.sqls.getJID, p.JID), true)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, backend.ErrNotFound
+		}
+		if err != nil {
+			return nil, s.wrap(fmt.Sprintf("get jid %q", p.JID), err)
+		}
+		return j, nil
+	}
 	id, err := uuid.Parse(p.ID)
 	if err != nil {
 		return nil, backend.ErrNotFound

@@ -17,12 +17,12 @@ import (
 const sqlImport = `INSERT INTO {{s}}.jobs (id, type, queue, payload, title, priority, state, attempt, max_attempts,
 	run_at, timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, created_at,
 	started_at, finished_at, worker_id, lease_token, lease_expires_at, errors, result, cancel_reason,
-	cancel_requested, progress, log_count, logs_dropped, delete_at)
+	cancel_requested, progress, log_count, logs_dropped, delete_at, jid)
 SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::smallint[], $7::text[],
 	$8::int[], $9::int[], $10::timestamptz[], $11::bigint[], $12::timestamptz[], $13::text[], $14::bigint[],
 	$15::jsonb[], $16::jsonb[], $17::bigint[], $18::timestamptz[], $19::timestamptz[], $20::timestamptz[],
 	$21::text[], $22::bigint[], $23::timestamptz[], $24::jsonb[], $25::bytea[], $26::text[], $27::bool[],
-	$28::jsonb[], $29::int[], $30::int[], $31::timestamptz[])
+	$28::jsonb[], $29::int[], $30::int[], $31::timestamptz[], $32::text[])
 ON CONFLICT (id) DO NOTHING
 RETURNING id::text`
 
@@ -31,10 +31,12 @@ const sqlImportLogs = `INSERT INTO {{s}}.job_logs (job_id, seq, at, line)
 SELECT * FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::text[])`
 
 // Import writes jobs with their history (see backend.Importer) in one
-// transaction: the new rows first, then their unique keys (so a second job
-// of the batch with the same key sees the first as its holder), then the
-// log lines; a job whose key is held is taken out again before the commit.
-// A job whose id exists is compared afterwards, as Get reads it.
+// transaction: the JIDs are locked and their holders read first (a job
+// whose JID another job holds, or an earlier job of the batch, is not
+// written), then the new rows, then their unique keys (so a second job of
+// the batch with the same key sees the first as its holder), then the log
+// lines; a job whose key is held is taken out again before the commit. A
+// job whose id exists is compared afterwards, as Get reads it.
 func (s *store) Import(ctx context.Context, p backend.ImportParams) (backend.ImportResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return backend.ImportResult{}, err
@@ -74,7 +76,20 @@ func (s *store) importNew(ctx context.Context, p backend.ImportParams, items []b
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after a commit it does nothing
 	r := pgxRunner{tx}
-	cols, err := importColumns(p.Jobs)
+	jidHeld, err := s.importJIDs(ctx, r, p.Jobs)
+	if err != nil {
+		return nil, nil, err
+	}
+	jobs := p.Jobs
+	if len(jidHeld) > 0 {
+		jobs = nil
+		for i, j := range p.Jobs {
+			if _, ok := jidHeld[i]; !ok {
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	cols, err := importColumns(jobs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -92,6 +107,15 @@ func (s *store) importNew(ctx context.Context, p backend.ImportParams, items []b
 	}
 	var keyed []int
 	for i, j := range p.Jobs {
+		if holder, ok := jidHeld[i]; ok {
+			if holder == "" { // its id exists: compared afterwards
+				existing = append(existing, i)
+				continue
+			}
+			items[i] = backend.ImportItem{Outcome: backend.ImportConflict, HolderID: holder,
+				Reason: backend.ImportJIDHeld(j.ID, j.JID, holder)}
+			continue
+		}
 		switch {
 		case !written[j.ID]:
 			existing = append(existing, i)
@@ -150,7 +174,7 @@ func (s *store) importNew(ctx context.Context, p backend.ImportParams, items []b
 	var seqs []int32
 	var ats []pgtype.Timestamptz
 	for i, j := range p.Jobs {
-		if !written[j.ID] || items[i].Outcome == backend.ImportConflict {
+		if _, ok := jidHeld[i]; ok || !written[j.ID] || items[i].Outcome == backend.ImportConflict {
 			continue
 		}
 		items[i] = backend.ImportItem{Outcome: backend.ImportCreated}
@@ -174,12 +198,73 @@ func (s *store) importNew(ctx context.Context, p backend.ImportParams, items []b
 	return existing, pending, nil
 }
 
+// importJIDs locks the JIDs of jobs in the transaction r and returns the
+// jobs (by position) not to write for their JID, each with the id of the
+// job that holds it: one of the store's, or an earlier job of the batch.
+// A job whose own id exists is mapped to "" instead: it is compared with
+// the stored job, as any job whose id exists. A job that holds its own
+// JID already (imported before) is not among them.
+func (s *store) importJIDs(ctx context.Context, r pgxRunner, jobs []*backend.Job) (map[int]string, error) {
+	var jids []string
+	for _, j := range jobs {
+		if j.JID != "" {
+			jids = append(jids, j.JID)
+		}
+	}
+	if len(jids) == 0 {
+		return nil, nil
+	}
+	held, err := s.lockJIDs(ctx, r, jids)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]string{}
+	var ids []string
+	first := map[string]string{}
+	for i, j := range jobs {
+		if j.JID == "" {
+			continue
+		}
+		holder := held[j.JID].id
+		if holder == "" {
+			holder = first[j.JID]
+		}
+		if holder == "" || holder == j.ID {
+			first[j.JID] = j.ID
+			continue
+		}
+		out[i] = holder
+		ids = append(ids, j.ID)
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	found := map[string]bool{}
+	err = r.run(ctx, s.sqls.existing, []any{ids}, func(scan func(...any) error) error {
+		var id string
+		if err := scan(&id); err != nil {
+			return err
+		}
+		found[id] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if found[jobs[i].ID] {
+			out[i] = ""
+		}
+	}
+	return out, nil
+}
+
 // importColumns turns jobs into sqlImport's arrays.
 func importColumns(jobs []*backend.Job) ([]any, error) {
 	n := len(jobs)
 	var (
 		ids, types, queues, titles, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		keys, workers, reasons             = make([]pgtype.Text, n), make([]pgtype.Text, n), make([]pgtype.Text, n)
+		keys, workers, reasons, jids       = make([]pgtype.Text, n), make([]pgtype.Text, n), make([]pgtype.Text, n), make([]pgtype.Text, n)
 		payloads, results                  = make([][]byte, n), make([][]byte, n)
 		tags, metadata, errs, progress     = make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
 		priorities                         = make([]int16, n)
@@ -199,7 +284,7 @@ func importColumns(jobs []*backend.Job) ([]any, error) {
 	}
 	for k, j := range jobs {
 		ids[k], types[k], queues[k], titles[k], states[k] = j.ID, j.Type, j.Queue, j.Title, string(j.State)
-		keys[k], workers[k], reasons[k] = nullText(j.UniqueKey), nullText(j.WorkerID), nullText(j.CancelReason)
+		keys[k], workers[k], reasons[k], jids[k] = nullText(j.UniqueKey), nullText(j.WorkerID), nullText(j.CancelReason), nullText(j.JID)
 		payloads[k], results[k] = j.Payload, j.Result
 		if payloads[k] == nil {
 			payloads[k] = []byte{}
@@ -225,5 +310,5 @@ func importColumns(jobs []*backend.Job) ([]any, error) {
 	return []any{ids, types, queues, payloads, titles, priorities, states, attempts, maxAttempts,
 		runAts, timeouts, deadlines, keys, uniqueFors, tags, metadata, retentions, created,
 		started, finished, workers, tokens, leases, errs, results, reasons,
-		requested, progress, logCounts, dropped, expires}, nil
+		requested, progress, logCounts, dropped, expires, jids}, nil
 }

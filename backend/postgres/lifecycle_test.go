@@ -375,8 +375,8 @@ func TestCompleteMixedBatch(t *testing.T) {
 }
 
 // TestEnqueueCopy: a batch large enough to go in by COPY, with and without
-// unique keys (the keyed one inside a transaction), stores every field as
-// the INSERT of a small batch does.
+// unique keys and JIDs (the keyed one inside a transaction), stores every
+// field as the INSERT of a small batch does.
 func TestEnqueueCopy(t *testing.T) {
 	t.Parallel()
 	s := openTestStore(t, Options{})
@@ -397,12 +397,18 @@ func TestEnqueueCopy(t *testing.T) {
 			if keyed && i%5 == 0 {
 				nj.UniqueKey, nj.UniqueFor = fmt.Sprint("key ", i), time.Minute
 			}
+			if keyed && i%3 == 0 {
+				nj.JID = fmt.Sprint("jid ", i)
+			}
 			jobs = append(jobs, nj)
 		}
 		small := append([]backend.NewJob(nil), jobs[:copyMinJobs-1]...)
 		for k := range small {
 			if small[k].UniqueKey != "" {
 				small[k].UniqueKey += " small"
+			}
+			if small[k].JID != "" {
+				small[k].JID += " small"
 			}
 		}
 		big, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs})
@@ -422,7 +428,7 @@ func TestEnqueueCopy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b.ID, b.UniqueKey = a.ID, jobs[i].UniqueKey
+			b.ID, b.UniqueKey, b.JID = a.ID, jobs[i].UniqueKey, jobs[i].JID
 			if fmt.Sprintf("%+v", a) != fmt.Sprintf("%+v", b) {
 				t.Errorf("keyed %v, job %d by COPY:\n%+v\nby INSERT:\n%+v", keyed, i, a, b)
 			}

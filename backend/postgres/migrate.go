@@ -194,6 +194,7 @@ func (s *store) checkObjects(ctx context.Context) error {
 		{"table", "workers"},
 		{"table", "queue_counters"},
 		{"function", "take_unique_key(text, text, uuid, timestamptz, timestamptz)"},
+		{"function", "lock_jids(bigint[], text[])"},
 	}
 	for _, o := range objects {
 		fn := "to_regclass"

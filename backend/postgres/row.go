@@ -18,7 +18,7 @@ func jobColumnNames() []string {
 		"run_at", "timeout_ns", "deadline", "unique_key", "unique_for_ns", "tags", "metadata",
 		"retention_ns", "created_at", "started_at", "finished_at", "worker_id", "lease_token",
 		"lease_expires_at", "errors", "result", "cancel_reason",
-		"cancel_requested", "progress", "logs_dropped", "delete_at"}
+		"cancel_requested", "progress", "logs_dropped", "delete_at", "jid"}
 }
 
 // cols lists jobColumnNames for a SELECT or RETURNING, each prefixed with
@@ -73,6 +73,7 @@ type rawJob struct {
 	progress              []byte
 	logsDropped           int32
 	expiresAt             pgtype.Timestamptz
+	jid                   pgtype.Text
 	logs                  []byte // JSON; only where the query reads them
 }
 
@@ -96,7 +97,7 @@ func scanJobExtra(row pgx.Row, logs bool, extra ...any) (*backend.Job, error) {
 		&r.runAt, &r.timeout, &r.deadline, &r.uniqueKey, &r.uniqueFor, &r.tags, &r.metadata,
 		&r.retention, &r.createdAt, &r.startedAt, &r.finishedAt, &r.workerID, &r.leaseToken,
 		&r.leaseExpiresAt, &r.errors, &r.result, &r.cancelReason,
-		&r.cancelRequested, &r.progress, &r.logsDropped, &r.expiresAt}
+		&r.cancelRequested, &r.progress, &r.logsDropped, &r.expiresAt, &r.jid}
 	if logs {
 		dest = append(dest, &r.logs)
 	}
@@ -146,6 +147,7 @@ func (r *rawJob) job() (*backend.Job, error) {
 		Deadline:    optTime(r.deadline),
 		UniqueKey:   r.uniqueKey.String,
 		UniqueFor:   time.Duration(r.uniqueFor),
+		JID:         r.jid.String,
 		Retention:   backend.Retention(r.retention),
 		CreatedAt:   r.createdAt.UTC(),
 		StartedAt:   optTime(r.startedAt),

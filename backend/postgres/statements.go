@@ -28,6 +28,7 @@ type statements struct {
 	existing, notify                   string
 	insertOne                          string
 	insertAt, takeKeysAt               string
+	getJID, lockJIDs                   string
 
 	lockJob, queueRetention, finishWaiting string
 	requestCancel, retry, runNow, state    string
@@ -73,6 +74,8 @@ func newStatements(schema, finished string) *statements {
 		insertAt:     f(sqlInsertAt),
 		takeKeysAt:   f(sqlTakeKeysAt),
 		existing:     f(`SELECT id::text FROM {{s}}.jobs WHERE id = ANY($1::uuid[])`),
+		getJID:       f(sqlGetJID),
+		lockJIDs:     f(sqlLockJIDs),
 
 		lockJob:         f(`SELECT state, queue, retention_ns, cancel_requested, watched, coalesce(unique_key, ''), unique_for_ns FROM {{s}}.jobs WHERE id = $1 FOR UPDATE`),
 		queueRetention:  f(`SELECT retain_completed, retain_failed, retain_cancelled FROM {{s}}.queues WHERE name = $1`),
@@ -558,36 +561,36 @@ const sqlForgetKeys = `WITH t AS (
 )
 SELECT count(*) FROM d`
 
-// sqlInsert: $1.. $16 one array per column, $17 created at, $18 channel.
+// sqlInsert: $1.. $17 one array per column, $18 created at, $19 channel.
 // Writes new jobs and notifies the queues that got pending ones, once the
 // transaction commits.
 const sqlInsert = `WITH ins AS (
 	INSERT INTO {{s}}.jobs (id, queue, type, payload, title, priority, state, max_attempts, run_at,
-		timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, created_at)
-	SELECT i.*, $17::timestamptz FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[],
+		timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, jid, created_at)
+	SELECT i.*, $18::timestamptz FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[],
 		$6::smallint[], $7::text[], $8::int[], $9::timestamptz[], $10::bigint[], $11::timestamptz[],
-		$12::text[], $13::bigint[], $14::jsonb[], $15::jsonb[], $16::bigint[]) AS i
+		$12::text[], $13::bigint[], $14::jsonb[], $15::jsonb[], $16::bigint[], $17::text[]) AS i
 	RETURNING queue, state
 )
-SELECT count(*) FROM (SELECT pg_notify($18, q) FROM (SELECT DISTINCT queue AS q FROM ins WHERE state = 'pending') x) y`
+SELECT count(*) FROM (SELECT pg_notify($19, q) FROM (SELECT DISTINCT queue AS q FROM ins WHERE state = 'pending') x) y`
 
-// sqlInsertQuiet: sqlInsert without the notifications ($18 is unused and
+// sqlInsertQuiet: sqlInsert without the notifications ($19 is unused and
 // absent), for Enqueue, which hands them to the store's notifier after the
 // commit instead. (A transaction that notifies holds a server-wide lock
 // from before its commit record is flushed until it is done, so notifying
 // commits cannot share a flush: at thousands of enqueues per second that
 // lock, not the disk, sets the pace.)
 const sqlInsertQuiet = `INSERT INTO {{s}}.jobs (id, queue, type, payload, title, priority, state, max_attempts, run_at,
-	timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, created_at)
-SELECT i.*, $17::timestamptz FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[],
+	timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, jid, created_at)
+SELECT i.*, $18::timestamptz FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[],
 	$6::smallint[], $7::text[], $8::int[], $9::timestamptz[], $10::bigint[], $11::timestamptz[],
-	$12::text[], $13::bigint[], $14::jsonb[], $15::jsonb[], $16::bigint[]) AS i`
+	$12::text[], $13::bigint[], $14::jsonb[], $15::jsonb[], $16::bigint[], $17::text[]) AS i`
 
 // sqlInsertOne: sqlInsertQuiet for one job, with one parameter per
 // column: arrays of one cost more to build and take apart than the row.
 const sqlInsertOne = `INSERT INTO {{s}}.jobs (id, queue, type, payload, title, priority, state, max_attempts, run_at,
-	timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, created_at)
-VALUES ($1::uuid, $2, $3, $4, $5, $6::smallint, $7, $8::int, $9, $10::bigint, $11, $12, $13::bigint, $14::jsonb, $15::jsonb, $16::bigint, $17)`
+	timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, jid, created_at)
+VALUES ($1::uuid, $2, $3, $4, $5, $6::smallint, $7, $8::int, $9, $10::bigint, $11, $12, $13::bigint, $14::jsonb, $15::jsonb, $16::bigint, $17, $18)`
 
 // sqlTakeKeys: $1 item indexes, $2 queues, $3 keys, $4 job ids, $5 held
 // until (NULL while the job lives), $6 now. Takes each free key for its
@@ -597,14 +600,14 @@ const sqlTakeKeys = `SELECT i.idx, h.holder::text, h.holder_state
 FROM unnest($1::int[], $2::text[], $3::text[], $4::uuid[], $5::timestamptz[]) AS i(idx, q, k, id, until),
 	LATERAL {{s}}.take_unique_key(i.q, i.k, i.id, i.until, $6) h`
 
-// sqlInsertAt: sqlInsertQuiet with one creation time per job: $1.. $16
-// one array per column, $17 the creation times. For the coalesced
+// sqlInsertAt: sqlInsertQuiet with one creation time per job: $1.. $17
+// one array per column, $18 the creation times. For the coalesced
 // enqueues of several callers, each with its own clock.
 const sqlInsertAt = `INSERT INTO {{s}}.jobs (id, queue, type, payload, title, priority, state, max_attempts, run_at,
-	timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, created_at)
+	timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, jid, created_at)
 SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[],
 	$6::smallint[], $7::text[], $8::int[], $9::timestamptz[], $10::bigint[], $11::timestamptz[],
-	$12::text[], $13::bigint[], $14::jsonb[], $15::jsonb[], $16::bigint[], $17::timestamptz[]) AS i`
+	$12::text[], $13::bigint[], $14::jsonb[], $15::jsonb[], $16::bigint[], $17::text[], $18::timestamptz[]) AS i`
 
 // sqlTakeKeysAt: sqlTakeKeys with one clock per item: $1 item indexes,
 // $2 queues, $3 keys, $4 job ids, $5 held until, $6 now, all arrays.

@@ -12,7 +12,7 @@ import (
 )
 
 // handleEnqueue serves POST /api/v1/jobs: one job (an object; 201, or 409
-// with the holder's id for a unique-key duplicate) or many (an array,
+// with the holder's id for a jid or unique-key duplicate) or many (an array,
 // written atomically; 201 with one answer per item, duplicates marked).
 // An Idempotency-Key header replays the first answer to a retry.
 func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) {
@@ -109,7 +109,11 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 	if !batch {
 		e := res.Jobs[0]
 		if e.Duplicate {
-			return http.StatusConflict, api.ErrorBody{Error: api.Error{Code: api.CodeDuplicate, Message: "the unique key is held by job " + e.ID, ID: e.ID, State: e.State, Field: "unique_key"}}
+			field, what := "unique_key", "the unique key"
+			if s.jidHeldBy(r, p.Jobs[0].JID, e.ID) {
+				field, what = "jid", "the jid"
+			}
+			return http.StatusConflict, api.ErrorBody{Error: api.Error{Code: api.CodeDuplicate, Message: what + " is held by job " + e.ID, ID: e.ID, State: e.State, Field: field}}
 		}
 		return http.StatusCreated, api.Enqueued{ID: e.ID, State: e.State}
 	}
@@ -118,6 +122,16 @@ func (s *Server) enqueue(r *http.Request, body []byte) (int, any) {
 		out[i] = api.Enqueued{ID: e.ID, State: e.State, Duplicate: e.Duplicate}
 	}
 	return http.StatusCreated, out
+}
+
+// jidHeldBy reports whether job id holds jid, to tell which of a
+// duplicate's jid and unique key is held (the jid is checked first).
+func (s *Server) jidHeldBy(r *http.Request, jid, id string) bool {
+	if jid == "" {
+		return false
+	}
+	j, err := s.b.Get(r.Context(), backend.GetParams{JID: jid})
+	return err == nil && j.ID == id
 }
 
 // unbatch drops the item index of a single job's validation error.
@@ -147,9 +161,24 @@ func queueOr(q string) string {
 	return q
 }
 
-// handleGet serves GET /api/v1/jobs/{id}.
+// handleGet serves GET /api/v1/jobs/{id}. {id} names a job by its id or,
+// when no job has that id, by its jid; ?by=id and ?by=jid take it as one
+// only (a jid shaped like a kyu id is then never taken for an id).
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	j, err := s.b.Get(r.Context(), backend.GetParams{ID: r.PathValue("id")})
+	key := r.PathValue("id")
+	var j *backend.Job
+	var err error
+	switch by := r.URL.Query().Get("by"); by {
+	case "jid":
+		j, err = s.b.Get(r.Context(), backend.GetParams{JID: key})
+	case "", "id":
+		j, err = s.b.Get(r.Context(), backend.GetParams{ID: key})
+		if by == "" && errors.Is(err, backend.ErrNotFound) && len(key) <= backend.MaxJID {
+			j, err = s.b.Get(r.Context(), backend.GetParams{JID: key})
+		}
+	default:
+		err = badRequest("by", "must be id or jid")
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

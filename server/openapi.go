@@ -111,6 +111,7 @@ func (s *Server) addLimits(schemas map[string]any) {
 	set("queue", "maxLength", 128)
 	set("title", "maxLength", backend.MaxTitle)
 	set("unique_key", "maxLength", 1024)
+	set("jid", "maxLength", backend.MaxJID)
 	set("tags", "maxItems", backend.MaxTags)
 	props["tags"].(map[string]any)["items"].(map[string]any)["maxLength"] = backend.MaxTag
 	set("metadata", "x-kyu-max-bytes", backend.MaxMetadata, "description", "Keys and values together at most x-kyu-max-bytes bytes")

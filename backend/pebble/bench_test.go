@@ -77,10 +77,17 @@ func BenchmarkEnqueue(b *testing.B) {
 
 // BenchmarkEnqueueBatch enqueues 100 jobs per call from a few concurrent
 // producers.
-func BenchmarkEnqueueBatch(b *testing.B) {
+func BenchmarkEnqueueBatch(b *testing.B) { benchEnqueueBatch(b, false) }
+
+// BenchmarkEnqueueBatchJID is BenchmarkEnqueueBatch with a fresh JID on
+// every job: each is looked up (a point read) before it is written.
+func BenchmarkEnqueueBatchJID(b *testing.B) { benchEnqueueBatch(b, true) }
+
+func benchEnqueueBatch(b *testing.B, jids bool) {
 	const size = 100
 	s := openStore(b, b.TempDir(), Options{})
 	ctx := context.Background()
+	var n atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(2)
 	b.RunParallel(func(pb *testing.PB) {
@@ -88,6 +95,9 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 		for pb.Next() {
 			for i := range jobs {
 				jobs[i] = backend.NewJob{Type: "t", Payload: benchPayload}
+				if jids {
+					jobs[i].JID = "jid-" + strconv.FormatInt(n.Add(1), 36)
+				}
 			}
 			if _, err := s.Enqueue(ctx, backend.EnqueueParams{Jobs: jobs, Now: t0}); err != nil {
 				b.Error(err)

@@ -14,6 +14,8 @@ type commitGroup struct {
 	batch *cpebble.Batch
 	// dirty names the dirty entries this group wrote, to clear after commit.
 	dirty []dirtyRef
+	// jids names the entries of store.jids this group wrote, likewise.
+	jids []jidRef
 	// wake names the queues to signal once the group is durable.
 	wake map[string]struct{}
 	// finished names the watched jobs that became final or were deleted.
@@ -139,6 +141,11 @@ func (s *store) commitLoop() {
 		for _, d := range g.dirty {
 			if e, ok := s.dirty[d.id]; ok && e.ver == d.ver {
 				delete(s.dirty, d.id)
+			}
+		}
+		for _, r := range g.jids {
+			if e, ok := s.jids[r.jid]; ok && e.ver == r.ver {
+				delete(s.jids, r.jid)
 			}
 		}
 		g.err = err

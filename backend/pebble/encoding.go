@@ -12,12 +12,14 @@ import (
 )
 
 // recordVersion is the first byte of every job record this code writes.
-// decodeJob also reads records of version 1 (written before format 2):
-// they lack the fields of the version 2 tail, and a final job's ExpiresAt
-// is derived from its FinishedAt and retention as version 1 code did.
+// decodeJob also reads records of version 2 (written before format 3):
+// they lack the JID, and of version 1 (written before format 2): they lack
+// the fields of the version 2 tail too, and a final job's ExpiresAt is
+// derived from its FinishedAt and retention as version 1 code did.
 // Unique key values keep version 1 (uniqueVersion).
 const (
-	recordVersion   = 2
+	recordVersion   = 3
+	recordVersionV2 = 2
 	recordVersionV1 = 1
 	uniqueVersion   = 1
 )
@@ -93,8 +95,17 @@ func stateFromCode(c byte) (backend.State, bool) {
 // string, at time); logs dropped varint; log lines held varint (the
 // lines themselves live under their own keys, see logKey). The flag
 // flagCancelRequested is new in version 2 too.
+//
+// Version 3 adds, after the log lines held: the JID string.
 func encodeJob(buf []byte, j *backend.Job, sd side) []byte {
 	buf = append(buf, recordVersion)
+	buf = appendJobV2(buf, j, sd)
+	return appendString(buf, j.JID)
+}
+
+// appendJobV2 appends the fields of version 2 (everything after the
+// version byte up to the log lines held).
+func appendJobV2(buf []byte, j *backend.Job, sd side) []byte {
 	buf = appendJobV1(buf, j, sd)
 	buf = appendTime(buf, j.ExpiresAt)
 	if pr := j.Progress; pr == nil {
@@ -109,7 +120,7 @@ func encodeJob(buf []byte, j *backend.Job, sd side) []byte {
 	return binary.AppendVarint(buf, int64(sd.logs))
 }
 
-// appendJobV1 appends the fields shared by versions 1 and 2 (everything
+// appendJobV1 appends the fields shared by every version (everything
 // after the version byte up to the cancel reason).
 func appendJobV1(buf []byte, j *backend.Job, sd side) []byte {
 	var flags uint64
@@ -179,7 +190,7 @@ func appendJobV1(buf []byte, j *backend.Job, sd side) []byte {
 	return buf
 }
 
-// decodeJob parses a record written by encodeJob, of version 1 or 2. It
+// decodeJob parses a record written by encodeJob, of version 1, 2 or 3. It
 // never panics: any malformed input gives an error wrapping
 // errCorruptRecord. The returned job has no ID, Payload or Logs; sd says
 // which keys of its own the job has.
@@ -188,8 +199,8 @@ func decodeJob(b []byte) (j *backend.Job, sd side, err error) {
 		return nil, side{}, fmt.Errorf("%w: empty", errCorruptRecord)
 	}
 	version := b[0]
-	if version != recordVersion && version != recordVersionV1 {
-		return nil, side{}, fmt.Errorf("%w: unknown encoding version %d (this kyu reads %d and %d)", errCorruptRecord, b[0], recordVersionV1, recordVersion)
+	if version != recordVersion && version != recordVersionV2 && version != recordVersionV1 {
+		return nil, side{}, fmt.Errorf("%w: unknown encoding version %d (this kyu reads %d to %d)", errCorruptRecord, b[0], recordVersionV1, recordVersion)
 	}
 	d := decoder{b: b[1:]}
 	j = &backend.Job{}
@@ -253,7 +264,7 @@ func decodeJob(b []byte) (j *backend.Job, sd side, err error) {
 		j.Result = d.bytes(n - 1)
 	}
 	j.CancelReason = d.string()
-	if version == recordVersion {
+	if version >= recordVersionV2 {
 		j.ExpiresAt = d.time()
 		switch d.byte() {
 		case 0:
@@ -275,6 +286,9 @@ func decodeJob(b []byte) (j *backend.Job, sd side, err error) {
 		sd.logs = d.int()
 		if d.err == nil && (j.LogsDropped < 0 || sd.logs < 0) {
 			d.fail("negative log count")
+		}
+		if version >= recordVersion {
+			j.JID = d.string()
 		}
 	} else if d.err == nil {
 		j.ExpiresAt = expiresAtV1(j)

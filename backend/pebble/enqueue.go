@@ -8,8 +8,9 @@ import (
 	"github.com/kyuhq/kyu/backend"
 )
 
-// Enqueue writes new jobs atomically, in one commit. An item whose unique
-// key is held reports Duplicate with the holder's id and state.
+// Enqueue writes new jobs atomically, in one commit. An item whose JID or
+// unique key is held (the JID checked first) reports Duplicate with the
+// holder's id and state.
 func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	// Checked prepared p (backend.EnqueueParams.Prepare): defaults filled
 	// in its own copy of the items, every time within the range a
@@ -40,6 +41,20 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 	for i := range p.Jobs {
 		nj := &p.Jobs[i]
 		id := ids[i]
+		if nj.JID != "" {
+			hid, h, err := s.jidHolder(nj.JID)
+			if err != nil {
+				s.unlock()
+				return backend.EnqueueResult{}, err
+			}
+			if h != nil {
+				res.Jobs[i] = backend.EnqueuedJob{ID: hid.String(), State: h.State, Duplicate: true}
+				if e, ok := s.dirty[hid]; ok {
+					holder = e.group
+				}
+				continue
+			}
+		}
 		var name string
 		if nj.UniqueKey != "" {
 			name = uniqueName(nj.Queue, nj.UniqueKey)
@@ -66,6 +81,9 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 			_ = g.batch.Set(k[:], payload, nil)
 		}
 		s.put(id, j, sd)
+		if j.JID != "" {
+			s.putJID(j.JID, id)
+		}
 		s.idx.index(id, j)
 		s.idx.track(j.Queue, id, "", j.State)
 		s.idx.watchDeadline(id, j)

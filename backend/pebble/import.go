@@ -53,6 +53,18 @@ func (s *store) importNew(ctx context.Context, p backend.ImportParams, items []b
 			existing = append(existing, i)
 			continue
 		}
+		if j.JID != "" {
+			hid, h, err := s.jidHolder(j.JID)
+			if err != nil {
+				s.unlock()
+				return nil, err
+			}
+			if h != nil {
+				items[i] = backend.ImportItem{Outcome: backend.ImportConflict, HolderID: hid.String(),
+					Reason: backend.ImportJIDHeld(j.ID, j.JID, hid.String())}
+				continue
+			}
+		}
 		var name string
 		if backend.HoldsKey(j, p.Now) {
 			name = uniqueName(j.Queue, j.UniqueKey)
@@ -75,6 +87,9 @@ func (s *store) importNew(ctx context.Context, p backend.ImportParams, items []b
 			_ = g.batch.Set(logKey(id, n), encodeLogLine(l.At, l.Line), nil)
 		}
 		s.put(id, rec, sd)
+		if rec.JID != "" {
+			s.putJID(rec.JID, id)
+		}
 		s.idx.index(id, rec)
 		s.idx.track(rec.Queue, id, "", rec.State)
 		s.idx.watchDeadline(id, rec)

@@ -12,6 +12,7 @@ import (
 //	'j' + id[16]              the job's metadata record (encoding.go)
 //	'p' + id[16]              the job's payload, written once at enqueue
 //	'u' + queue + 0x00 + key  a held unique key (uniqueValue)
+//	'i' + jid                 the id[16] of the job holding a JID (jids.go)
 //	'l' + id[16] + n[4]       log line n of the job (encodeLogLine), n from 0
 //	'q' + queue               the queue's settings (encodeSettings)
 //	'm' + minute[8]           the counters of one minute (Unix seconds, big-endian)
@@ -21,11 +22,12 @@ import (
 //	'c'                       the number of groups committed (uvarint;
 //	                          see Options.AcceptDataLoss)
 //
-// The keys from 'l' on are new in format 2.
+// The keys from 'l' on are new in format 2; the 'i' keys in format 3.
 const (
 	prefixJob      = 'j'
 	prefixPayload  = 'p'
 	prefixUnique   = 'u'
+	prefixJID      = 'i'
 	prefixLog      = 'l'
 	prefixSettings = 'q'
 	prefixMinute   = 'm'
@@ -107,3 +109,9 @@ func queueMinuteKey(qm queueMinute) []byte {
 }
 
 func workerKey(id string) []byte { return append([]byte{prefixWorker}, id...) }
+
+func jidKey(jid string) []byte {
+	k := make([]byte, 0, 1+len(jid))
+	k = append(k, prefixJID)
+	return append(k, jid...)
+}

@@ -22,7 +22,11 @@ import (
 // when it opens it, before writing anything, so that a kyu that knows
 // only format 1 refuses it with ErrNewerFormat instead of failing on a
 // record it cannot read.
-const formatVersion = 2
+//
+// Format 3 adds job records of encoding version 3 (they carry the JID)
+// and the JID keys. A format 1 or 2 store is read and marked format 3
+// likewise; its records hold no JID, so it needs no JID keys.
+const formatVersion = 3
 
 const markerHeader = "kyu store"
 

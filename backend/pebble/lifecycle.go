@@ -65,11 +65,15 @@ func (s *store) cancelForDeadline(id jobID, j *backend.Job, sd side, now time.Ti
 	s.toFinal(id, j, sd, backend.StateCancelled, now)
 }
 
-// deleteJob removes a job, its payload and its log lines; from is the
-// state the job's id is tracked under. A unique key without UniqueFor is
-// released; one with UniqueFor keeps holding, remembering the state.
+// deleteJob removes a job, its payload, its log lines and its JID key;
+// from is the state the job's id is tracked under. A unique key without
+// UniqueFor is released; one with UniqueFor keeps holding, remembering the
+// state.
 func (s *store) deleteJob(id jobID, j *backend.Job, sd side, from backend.State) {
 	s.remove(id, sd)
+	if j.JID != "" {
+		s.dropJID(j.JID, id)
+	}
 	s.idx.track(j.Queue, id, from, "")
 	s.finished(id)
 	if j.UniqueKey == "" {

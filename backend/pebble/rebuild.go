@@ -10,8 +10,10 @@ import (
 
 // rebuild fills the in-memory indexes with one scan of the unique keys and
 // one of the job records. A record that does not decode fails the open with
-// ErrCorrupt; so does a panic from the engine on damaged files.
-func (s *store) rebuild() (err error) {
+// ErrCorrupt; so does a panic from the engine on damaged files. The JID
+// keys are not kept in memory; rebuild counts the records that carry a
+// JID, for checkJIDs.
+func (s *store) rebuild() (jidRecords int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %s: reading the data files failed: %v", ErrCorrupt, s.dir, r)
@@ -32,7 +34,7 @@ func (s *store) rebuild() (err error) {
 		return nil
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 
 	counts := make(map[backend.State]int)
@@ -46,6 +48,9 @@ func (s *store) rebuild() (err error) {
 			return fmt.Errorf("job %s: %w", id, err)
 		}
 		counts[j.State]++
+		if j.JID != "" {
+			jidRecords++
+		}
 		x.index(id, j)
 		x.track(j.Queue, id, "", j.State)
 		x.watchDeadline(id, j)
@@ -59,17 +64,17 @@ func (s *store) rebuild() (err error) {
 		return nil
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := s.rebuildSettings(); err != nil {
-		return err
+		return 0, err
 	}
-	args := []any{"unique_keys", len(x.uniques), "workers", len(s.workers)}
+	args := []any{"unique_keys", len(x.uniques), "jids", jidRecords, "workers", len(s.workers)}
 	for _, st := range backend.States() {
 		args = append(args, string(st), counts[st])
 	}
 	s.log.Info("store opened", args...)
-	return nil
+	return jidRecords, nil
 }
 
 // scan calls fn for every key with the given prefix, in key order.

@@ -73,7 +73,10 @@ type store struct {
 	// dirty holds the records whose writes are queued or being committed;
 	// reads look here before Pebble.
 	dirty map[jobID]dirtyEntry
-	ver   uint64
+	// jids holds the JID keys whose writes are queued or being committed
+	// (jids.go); lookups look here before Pebble.
+	jids map[string]jidEntry
+	ver  uint64
 	// writes counts the writes queued (every one goes through group), so
 	// a section can tell whether it wrote anything (groupSince).
 	writes uint64
@@ -216,6 +219,7 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *store, err er
 		fault:         fault,
 		idx:           newIndexes(),
 		dirty:         make(map[jobID]dirtyEntry),
+		jids:          make(map[string]jidEntry),
 		committerDone: make(chan struct{}),
 		subs:          make(map[string]map[*subscriber]struct{}),
 		watchers:      make(map[jobID]map[*subscriber]struct{}),
@@ -228,9 +232,12 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *store, err er
 	}
 	s.commitCond = sync.NewCond(&s.mu)
 	s.records = pointReader{db: db, prefix: prefixJob}
-	err = s.rebuild()
+	jidRecords, err := s.rebuild()
 	if err == nil {
 		err = s.checkCommits()
+	}
+	if err == nil {
+		err = s.checkJIDs(jidRecords)
 	}
 	if ferr := fault.failed(); ferr != nil {
 		err = ferr

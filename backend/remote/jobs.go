@@ -37,17 +37,27 @@ func (b *httpBackend) Enqueue(ctx context.Context, p backend.EnqueueParams) (bac
 	return res, nil
 }
 
-// Get reads a job.
+// Get reads a job by id or by JID. It names which in the query (by=id,
+// by=jid), so that the server never takes a JID shaped like an id for one,
+// nor the reverse; a server too old to know by=jid answers by id, and a
+// job whose JID is not the one asked for is not found.
 func (b *httpBackend) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
-	if p.ID == "" {
+	key, by := p.ID, "?by=id"
+	if p.JID != "" {
+		key, by = p.JID, "?by=jid"
+	}
+	if key == "" {
 		if b.closed.Load() {
 			return nil, backend.ErrClosed
 		}
 		return nil, backend.ErrNotFound
 	}
 	var j api.Job
-	if err := b.call(ctx, "GET", jobPath(p.ID), false, time.Time{}, nil, &j); err != nil {
+	if err := b.call(ctx, "GET", jobPath(key, by), false, time.Time{}, nil, &j); err != nil {
 		return nil, err
+	}
+	if p.JID != "" && j.JID != p.JID {
+		return nil, backend.ErrNotFound
 	}
 	return j.Backend(), nil
 }

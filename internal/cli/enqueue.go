@@ -25,6 +25,7 @@ type enqueueFlags struct {
 	deadline    string
 	uniqueKey   string
 	uniqueFor   time.Duration
+	jid         string
 	tags        []string
 	title       string
 	raw         bool
@@ -47,14 +48,17 @@ func newEnqueueCommand() *cobra.Command {
 from stdin with -; --raw sends the bytes as they are instead. Without a
 payload the job has none.
 
-It prints the new job's id. When the unique key is held, nothing is
-enqueued: it prints the holder's id, a note on stderr, and exits 0
-(-o json says "duplicate": true).
+It prints the new job's id. When the jid or the unique key is held,
+nothing is enqueued: it prints the holder's id, a note on stderr, and
+exits 0 (-o json says "duplicate": true). A jid is an id of your own,
+unique in the whole store while its job exists; kyu jobs get takes it
+in place of the id.
 
 --run-at and --deadline take a time (RFC 3339, 2026-01-02T15:04:05Z) or
 a duration from now (10m).`,
 		Example: `  kyu enqueue email.send '{"to":"ada@example.com"}'
   kyu enqueue report.build --queue reports --delay 10m --unique-key daily --title "Daily report"
+  kyu enqueue invoice.send '{"n":42}' --jid invoice-42
   echo '{"n":1}' | kyu enqueue count - -o json`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -72,6 +76,7 @@ a duration from now (10m).`,
 	fl.StringVar(&f.deadline, "deadline", "", "cancel the job if it has not started by this time, or this long from now")
 	fl.StringVar(&f.uniqueKey, "unique-key", "", "refuse a duplicate with this key in the queue while this job is not final")
 	fl.DurationVar(&f.uniqueFor, "unique-for", 0, "hold the unique key exactly this long from enqueue instead")
+	fl.StringVar(&f.jid, "jid", "", "an id of your own for the job, unique in the store while the job exists")
 	fl.StringArrayVar(&f.tags, "tag", nil, "tag (repeat for more)")
 	fl.StringVar(&f.title, "title", "", "title shown in lists")
 	fl.BoolVar(&f.raw, "raw", false, "send the payload's bytes as they are, JSON or not")
@@ -88,7 +93,7 @@ func runEnqueue(ctx context.Context, f *enqueueFlags, args []string, stdin io.Re
 	opts := kyu.EnqueueOptions{
 		Queue: f.queue, Title: f.title, Priority: f.priority, Delay: f.delay,
 		MaxAttempts: f.maxAttempts, Timeout: f.timeout, UniqueKey: f.uniqueKey,
-		UniqueFor: f.uniqueFor, Tags: f.tags,
+		UniqueFor: f.uniqueFor, JID: f.jid, Tags: f.tags,
 	}
 	if opts.RunAt, err = parseWhen("run-at", f.runAt, now); err != nil {
 		return err
@@ -104,6 +109,8 @@ func runEnqueue(ctx context.Context, f *enqueueFlags, args []string, stdin io.Re
 			return &UsageError{Err: err}
 		case err != nil:
 			return err
+		case res.Duplicate && jidHeldBy(ctx, c, f.jid, res.ID):
+			note(stderr, "kyu: jid %q is held by job %s: nothing enqueued", f.jid, res.ID)
 		case res.Duplicate:
 			note(stderr, "kyu: unique key %q is held by job %s: nothing enqueued", f.uniqueKey, res.ID)
 		}
@@ -113,6 +120,16 @@ func runEnqueue(ctx context.Context, f *enqueueFlags, args []string, stdin io.Re
 		_, err = fmt.Fprintln(stdout, res.ID)
 		return err
 	})
+}
+
+// jidHeldBy reports whether job id holds jid: which of a duplicate's jid
+// and unique key was held (the jid is checked first).
+func jidHeldBy(ctx context.Context, c *kyu.Client, jid, id string) bool {
+	if jid == "" {
+		return false
+	}
+	j, err := c.GetByJID(ctx, jid)
+	return err == nil && j.ID == id
 }
 
 // readPayload returns the payload argument, or stdin's bytes for "-",

@@ -106,3 +106,31 @@ func compact(t *testing.T, raw []byte) string {
 	}
 	return b.String()
 }
+
+// TestEnqueueJID enqueues with --jid, reads the job by its jid, and
+// checks that a second job with the jid is a duplicate of the first.
+func TestEnqueueJID(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, url string) {
+		id := strings.TrimSpace(mustKyu(t, url, "enqueue", "invoice.send", `{}`, "--jid", "invoice-42"))
+		for _, args := range [][]string{{"invoice-42"}, {"invoice-42", "--jid"}, {id}} {
+			var j api.Job
+			if err := json.Unmarshal([]byte(mustKyu(t, url, append([]string{"jobs", "get", "-o", "json"}, args...)...)), &j); err != nil {
+				t.Fatal(err)
+			}
+			if j.ID != id || j.JID != "invoice-42" {
+				t.Fatalf("jobs get %v = job %s, jid %q; want %s, jid invoice-42", args, j.ID, j.JID, id)
+			}
+		}
+		if out := mustKyu(t, url, "jobs", "get", "invoice-42"); !strings.Contains(out, "jid") || !strings.Contains(out, "invoice-42") {
+			t.Errorf("jobs get table lacks the jid:\n%s", out)
+		}
+		if _, _, err := kyuCmd(t, url, "", "jobs", "get", id, "--jid"); err == nil {
+			t.Error("jobs get ID --jid found a job; want none (no job has the id as its jid)")
+		}
+		out, errOut, err := kyuCmd(t, url, "", "enqueue", "other.type", `{}`, "--queue", "elsewhere", "--jid", "invoice-42")
+		if err != nil || strings.TrimSpace(out) != id || !strings.Contains(errOut, `jid "invoice-42" is held by job `+id) {
+			t.Fatalf("enqueue with a held jid = %q, %q, %v; want the holder's id and a note on the jid", out, errOut, err)
+		}
+	})
+}

@@ -183,20 +183,24 @@ func runJobsList(ctx context.Context, f *jobsListFlags, stdout, stderr io.Writer
 // newJobsGetCommand builds `kyu jobs get`.
 func newJobsGetCommand() *cobra.Command {
 	var f storeFlags
+	var byJID bool
 	cmd := &cobra.Command{
-		Use:   "get ID",
+		Use:   "get ID|JID",
 		Short: "Show a job: every field, its errors, progress, logs and result",
 		Long: `Show one job with every field, the error of each unsuccessful attempt,
 its progress, its log lines, its payload and its result. -o json writes
 the job as the REST API does (payload and result as JSON when they are,
-else base64 in payload_b64, result_b64). Exits 3 when no job has the id.`,
+else base64 in payload_b64, result_b64). When no job has the id, the job
+whose jid it is (kyu enqueue --jid) is shown; --jid looks up the jid
+only. Exits 3 when no job has the id or jid.`,
 		Example: `  kyu jobs get 01a2175e-244e-7a4f-9e3a-6376c41a39c5
-  kyu jobs get 01a2175e-244e-7a4f-9e3a-6376c41a39c5 -o json | jq .result`,
+  kyu jobs get 01a2175e-244e-7a4f-9e3a-6376c41a39c5 -o json | jq .result
+  kyu jobs get invoice-42`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			return withClient(ctx, &f, func(c *kyu.Client, format string) error {
-				j, err := c.Get(ctx, args[0])
+				j, err := getJob(ctx, c, args[0], byJID)
 				if err != nil {
 					return err
 				}
@@ -205,7 +209,24 @@ else base64 in payload_b64, result_b64). Exits 3 when no job has the id.`,
 		},
 	}
 	f.add(cmd)
+	cmd.Flags().BoolVar(&byJID, "jid", false, "take the argument as a jid only")
 	return cmd
+}
+
+// getJob reads the job with id key or, when there is none, the job with
+// jid key; with byJID, only the latter. When neither exists, the error is
+// the id's.
+func getJob(ctx context.Context, c *kyu.Client, key string, byJID bool) (*kyu.Job, error) {
+	if byJID {
+		return c.GetByJID(ctx, key)
+	}
+	j, err := c.Get(ctx, key)
+	if errors.Is(err, kyu.ErrNotFound) && len(key) <= backend.MaxJID {
+		if jj, jerr := c.GetByJID(ctx, key); !errors.Is(jerr, kyu.ErrNotFound) {
+			return jj, jerr
+		}
+	}
+	return j, err
 }
 
 // printJob writes one job in full.
@@ -235,6 +256,7 @@ func printJob(w io.Writer, format string, j *kyu.Job) error {
 	field("deadline", timeCell(j.Deadline))
 	field("unique key", j.UniqueKey)
 	field("unique for", durationCell(j.UniqueFor))
+	field("jid", j.JID)
 	field("tags", strings.Join(j.Tags, ", "))
 	for k, v := range sortedMap(j.Metadata) {
 		field("metadata "+k, v)
@@ -460,7 +482,7 @@ func jobRecord(j *kyu.Job) *backend.Job {
 		ID: j.ID, Type: j.Type, Queue: j.Queue, Payload: j.Payload, Title: j.Title,
 		Priority: j.Priority, State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
 		RunAt: j.RunAt, Timeout: j.Timeout, Deadline: j.Deadline,
-		UniqueKey: j.UniqueKey, UniqueFor: j.UniqueFor, Tags: j.Tags, Metadata: j.Metadata,
+		UniqueKey: j.UniqueKey, UniqueFor: j.UniqueFor, JID: j.JID, Tags: j.Tags, Metadata: j.Metadata,
 		Retention: j.Retention, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt,
 		FinishedAt: j.FinishedAt, WorkerID: j.WorkerID, Errors: j.Errors,
 		Result: j.Result, CancelReason: j.CancelReason, CancelRequested: j.CancelRequested,

@@ -24,6 +24,7 @@ type NewJob struct {
 	Deadline    time.Time         `json:"deadline,omitzero"`
 	UniqueKey   string            `json:"unique_key,omitempty"`
 	UniqueFor   Duration          `json:"unique_for,omitzero"`
+	JID         string            `json:"jid,omitempty"`
 	Tags        []string          `json:"tags,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	Retention   backend.Retention `json:"retention,omitzero"`
@@ -35,7 +36,7 @@ func FromNewJob(j backend.NewJob) NewJob {
 	out := NewJob{
 		Type: j.Type, Queue: j.Queue, Title: j.Title, Priority: j.Priority, RunAt: j.RunAt,
 		MaxAttempts: j.MaxAttempts, Timeout: Duration(j.Timeout), Deadline: j.Deadline,
-		UniqueKey: j.UniqueKey, UniqueFor: Duration(j.UniqueFor), Tags: j.Tags,
+		UniqueKey: j.UniqueKey, UniqueFor: Duration(j.UniqueFor), JID: j.JID, Tags: j.Tags,
 		Metadata: j.Metadata, Retention: j.Retention,
 	}
 	out.Payload, out.PayloadB64 = splitBytes(j.Payload)
@@ -63,7 +64,7 @@ func (j NewJob) Backend(index int, now time.Time) (backend.NewJob, error) {
 		Type: j.Type, Queue: j.Queue, Payload: joinBytes(j.Payload, j.PayloadB64), Title: j.Title,
 		Priority: j.Priority, RunAt: runAt, MaxAttempts: j.MaxAttempts,
 		Timeout: time.Duration(j.Timeout), Deadline: j.Deadline, UniqueKey: j.UniqueKey,
-		UniqueFor: time.Duration(j.UniqueFor), Tags: j.Tags, Metadata: j.Metadata,
+		UniqueFor: time.Duration(j.UniqueFor), JID: j.JID, Tags: j.Tags, Metadata: j.Metadata,
 		Retention: j.Retention,
 	}, nil
 }

@@ -26,6 +26,7 @@ type Job struct {
 	Deadline    time.Time         `json:"deadline,omitzero"`
 	UniqueKey   string            `json:"unique_key,omitempty"`
 	UniqueFor   Duration          `json:"unique_for,omitzero"`
+	JID         string            `json:"jid,omitempty"`
 	Tags        []string          `json:"tags,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	Retention   backend.Retention `json:"retention"`
@@ -57,7 +58,7 @@ func FromJob(j *backend.Job) *Job {
 		ID: j.ID, Type: j.Type, Queue: j.Queue, Title: j.Title, Priority: j.Priority,
 		State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt,
 		Timeout: Duration(j.Timeout), Deadline: j.Deadline, UniqueKey: j.UniqueKey,
-		UniqueFor: Duration(j.UniqueFor), Tags: j.Tags, Metadata: j.Metadata,
+		UniqueFor: Duration(j.UniqueFor), JID: j.JID, Tags: j.Tags, Metadata: j.Metadata,
 		Retention: j.Retention, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt,
 		FinishedAt: j.FinishedAt, WorkerID: j.WorkerID, LeaseToken: j.LeaseToken,
 		LeaseExpiresAt: j.LeaseExpiresAt, Errors: j.Errors, CancelReason: j.CancelReason,
@@ -86,7 +87,7 @@ func (j *Job) Backend() *backend.Job {
 		Title: j.Title, Priority: j.Priority, State: j.State, Attempt: j.Attempt,
 		MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, Timeout: time.Duration(j.Timeout),
 		Deadline: j.Deadline, UniqueKey: j.UniqueKey, UniqueFor: time.Duration(j.UniqueFor),
-		Tags: j.Tags, Metadata: j.Metadata, Retention: j.Retention, CreatedAt: j.CreatedAt,
+		JID: j.JID, Tags: j.Tags, Metadata: j.Metadata, Retention: j.Retention, CreatedAt: j.CreatedAt,
 		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, WorkerID: j.WorkerID,
 		LeaseToken: j.LeaseToken, LeaseExpiresAt: j.LeaseExpiresAt, Errors: j.Errors,
 		Result: joinBytes(j.Result, j.ResultB64), CancelReason: j.CancelReason,

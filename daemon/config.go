@@ -36,8 +36,9 @@ type Config struct {
 	// (see kyu.PoolConfig). Default: the queue "default".
 	Queues []kyu.PoolQueue
 
-	// ShutdownTimeout is how long a graceful stop (Stop, Quiet, Reload)
-	// lets running jobs finish before their children are sent SIGTERM.
+	// ShutdownTimeout is how long a graceful stop (Stop, Reload, Resume
+	// for the quiet generation) lets running jobs finish before their
+	// children are sent SIGTERM. Quiet does not limit them.
 	// Default 30s; a negative value sends SIGTERM at once.
 	ShutdownTimeout time.Duration
 

@@ -175,6 +175,12 @@ func (g *generation) start(ctx context.Context) error {
 	return g.w.Start(ctx)
 }
 
+// quiet stops the generation's claims; its worker stays up, in the
+// registry as quiet, and its running jobs go on to their outcomes.
+func (g *generation) quiet() {
+	g.w.Quiet()
+}
+
 // stopMode is how a generation stops.
 type stopMode int
 

@@ -77,9 +77,14 @@ type Config struct {
 	// finish at Info. Default: slog.Default().
 	Logger *slog.Logger
 
-	// JobLogLevel is the level of the per-job start and finish lines.
-	// Default slog.LevelInfo.
+	// JobLogLevel is the level of the per-job start and finish lines
+	// ("job started", "job finished"). Default slog.LevelInfo. Failures
+	// are logged at their own levels (warn for a retry, error for a final
+	// failure) whatever it is.
 	JobLogLevel slog.Level
+
+	// JobLogOff, when true, logs no per-job start and finish lines.
+	JobLogOff bool
 
 	// Guard, if set, is told every child's process group, so that they are
 	// killed if the daemon dies (see StartGuardian). Default none.

@@ -3,6 +3,7 @@
 package daemon_test
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -276,4 +277,50 @@ func TestRemoteCommands(t *testing.T) {
 		t.Fatalf("StopWorker: %v", err)
 	}
 	r.wait(t)
+}
+
+// TestJobLogLevel checks the level of the per-job start and finish lines,
+// and that off drops them while a failure is still logged.
+func TestJobLogLevel(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		cfg   daemon.Config
+		start string // the start line's level; "" for none
+	}{
+		{"default", daemon.Config{}, "INFO"},
+		{"warn", daemon.Config{JobLogLevel: slog.LevelWarn}, "WARN"},
+		{"off", daemon.Config{JobLogOff: true}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bd := newBundle(t)
+			cfg := tc.cfg
+			cfg.Handlers = map[string]daemon.HandlerConfig{
+				"ok":  {Shell: "true"},
+				"bad": {Shell: "exit 65"},
+			}
+			bd.start(cfg)
+			ok := bd.enqueue("ok", `{}`, kyu.EnqueueOptions{})
+			bad := bd.enqueue("bad", `{}`, kyu.EnqueueOptions{})
+			bd.waitJob(ok, "completed", func(j *kyu.Job) bool { return j.State == kyu.StateCompleted })
+			bd.waitJob(bad, "failed", func(j *kyu.Job) bool { return j.State == kyu.StateFailed })
+			log := bd.log.String()
+			for _, line := range []string{`msg="job started" job_id=` + ok, `msg="job finished" job_id=` + ok} {
+				got := ""
+				for l := range strings.SplitSeq(log, "\n") {
+					if strings.Contains(l, line) {
+						_, rest, _ := strings.Cut(l, "level=")
+						got, _, _ = strings.Cut(rest, " ")
+					}
+				}
+				if got != tc.start {
+					t.Errorf("%s logged at %q; want %q", line, got, tc.start)
+				}
+			}
+			if !strings.Contains(log, `level=ERROR msg="job failed" job_id=`+bad) {
+				t.Errorf("the failure is not logged at ERROR:\n%s", log)
+			}
+		})
+	}
 }

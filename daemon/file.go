@@ -52,6 +52,9 @@ type File struct {
 	// "error".
 	LogFormat string `toml:"log_format,omitempty"`
 	LogLevel  string `toml:"log_level,omitempty"`
+	// JobLogLevel is the level of the per-job start and finish lines:
+	// "debug", "info", "warn", "error" or "off" (see ParseJobLogLevel).
+	JobLogLevel string `toml:"job_log_level,omitempty"`
 
 	FileProfile
 	Profiles map[string]FileProfile `toml:"profiles,omitempty"`
@@ -162,6 +165,11 @@ func ParseFile(path string, src []byte) (*File, error) {
 	}
 	if f.LogFormat != "" && f.LogFormat != "text" && f.LogFormat != "json" {
 		return nil, f.errorAt(toml.Key{"log_format"}, fmt.Errorf("%q: want \"text\" or \"json\"", f.LogFormat))
+	}
+	if f.JobLogLevel != "" {
+		if _, _, err := ParseJobLogLevel(f.JobLogLevel); err != nil {
+			return nil, f.errorAt(toml.Key{"job_log_level"}, err)
+		}
 	}
 	if f.Profile != "" {
 		if _, ok := f.Profiles[f.Profile]; !ok {

@@ -87,6 +87,7 @@ func TestFileErrors(t *testing.T) {
 		{"bad backoff", "[handlers.t]\nshell = \"x\"\nbackoff = \"linear\"\n", "w.toml:1: handlers.t: backoff \"linear\""},
 		{"missing weight", "[profiles.a]\nqueues = [\"q\", \"r\"]\nweights = { q = 2 }\n", "w.toml:3: profiles.a.weights: queue \"r\" has no weight"},
 		{"bad queue name", "[profiles.a]\nqueues = [\"no spaces\"]\n", "w.toml:1: profiles.a:"},
+		{"job log level", "log_level = \"info\"\njob_log_level = \"loud\"\n", `w.toml:2: job_log_level: "loud": want debug, info, warn, error or off`},
 		{"default profile missing", "profile = \"x\"\n", "w.toml:1: profile: no profile \"x\""},
 		{"grace over the lease", "[profiles.a]\nlease = \"2s\"\nkill_grace = \"5s\"\n", "w.toml:1: profiles.a: kill_grace 5s: want less than the lease, 2s"},
 	} {

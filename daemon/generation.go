@@ -123,8 +123,10 @@ func (g *generation) ProcessJob(ctx context.Context, job *kyu.Job) error {
 	}
 	g.track(job)
 	log := g.cfg.Logger
-	log.Log(ctx, g.cfg.JobLogLevel, "job started", "job_id", job.ID, "type", job.Type,
-		"queue", job.Queue, "attempt", job.Attempt, "generation", g.n)
+	if !g.cfg.JobLogOff {
+		log.Log(ctx, g.cfg.JobLogLevel, "job started", "job_id", job.ID, "type", job.Type,
+			"queue", job.Queue, "attempt", job.Attempt, "generation", g.n)
+	}
 	start := time.Now()
 	err := r.run(ctx, job, stopSignals{interrupt: g.interrupt, kill: g.kill})
 	g.untrack(job)
@@ -136,7 +138,9 @@ func (g *generation) ProcessJob(ctx context.Context, job *kyu.Job) error {
 	}
 	switch {
 	case err == nil:
-		log.Log(ctx, g.cfg.JobLogLevel, "job finished", "job_id", job.ID, "type", job.Type, "took", took, "outcome", "completed")
+		if !g.cfg.JobLogOff {
+			log.Log(ctx, g.cfg.JobLogLevel, "job finished", "job_id", job.ID, "type", job.Type, "took", took, "outcome", "completed")
+		}
 	case kyu.IsPermanent(err):
 		log.Error("job failed", "job_id", job.ID, "type", job.Type, "took", took, "outcome", "failed", "error", err)
 	default:

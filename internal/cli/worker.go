@@ -40,6 +40,7 @@ const (
 	leaseEnv           = "KYU_LEASE"
 	logFormatEnv       = "KYU_LOG_FORMAT"
 	logLevelEnv        = "KYU_LOG_LEVEL"
+	jobLogLevelEnv     = "KYU_JOB_LOG_LEVEL"
 )
 
 // workerFlags are kyu worker's flags; a zero value is "not given".
@@ -56,6 +57,7 @@ type workerFlags struct {
 	lease           time.Duration
 	logFormat       string
 	logLevel        string
+	jobLogLevel     string
 	printConfig     bool
 	noGuardian      bool
 
@@ -91,7 +93,8 @@ groups and SIGKILL after kill_grace (default 5s), and hands unfinished
 jobs back unspent; a second TERM or INT stops at once. TSTP stops
 claiming (quiet) and CONT resumes; HUP reloads the config (a new
 generation takes new jobs, the old one finishes its own); TTIN logs the
-running jobs. Logs go to stderr: one line per job start and finish.`,
+running jobs. Logs go to stderr: one line per job start and finish, at
+info (--job-log-level: debug, info, warn, error or off).`,
 		Example: `  kyu worker --handle email.send='./send-mail.sh --fast' --queues default,mail --concurrency 8
   kyu worker --handle thumb='python3 thumb.py' --queues images=3,default=1
   kyu worker --config worker.toml --profile batch
@@ -115,6 +118,7 @@ running jobs. Logs go to stderr: one line per job start and finish.`,
 	fl.DurationVar(&f.lease, "lease", 0, "how long a claim holds a job without a heartbeat (default $"+leaseEnv+", else 30s)")
 	fl.StringVar(&f.logFormat, "log-format", "", "log format: text or json (default $"+logFormatEnv+", else text)")
 	fl.StringVar(&f.logLevel, "log-level", "", "lowest level logged: debug, info, warn or error (default $"+logLevelEnv+", else info)")
+	fl.StringVar(&f.jobLogLevel, "job-log-level", "", "level of the per-job start and finish lines: debug, info, warn, error or off (default $"+jobLogLevelEnv+", else info)")
 	fl.BoolVar(&f.printConfig, "print-config", false, "print the merged config as TOML and exit")
 	fl.BoolVar(&f.noGuardian, "no-guardian", false, "run no guardian process (children may outlive a daemon killed with SIGKILL)")
 	_ = fl.MarkHidden("no-guardian")
@@ -175,6 +179,10 @@ func resolveWorker(f workerFlags, getenv func(string) string) (workerSetup, erro
 			if err := s.logLevel.UnmarshalText([]byte(file.LogLevel)); err != nil {
 				return s, usageErrorf("%s: log_level %q: want debug, info, warn or error", path, file.LogLevel)
 			}
+		}
+		if file.JobLogLevel != "" {
+			// ParseFile checked it.
+			s.cfg.JobLogLevel, s.cfg.JobLogOff, _ = daemon.ParseJobLogLevel(file.JobLogLevel)
 		}
 	} else if s.profile != "" {
 		return s, usageErrorf("--profile %s needs a config file (--config or $%s)", s.profile, configEnv)
@@ -269,6 +277,16 @@ func resolveWorker(f workerFlags, getenv func(string) string) (workerSetup, erro
 			return s, usageErrorf("--log-level %q: want debug, info, warn or error", level)
 		}
 	}
+	jobLevel, name := f.jobLogLevel, "--job-log-level"
+	if jobLevel == "" {
+		jobLevel, name = getenv(jobLogLevelEnv), "$"+jobLogLevelEnv
+	}
+	if jobLevel != "" {
+		var err error
+		if s.cfg.JobLogLevel, s.cfg.JobLogOff, err = daemon.ParseJobLogLevel(jobLevel); err != nil {
+			return s, usageErrorf("%s %v", name, err)
+		}
+	}
 	for _, h := range f.handle {
 		t, command, ok := strings.Cut(h, "=")
 		if !ok || t == "" || strings.TrimSpace(command) == "" {
@@ -320,6 +338,7 @@ type printedConfig struct {
 	Profile         string                        `toml:"profile,omitempty"`
 	LogFormat       string                        `toml:"log_format"`
 	LogLevel        string                        `toml:"log_level"`
+	JobLogLevel     string                        `toml:"job_log_level"`
 	Concurrency     int                           `toml:"concurrency"`
 	Queues          []string                      `toml:"queues"`
 	Weights         map[string]int                `toml:"weights,omitempty"`
@@ -336,7 +355,8 @@ func printConfig(w io.Writer, s workerSetup) error {
 	c := s.cfg.WithDefaults()
 	p := printedConfig{
 		Backend: s.backendURL, Profile: s.profile, LogFormat: s.logFormat,
-		LogLevel: strings.ToLower(s.logLevel.String()), Concurrency: c.Concurrency,
+		LogLevel: strings.ToLower(s.logLevel.String()), JobLogLevel: daemon.FormatJobLogLevel(c.JobLogLevel, c.JobLogOff),
+		Concurrency:     c.Concurrency,
 		ShutdownTimeout: daemon.Duration(max(c.ShutdownTimeout, 0)), KillGrace: daemon.Duration(c.KillGrace),
 		MaxJobs: c.MaxJobs, Lease: daemon.Duration(c.Lease), Handlers: map[string]daemon.FileHandler{},
 	}

@@ -38,6 +38,7 @@ const (
 	killGraceEnv       = "KYU_KILL_GRACE"
 	maxJobsEnv         = "KYU_MAX_JOBS"
 	leaseEnv           = "KYU_LEASE"
+	prefetchEnv        = "KYU_PREFETCH"
 	logFormatEnv       = "KYU_LOG_FORMAT"
 	logLevelEnv        = "KYU_LOG_LEVEL"
 	jobLogLevelEnv     = "KYU_JOB_LOG_LEVEL"
@@ -55,6 +56,7 @@ type workerFlags struct {
 	killGrace       time.Duration
 	maxJobs         int
 	lease           time.Duration
+	prefetch        int
 	logFormat       string
 	logLevel        string
 	jobLogLevel     string
@@ -116,6 +118,7 @@ info (--job-log-level: debug, info, warn, error or off).`,
 	fl.DurationVar(&f.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL to a child's process group (default $"+killGraceEnv+", else 5s)")
 	fl.IntVar(&f.maxJobs, "max-jobs", 0, "exit 0 after this many jobs, for the supervisor to start a fresh worker (default $"+maxJobsEnv+", else no limit)")
 	fl.DurationVar(&f.lease, "lease", 0, "how long a claim holds a job without a heartbeat (default $"+leaseEnv+", else 30s)")
+	fl.IntVar(&f.prefetch, "prefetch", 0, "jobs claimed ahead per prefork child, handed to it as it answers (default $"+prefetchEnv+", else 1; 0 for none)")
 	fl.StringVar(&f.logFormat, "log-format", "", "log format: text or json (default $"+logFormatEnv+", else text)")
 	fl.StringVar(&f.logLevel, "log-level", "", "lowest level logged: debug, info, warn or error (default $"+logLevelEnv+", else info)")
 	fl.StringVar(&f.jobLogLevel, "job-log-level", "", "level of the per-job start and finish lines: debug, info, warn, error or off (default $"+jobLogLevelEnv+", else info)")
@@ -219,6 +222,7 @@ func resolveWorker(f workerFlags, getenv func(string) string) (workerSetup, erro
 	for _, it := range []intSetting{
 		{"concurrency", concurrencyEnv, f.concurrency, &s.cfg.Concurrency},
 		{"max-jobs", maxJobsEnv, f.maxJobs, &s.cfg.MaxJobs},
+		{"prefetch", prefetchEnv, f.prefetch, &s.cfg.Prefetch},
 	} {
 		switch v := pick(it.flag, it.env); v {
 		case "":
@@ -252,6 +256,14 @@ func resolveWorker(f workerFlags, getenv func(string) string) (workerSetup, erro
 				return s, usageErrorf("$%s %q: not a duration such as 30s", it.env, v)
 			}
 			*it.dst = d
+		}
+	}
+	if changed("prefetch") || getenv(prefetchEnv) != "" {
+		switch {
+		case s.cfg.Prefetch < 0:
+			return s, usageErrorf("--prefetch %d: want 0 (none) or more", s.cfg.Prefetch)
+		case s.cfg.Prefetch == 0:
+			s.cfg.Prefetch = -1 // 0 asked for: none
 		}
 	}
 	if s.cfg.ShutdownTimeout == 0 && (changed("shutdown-timeout") || getenv(shutdownTimeoutEnv) != "") {
@@ -347,6 +359,7 @@ type printedConfig struct {
 	KillGrace       daemon.Duration               `toml:"kill_grace"`
 	MaxJobs         int                           `toml:"max_jobs"`
 	Lease           daemon.Duration               `toml:"lease,omitempty"`
+	Prefetch        int                           `toml:"prefetch"`
 	Handlers        map[string]daemon.FileHandler `toml:"handlers"`
 }
 
@@ -358,7 +371,7 @@ func printConfig(w io.Writer, s workerSetup) error {
 		LogLevel: strings.ToLower(s.logLevel.String()), JobLogLevel: daemon.FormatJobLogLevel(c.JobLogLevel, c.JobLogOff),
 		Concurrency:     c.Concurrency,
 		ShutdownTimeout: daemon.Duration(max(c.ShutdownTimeout, 0)), KillGrace: daemon.Duration(c.KillGrace),
-		MaxJobs: c.MaxJobs, Lease: daemon.Duration(c.Lease), Handlers: map[string]daemon.FileHandler{},
+		MaxJobs: c.MaxJobs, Lease: daemon.Duration(c.Lease), Prefetch: max(c.Prefetch, 0), Handlers: map[string]daemon.FileHandler{},
 	}
 	if p.Lease == 0 {
 		p.Lease = daemon.Duration(30 * time.Second) // kyu's default
@@ -381,6 +394,7 @@ func printConfig(w io.Writer, s workerSetup) error {
 	for _, t := range slices.Sorted(maps.Keys(c.Handlers)) {
 		h := c.Handlers[t]
 		fh := daemon.FileHandler{Command: h.Command, Shell: h.Shell, URL: h.URL, Timeout: daemon.Duration(h.Timeout),
+			Prefork: h.Prefork, MaxJobsPerChild: h.MaxJobsPerChild,
 			Env: h.Env, Dir: h.Dir, Backoff: h.Retry.Backoff,
 			BackoffBase: daemon.Duration(h.Retry.BackoffBase), BackoffMax: daemon.Duration(h.Retry.BackoffMax)}
 		if h.Retry.NoRetry {

@@ -90,6 +90,19 @@ queues = ["x"]
 		t.Errorf("--job-log-level loud: error %v (exit %d); want a usage error", err, ExitCode(err))
 	}
 	t.Setenv(jobLogLevelEnv, "")
+
+	// prefetch: 1 by default, 0 for none.
+	if out := mustKyu(t, "http://example:7420", "worker", "--print-config"); !strings.Contains(out, "prefetch = 1\n") {
+		t.Errorf("default prefetch:\n%s", out)
+	}
+	if out := mustKyu(t, "http://example:7420", "worker", "--print-config", "--prefetch", "0"); !strings.Contains(out, "prefetch = 0\n") {
+		t.Errorf("--prefetch 0:\n%s", out)
+	}
+	t.Setenv(prefetchEnv, "8")
+	if out := mustKyu(t, "http://example:7420", "worker", "--print-config"); !strings.Contains(out, "prefetch = 8\n") {
+		t.Errorf("$%s 8:\n%s", prefetchEnv, out)
+	}
+	t.Setenv(prefetchEnv, "")
 	out = mustKyu(t, "http://example:7420", "worker", "--print-config", "--profile", "batch", "--queues", "p=2,q=1")
 	if !strings.Contains(out, `queues = ["p", "q"]`) || !strings.Contains(out, "p = 2") || !strings.Contains(out, "max_jobs = 0") {
 		t.Errorf("batch profile with --queues:\n%s", out)

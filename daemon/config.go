@@ -20,6 +20,7 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultKillGrace       = 5 * time.Second
 	DefaultQueue           = "default"
+	DefaultPrefetch        = 1
 
 	// defaultLease is kyu.WorkerConfig's default Lease.
 	defaultLease = 30 * time.Second
@@ -36,8 +37,9 @@ type Config struct {
 	// (see kyu.PoolConfig). Default: the queue "default".
 	Queues []kyu.PoolQueue
 
-	// ShutdownTimeout is how long a graceful stop (Stop, Quiet, Reload)
-	// lets running jobs finish before their children are sent SIGTERM.
+	// ShutdownTimeout is how long a graceful stop (Stop, Reload, Resume
+	// for the quiet generation) lets running jobs finish before their
+	// children are sent SIGTERM. Quiet does not limit them.
 	// Default 30s; a negative value sends SIGTERM at once.
 	ShutdownTimeout time.Duration
 
@@ -64,6 +66,17 @@ type Config struct {
 	// hears a quiet or stop command sent through the API. Default kyu's.
 	RegistryInterval time.Duration
 
+	// Prefetch is how many jobs per prefork child (see
+	// HandlerConfig.Prefork) the daemon claims beyond Concurrency, so that
+	// a child that answers is handed its next job at once, and claims and
+	// outcomes reach the store in larger batches. Such a job waits in the
+	// daemon, its lease kept, for at most about Prefetch jobs' run times,
+	// and its wait counts toward its own timeout; jobs still run at most
+	// Concurrency at once. Default 1; negative for none. Raise it for
+	// jobs of a millisecond or less; keep it at 1 or none for long jobs,
+	// which other workers could start meanwhile.
+	Prefetch int
+
 	// Handlers maps each job type to the handler that runs it. A claimed
 	// job of another type fails its attempt with that reason. Required.
 	Handlers map[string]HandlerConfig
@@ -76,9 +89,14 @@ type Config struct {
 	// finish at Info. Default: slog.Default().
 	Logger *slog.Logger
 
-	// JobLogLevel is the level of the per-job start and finish lines.
-	// Default slog.LevelInfo.
+	// JobLogLevel is the level of the per-job start and finish lines
+	// ("job started", "job finished"). Default slog.LevelInfo. Failures
+	// are logged at their own levels (warn for a retry, error for a final
+	// failure) whatever it is.
 	JobLogLevel slog.Level
+
+	// JobLogOff, when true, logs no per-job start and finish lines.
+	JobLogOff bool
 
 	// Guard, if set, is told every child's process group, so that they are
 	// killed if the daemon dies (see StartGuardian). Default none.
@@ -185,6 +203,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Prefetch == 0 {
+		c.Prefetch = DefaultPrefetch
+	}
 	c.Handlers = maps.Clone(c.Handlers)
 	return c
 }
@@ -262,6 +283,18 @@ func (h HandlerConfig) argv() []string {
 	return h.Command
 }
 
+// ahead is how many jobs the daemon claims beyond Concurrency: Prefetch
+// per prefork child. 0 without prefork handlers.
+func (c Config) ahead() int {
+	n := 0
+	for _, h := range c.Handlers {
+		if h.Prefork > 0 && h.URL == "" {
+			n += h.Prefork
+		}
+	}
+	return n * max(c.Prefetch, 0)
+}
+
 // workerConfig is the kyu.WorkerConfig of one generation.
 func (c Config) workerConfig(handler kyu.Handler, id string) kyu.WorkerConfig {
 	backoffs := make(map[string]kyu.BackoffFunc, len(c.Handlers))
@@ -272,8 +305,10 @@ func (c Config) workerConfig(handler kyu.Handler, id string) kyu.WorkerConfig {
 		handler = kyu.HandlerFunc(func(ctx context.Context, j *kyu.Job) error { return nil })
 	}
 	return kyu.WorkerConfig{
-		Handler:      handler,
-		Pool:         &kyu.PoolConfig{Concurrency: c.Concurrency, Queues: slices.Clone(c.Queues)},
+		Handler: handler,
+		// Jobs claimed ahead wait for a place to run (see
+		// generation.ProcessJob).
+		Pool:         &kyu.PoolConfig{Concurrency: c.Concurrency + c.ahead(), Queues: slices.Clone(c.Queues)},
 		ID:           id,
 		Lease:        c.Lease,
 		PollInterval: c.PollInterval,

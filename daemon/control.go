@@ -35,6 +35,11 @@ const maxControlLine = 1 << 20
 func parseControl(line []byte) (controlMessage, error) {
 	var m controlMessage
 	line = bytes.TrimSpace(line)
+	if string(line) == `{"done":true}` {
+		// A prefork child's usual answer, read without reflection.
+		m.Done = true
+		return m, nil
+	}
 	if len(line) == 0 || line[0] != '{' {
 		return m, errors.New("not a JSON object")
 	}

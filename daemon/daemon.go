@@ -23,7 +23,7 @@ type Daemon struct {
 
 	mu    sync.Mutex
 	cfg   Config
-	cur   *generation   // claims jobs; nil while quiet
+	cur   *generation   // the current generation; claims nothing while quiet
 	old   []*generation // stopping, or stopped
 	n     int           // generations started
 	quiet bool
@@ -154,22 +154,29 @@ func (d *Daemon) running() bool {
 	}
 }
 
-// Quiet stops claiming jobs: the running ones finish (within
-// ShutdownTimeout, as in a graceful stop) and the daemon stays up until
-// Resume or a stop.
+// Quiet stops claiming jobs: the running ones finish (each within its
+// own timeout) and the daemon stays up until Resume or a stop. The
+// current generation's worker stays in the registry meanwhile, its state
+// quiet, so the daemon stays listed (and can be stopped through the API)
+// until it exits.
 func (d *Daemon) Quiet() {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.quiet || !d.running() {
+	if d.quiet || !d.running() || d.cur == nil {
+		d.mu.Unlock()
 		return
 	}
-	d.cfg.Logger.Info("daemon: quiet: no more claims until resumed")
-	d.retire(d.cur)
-	d.cur = nil
 	d.quiet = true
+	g := d.cur
+	log := d.cfg.Logger
+	d.mu.Unlock()
+	log.Info("daemon: quiet: no more claims until resumed")
+	// Not under d.mu: it waits for the worker's claims in flight.
+	g.quiet()
 }
 
-// Resume claims jobs again after Quiet.
+// Resume claims jobs again after Quiet: a new generation claims them,
+// and the quiet one is stopped (it has no job left, or finishes those it
+// has within its ShutdownTimeout).
 func (d *Daemon) Resume() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -177,7 +184,12 @@ func (d *Daemon) Resume() error {
 		return nil
 	}
 	d.cfg.Logger.Info("daemon: resumed")
-	return d.startGeneration()
+	old := d.cur
+	if err := d.startGeneration(); err != nil {
+		return err
+	}
+	d.retire(old)
+	return nil
 }
 
 // Reload replaces the config: a new generation claims jobs with it while

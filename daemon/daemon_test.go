@@ -3,6 +3,7 @@
 package daemon_test
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kyuhq/kyu"
+	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/daemon"
 )
 
@@ -120,7 +122,7 @@ func TestQuietResume(t *testing.T) {
 	t.Parallel()
 	bd := newBundle(t)
 	h := bd.script("h.sh", `while [ ! -e "$DIR/go" ]; do sleep 0.01; done`)
-	r := bd.start(daemon.Config{Handlers: map[string]daemon.HandlerConfig{
+	r := bd.start(daemon.Config{RegistryInterval: 20 * time.Millisecond, Handlers: map[string]daemon.HandlerConfig{
 		"t": {Command: []string{h}, Env: map[string]string{"DIR": bd.dir}},
 	}})
 	running := bd.enqueue("t", `{}`, kyu.EnqueueOptions{})
@@ -130,11 +132,10 @@ func TestQuietResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	bd.waitJob(running, "completed while quiet", func(j *kyu.Job) bool { return j.State == kyu.StateCompleted })
-	// Quiet has stopped the worker once it leaves the registry.
-	eventually(t, "worker gone from the registry", func() bool {
-		ws, err := bd.c.Workers(t.Context())
-		return err == nil && len(ws) == 0
-	})
+	// The quiet daemon, its jobs done, stays listed as quiet: its entry
+	// is refreshed after the job's end.
+	idle := time.Now()
+	quietID := waitQuietListed(t, bd, idle)
 	later := bd.enqueue("t", `{}`, kyu.EnqueueOptions{})
 	// Several polls (50ms) go by with no claim.
 	time.Sleep(300 * time.Millisecond)
@@ -145,6 +146,28 @@ func TestQuietResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	bd.waitJob(later, "completed after resume", func(j *kyu.Job) bool { return j.State == kyu.StateCompleted })
+	// The quiet generation's entry gives way to the new one's.
+	eventually(t, "only the resumed worker in the registry", func() bool {
+		ws, err := bd.c.Workers(t.Context())
+		return err == nil && len(ws) == 1 && ws[0].ID != quietID && ws[0].State == backend.WorkerRunning
+	})
+}
+
+// waitQuietListed waits until the registry lists one worker, quiet, with
+// no job running and its entry refreshed after since, and returns its id.
+func waitQuietListed(t *testing.T, bd *bundle, since time.Time) string {
+	t.Helper()
+	var id string
+	eventually(t, "the quiet worker listed as quiet after its jobs ended", func() bool {
+		ws, err := bd.c.Workers(t.Context())
+		if err != nil || len(ws) != 1 {
+			return false
+		}
+		w := ws[0]
+		id = w.ID
+		return w.State == backend.WorkerQuiet && len(w.Running) == 0 && w.LastSeen.After(since)
+	})
+	return id
 }
 
 // TestReload checks a reload by generation: the old generation's running
@@ -232,22 +255,19 @@ func TestRemoteCommands(t *testing.T) {
 	if _, err := bd.c.QuietWorker(t.Context(), id); err != nil {
 		t.Fatalf("QuietWorker: %v", err)
 	}
-	// Quiet retires the generation: its worker leaves the registry once
-	// its running job is done.
+	// The quiet daemon stays listed, as quiet, once its running job is
+	// done.
 	if err := os.WriteFile(filepath.Join(bd.dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	bd.waitJob(running, "completed while quiet", func(j *kyu.Job) bool { return j.State == kyu.StateCompleted })
-	eventually(t, "the quiet worker gone from the registry", func() bool {
-		ws, err := bd.c.Workers(t.Context())
-		return err == nil && len(ws) == 0
-	})
+	quietID := waitQuietListed(t, bd, time.Now())
 	if err := r.d.Resume(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the resumed worker in the registry", func() bool {
 		ws, err := bd.c.Workers(t.Context())
-		if err != nil || len(ws) != 1 {
+		if err != nil || len(ws) != 1 || ws[0].ID == quietID {
 			return false
 		}
 		id = ws[0].ID
@@ -257,4 +277,50 @@ func TestRemoteCommands(t *testing.T) {
 		t.Fatalf("StopWorker: %v", err)
 	}
 	r.wait(t)
+}
+
+// TestJobLogLevel checks the level of the per-job start and finish lines,
+// and that off drops them while a failure is still logged.
+func TestJobLogLevel(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		cfg   daemon.Config
+		start string // the start line's level; "" for none
+	}{
+		{"default", daemon.Config{}, "INFO"},
+		{"warn", daemon.Config{JobLogLevel: slog.LevelWarn}, "WARN"},
+		{"off", daemon.Config{JobLogOff: true}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bd := newBundle(t)
+			cfg := tc.cfg
+			cfg.Handlers = map[string]daemon.HandlerConfig{
+				"ok":  {Shell: "true"},
+				"bad": {Shell: "exit 65"},
+			}
+			bd.start(cfg)
+			ok := bd.enqueue("ok", `{}`, kyu.EnqueueOptions{})
+			bad := bd.enqueue("bad", `{}`, kyu.EnqueueOptions{})
+			bd.waitJob(ok, "completed", func(j *kyu.Job) bool { return j.State == kyu.StateCompleted })
+			bd.waitJob(bad, "failed", func(j *kyu.Job) bool { return j.State == kyu.StateFailed })
+			log := bd.log.String()
+			for _, line := range []string{`msg="job started" job_id=` + ok, `msg="job finished" job_id=` + ok} {
+				got := ""
+				for l := range strings.SplitSeq(log, "\n") {
+					if strings.Contains(l, line) {
+						_, rest, _ := strings.Cut(l, "level=")
+						got, _, _ = strings.Cut(rest, " ")
+					}
+				}
+				if got != tc.start {
+					t.Errorf("%s logged at %q; want %q", line, got, tc.start)
+				}
+			}
+			if !strings.Contains(log, `level=ERROR msg="job failed" job_id=`+bad) {
+				t.Errorf("the failure is not logged at ERROR:\n%s", log)
+			}
+		})
+	}
 }

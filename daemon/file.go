@@ -52,6 +52,9 @@ type File struct {
 	// "error".
 	LogFormat string `toml:"log_format,omitempty"`
 	LogLevel  string `toml:"log_level,omitempty"`
+	// JobLogLevel is the level of the per-job start and finish lines:
+	// "debug", "info", "warn", "error" or "off" (see ParseJobLogLevel).
+	JobLogLevel string `toml:"job_log_level,omitempty"`
 
 	FileProfile
 	Profiles map[string]FileProfile `toml:"profiles,omitempty"`
@@ -70,6 +73,7 @@ type FileProfile struct {
 	KillGrace       *Duration              `toml:"kill_grace,omitempty"`
 	MaxJobs         *int                   `toml:"max_jobs,omitempty"`
 	Lease           *Duration              `toml:"lease,omitempty"`
+	Prefetch        *int                   `toml:"prefetch,omitempty"`
 	Handlers        map[string]FileHandler `toml:"handlers,omitempty"`
 }
 
@@ -163,6 +167,11 @@ func ParseFile(path string, src []byte) (*File, error) {
 	if f.LogFormat != "" && f.LogFormat != "text" && f.LogFormat != "json" {
 		return nil, f.errorAt(toml.Key{"log_format"}, fmt.Errorf("%q: want \"text\" or \"json\"", f.LogFormat))
 	}
+	if f.JobLogLevel != "" {
+		if _, _, err := ParseJobLogLevel(f.JobLogLevel); err != nil {
+			return nil, f.errorAt(toml.Key{"job_log_level"}, err)
+		}
+	}
 	if f.Profile != "" {
 		if _, ok := f.Profiles[f.Profile]; !ok {
 			return nil, f.errorAt(toml.Key{"profile"}, fmt.Errorf("no profile %q in this file", f.Profile))
@@ -200,6 +209,8 @@ func (f *File) checkProfile(at toml.Key, p FileProfile, full bool) error {
 		return f.errorAt(key("kill_grace"), errors.New("want 0 or more"))
 	case p.Lease != nil && *p.Lease <= 0:
 		return f.errorAt(key("lease"), errors.New("want a positive duration"))
+	case p.Prefetch != nil && *p.Prefetch < 0:
+		return f.errorAt(key("prefetch"), fmt.Errorf("%d: want 0 (none) or more", *p.Prefetch))
 	}
 	seen := map[string]bool{}
 	for _, q := range p.Queues {
@@ -274,6 +285,12 @@ func (f *File) Config(profile string) (Config, error) {
 	if p.Lease != nil {
 		c.Lease = time.Duration(*p.Lease)
 	}
+	if p.Prefetch != nil {
+		c.Prefetch = *p.Prefetch
+		if c.Prefetch == 0 {
+			c.Prefetch = -1 // 0 in a file means none
+		}
+	}
 	names := p.Queues
 	if len(names) == 0 {
 		names = slices.Sorted(maps.Keys(p.Weights))
@@ -330,6 +347,9 @@ func mergeProfile(base, own FileProfile) FileProfile {
 	}
 	if own.Lease != nil {
 		base.Lease = own.Lease
+	}
+	if own.Prefetch != nil {
+		base.Prefetch = own.Prefetch
 	}
 	h := maps.Clone(base.Handlers)
 	if h == nil {

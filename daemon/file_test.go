@@ -87,6 +87,8 @@ func TestFileErrors(t *testing.T) {
 		{"bad backoff", "[handlers.t]\nshell = \"x\"\nbackoff = \"linear\"\n", "w.toml:1: handlers.t: backoff \"linear\""},
 		{"missing weight", "[profiles.a]\nqueues = [\"q\", \"r\"]\nweights = { q = 2 }\n", "w.toml:3: profiles.a.weights: queue \"r\" has no weight"},
 		{"bad queue name", "[profiles.a]\nqueues = [\"no spaces\"]\n", "w.toml:1: profiles.a:"},
+		{"job log level", "log_level = \"info\"\njob_log_level = \"loud\"\n", `w.toml:2: job_log_level: "loud": want debug, info, warn, error or off`},
+		{"prefetch", "[profiles.a]\nprefetch = -2\n", "w.toml:2: profiles.a.prefetch: -2: want 0 (none) or more"},
 		{"default profile missing", "profile = \"x\"\n", "w.toml:1: profile: no profile \"x\""},
 		{"grace over the lease", "[profiles.a]\nlease = \"2s\"\nkill_grace = \"5s\"\n", "w.toml:1: profiles.a: kill_grace 5s: want less than the lease, 2s"},
 	} {
@@ -117,6 +119,21 @@ func TestExampleConfig(t *testing.T) {
 		}
 		if err := c.Validate(); err != nil {
 			t.Errorf("profile %q: %v", p, err)
+		}
+	}
+}
+
+// TestFilePrefetch checks prefetch: a profile's own over the top level's,
+// and 0 for none.
+func TestFilePrefetch(t *testing.T) {
+	f, err := daemon.ParseFile("w.toml", []byte("prefetch = 4\n[profiles.none]\nprefetch = 0\n[profiles.same]\nconcurrency = 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for profile, want := range map[string]int{"none": -1, "same": 4} {
+		c, err := f.Config(profile)
+		if err != nil || c.Prefetch != want {
+			t.Errorf("profile %s: Prefetch %d (%v); want %d", profile, c.Prefetch, err, want)
 		}
 	}
 }

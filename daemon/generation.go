@@ -29,6 +29,14 @@ type generation struct {
 	// parked those waiting to be handed back.
 	active, parked atomic.Int64
 
+	// gate holds a token per job running, at most Concurrency, when the
+	// worker claims jobs ahead (Config.Prefetch); nil otherwise.
+	gate chan struct{}
+	// stopping is closed when the generation starts to stop: jobs
+	// waiting at the gate are handed back, unrun.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
+
 	interrupt, kill         chan struct{}
 	interruptOnce, killOnce sync.Once
 
@@ -67,6 +75,10 @@ func newGeneration(d *Daemon, n int, cfg Config, b kyu.WorkerBackend) (*generati
 		kill:      make(chan struct{}),
 		running:   map[string]runningJob{},
 		stopped:   make(chan struct{}),
+		stopping:  make(chan struct{}),
+	}
+	if cfg.ahead() > 0 {
+		g.gate = make(chan struct{}, cfg.Concurrency)
 	}
 	for t, h := range cfg.Handlers {
 		switch {
@@ -110,7 +122,28 @@ func (g *generation) ProcessJob(ctx context.Context, job *kyu.Job) error {
 	// Counted active first, so that stop never sees a handler that is
 	// neither active nor parked but about to start a child.
 	g.active.Add(1)
-	if g.closing.Load() || !g.d.takeJob() {
+	if g.closing.Load() {
+		return g.park(ctx)
+	}
+	// A job claimed ahead (Config.Prefetch) waits for a place to run; it
+	// counts toward MaxJobs once it has one.
+	if g.gate != nil {
+		select {
+		case g.gate <- struct{}{}:
+		case <-g.stopping:
+			return g.park(ctx)
+		case <-g.kill:
+			return g.park(ctx)
+		case <-ctx.Done():
+			g.active.Add(-1)
+			g.d.jobDone()
+			err := fmt.Errorf("ended while waiting for a place to run: %w", context.Cause(ctx))
+			g.cfg.Logger.Warn("job failed", "job_id", job.ID, "type", job.Type, "outcome", "retry", "error", err)
+			return err
+		}
+		defer func() { <-g.gate }()
+	}
+	if !g.d.takeJob() {
 		return g.park(ctx)
 	}
 	r := g.byType[job.Type]
@@ -123,8 +156,10 @@ func (g *generation) ProcessJob(ctx context.Context, job *kyu.Job) error {
 	}
 	g.track(job)
 	log := g.cfg.Logger
-	log.Log(ctx, g.cfg.JobLogLevel, "job started", "job_id", job.ID, "type", job.Type,
-		"queue", job.Queue, "attempt", job.Attempt, "generation", g.n)
+	if !g.cfg.JobLogOff {
+		log.LogAttrs(ctx, g.cfg.JobLogLevel, "job started", slog.String("job_id", job.ID), slog.String("type", job.Type),
+			slog.String("queue", job.Queue), slog.Int("attempt", job.Attempt), slog.Int("generation", g.n))
+	}
 	start := time.Now()
 	err := r.run(ctx, job, stopSignals{interrupt: g.interrupt, kill: g.kill})
 	g.untrack(job)
@@ -136,7 +171,10 @@ func (g *generation) ProcessJob(ctx context.Context, job *kyu.Job) error {
 	}
 	switch {
 	case err == nil:
-		log.Log(ctx, g.cfg.JobLogLevel, "job finished", "job_id", job.ID, "type", job.Type, "took", took, "outcome", "completed")
+		if !g.cfg.JobLogOff {
+			log.LogAttrs(ctx, g.cfg.JobLogLevel, "job finished", slog.String("job_id", job.ID), slog.String("type", job.Type),
+				slog.Duration("took", took), slog.String("outcome", "completed"))
+		}
 	case kyu.IsPermanent(err):
 		log.Error("job failed", "job_id", job.ID, "type", job.Type, "took", took, "outcome", "failed", "error", err)
 	default:
@@ -173,6 +211,12 @@ func (g *generation) untrack(job *kyu.Job) {
 // start starts the generation's worker.
 func (g *generation) start(ctx context.Context) error {
 	return g.w.Start(ctx)
+}
+
+// quiet stops the generation's claims; its worker stays up, in the
+// registry as quiet, and its running jobs go on to their outcomes.
+func (g *generation) quiet() {
+	g.w.Quiet()
 }
 
 // stopMode is how a generation stops.
@@ -212,6 +256,7 @@ func (g *generation) doStop() {
 			}
 		}
 	}()
+	g.stoppingOnce.Do(func() { close(g.stopping) })
 	log := g.cfg.Logger.With("generation", g.n)
 	shutCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -116,3 +116,90 @@ done`)
 	next := bd.enqueue("t", `"fast"`, kyu.EnqueueOptions{})
 	bd.waitJob(next, "completed", func(j *kyu.Job) bool { return j.State == kyu.StateCompleted })
 }
+
+// TestPrefetch checks the jobs claimed ahead of the prefork children
+// (Config.Prefetch): they wait, so that no more than Concurrency jobs run
+// at once, whatever their runner; at a graceful stop the running job
+// finishes and they are handed back unrun, their attempts unused.
+func TestPrefetch(t *testing.T) {
+	t.Parallel()
+	bd := newBundle(t)
+	wait := `while [ ! -e "$DIR/go" ]; do sleep 0.01; done`
+	child := bd.script("child.sh", `while IFS= read -r job; do
+touch "$DIR/started-prefork"
+`+wait+`
+printf '{"done":true}\n' >&3
+done`)
+	one := bd.script("one.sh", `touch "$DIR/started-$KYU_JOB_ID"; `+wait)
+	env := map[string]string{"DIR": bd.dir}
+	r := bd.start(daemon.Config{Concurrency: 1, Prefetch: 2, Handlers: map[string]daemon.HandlerConfig{
+		"p": {Command: []string{child}, Prefork: 1, Env: env},
+		"e": {Command: []string{one}, Env: env},
+	}})
+	ids := []string{
+		bd.enqueue("p", `{}`, kyu.EnqueueOptions{}),
+		bd.enqueue("e", `{}`, kyu.EnqueueOptions{}),
+		bd.enqueue("e", `{}`, kyu.EnqueueOptions{}),
+	}
+	// Concurrency 1 plus 2 ahead for the one child: all three claimed.
+	for _, id := range ids {
+		bd.waitJob(id, "claimed", func(j *kyu.Job) bool { return j.State == kyu.StateActive })
+	}
+	started := func() []string {
+		m, _ := filepath.Glob(filepath.Join(bd.dir, "started-*"))
+		return m
+	}
+	eventually(t, "a job started", func() bool { return len(started()) > 0 })
+	if s := started(); len(s) != 1 {
+		t.Fatalf("%d jobs started at once (%v); want 1, the concurrency", len(s), s)
+	}
+	r.d.Stop()
+	if err := os.WriteFile(filepath.Join(bd.dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(t)
+	completed, handedBack := 0, 0
+	for _, id := range ids {
+		if j, err := bd.c.Get(t.Context(), id); err == nil && j.State == kyu.StateCompleted {
+			completed++
+		} else if err == nil && j.State == kyu.StatePending && j.Attempt == 0 {
+			handedBack++
+		}
+	}
+	if completed != 1 || handedBack != 2 || len(started()) != 1 {
+		t.Errorf("%d completed, %d handed back unspent, %d started; want the running job completed, the 2 waiting handed back unrun",
+			completed, handedBack, len(started()))
+	}
+}
+
+// TestPrefetchMaxJobs checks that MaxJobs counts the jobs run, not those
+// claimed ahead: the daemon runs exactly MaxJobs, and hands the others
+// back unrun.
+func TestPrefetchMaxJobs(t *testing.T) {
+	t.Parallel()
+	bd := newBundle(t)
+	child := bd.script("child.sh", `while IFS= read -r job; do printf '{"done":true}\n' >&3; done`)
+	var ids []string
+	for range 6 {
+		ids = append(ids, bd.enqueue("p", `{}`, kyu.EnqueueOptions{}))
+	}
+	r := bd.start(daemon.Config{Concurrency: 1, Prefetch: 3, MaxJobs: 2, Handlers: map[string]daemon.HandlerConfig{
+		"p": {Command: []string{child}, Prefork: 1},
+	}})
+	r.wait(t)
+	completed, handedBack := 0, 0
+	for _, id := range ids {
+		j, err := bd.c.Get(t.Context(), id)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case j.State == kyu.StateCompleted:
+			completed++
+		case j.State == kyu.StatePending && j.Attempt == 0:
+			handedBack++
+		}
+	}
+	if completed != 2 || handedBack != 4 {
+		t.Errorf("%d completed, %d pending unspent; want 2 (MaxJobs) and 4", completed, handedBack)
+	}
+}

@@ -38,8 +38,10 @@ const (
 	killGraceEnv       = "KYU_KILL_GRACE"
 	maxJobsEnv         = "KYU_MAX_JOBS"
 	leaseEnv           = "KYU_LEASE"
+	prefetchEnv        = "KYU_PREFETCH"
 	logFormatEnv       = "KYU_LOG_FORMAT"
 	logLevelEnv        = "KYU_LOG_LEVEL"
+	jobLogLevelEnv     = "KYU_JOB_LOG_LEVEL"
 )
 
 // workerFlags are kyu worker's flags; a zero value is "not given".
@@ -54,8 +56,10 @@ type workerFlags struct {
 	killGrace       time.Duration
 	maxJobs         int
 	lease           time.Duration
+	prefetch        int
 	logFormat       string
 	logLevel        string
+	jobLogLevel     string
 	printConfig     bool
 	noGuardian      bool
 
@@ -91,7 +95,8 @@ groups and SIGKILL after kill_grace (default 5s), and hands unfinished
 jobs back unspent; a second TERM or INT stops at once. TSTP stops
 claiming (quiet) and CONT resumes; HUP reloads the config (a new
 generation takes new jobs, the old one finishes its own); TTIN logs the
-running jobs. Logs go to stderr: one line per job start and finish.`,
+running jobs. Logs go to stderr: one line per job start and finish, at
+info (--job-log-level: debug, info, warn, error or off).`,
 		Example: `  kyu worker --handle email.send='./send-mail.sh --fast' --queues default,mail --concurrency 8
   kyu worker --handle thumb='python3 thumb.py' --queues images=3,default=1
   kyu worker --config worker.toml --profile batch
@@ -113,8 +118,10 @@ running jobs. Logs go to stderr: one line per job start and finish.`,
 	fl.DurationVar(&f.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL to a child's process group (default $"+killGraceEnv+", else 5s)")
 	fl.IntVar(&f.maxJobs, "max-jobs", 0, "exit 0 after this many jobs, for the supervisor to start a fresh worker (default $"+maxJobsEnv+", else no limit)")
 	fl.DurationVar(&f.lease, "lease", 0, "how long a claim holds a job without a heartbeat (default $"+leaseEnv+", else 30s)")
+	fl.IntVar(&f.prefetch, "prefetch", 0, "jobs claimed ahead per prefork child, handed to it as it answers (default $"+prefetchEnv+", else 1; 0 for none)")
 	fl.StringVar(&f.logFormat, "log-format", "", "log format: text or json (default $"+logFormatEnv+", else text)")
 	fl.StringVar(&f.logLevel, "log-level", "", "lowest level logged: debug, info, warn or error (default $"+logLevelEnv+", else info)")
+	fl.StringVar(&f.jobLogLevel, "job-log-level", "", "level of the per-job start and finish lines: debug, info, warn, error or off (default $"+jobLogLevelEnv+", else info)")
 	fl.BoolVar(&f.printConfig, "print-config", false, "print the merged config as TOML and exit")
 	fl.BoolVar(&f.noGuardian, "no-guardian", false, "run no guardian process (children may outlive a daemon killed with SIGKILL)")
 	_ = fl.MarkHidden("no-guardian")
@@ -176,6 +183,10 @@ func resolveWorker(f workerFlags, getenv func(string) string) (workerSetup, erro
 				return s, usageErrorf("%s: log_level %q: want debug, info, warn or error", path, file.LogLevel)
 			}
 		}
+		if file.JobLogLevel != "" {
+			// ParseFile checked it.
+			s.cfg.JobLogLevel, s.cfg.JobLogOff, _ = daemon.ParseJobLogLevel(file.JobLogLevel)
+		}
 	} else if s.profile != "" {
 		return s, usageErrorf("--profile %s needs a config file (--config or $%s)", s.profile, configEnv)
 	}
@@ -211,6 +222,7 @@ func resolveWorker(f workerFlags, getenv func(string) string) (workerSetup, erro
 	for _, it := range []intSetting{
 		{"concurrency", concurrencyEnv, f.concurrency, &s.cfg.Concurrency},
 		{"max-jobs", maxJobsEnv, f.maxJobs, &s.cfg.MaxJobs},
+		{"prefetch", prefetchEnv, f.prefetch, &s.cfg.Prefetch},
 	} {
 		switch v := pick(it.flag, it.env); v {
 		case "":
@@ -246,6 +258,14 @@ func resolveWorker(f workerFlags, getenv func(string) string) (workerSetup, erro
 			*it.dst = d
 		}
 	}
+	if changed("prefetch") || getenv(prefetchEnv) != "" {
+		switch {
+		case s.cfg.Prefetch < 0:
+			return s, usageErrorf("--prefetch %d: want 0 (none) or more", s.cfg.Prefetch)
+		case s.cfg.Prefetch == 0:
+			s.cfg.Prefetch = -1 // 0 asked for: none
+		}
+	}
 	if s.cfg.ShutdownTimeout == 0 && (changed("shutdown-timeout") || getenv(shutdownTimeoutEnv) != "") {
 		s.cfg.ShutdownTimeout = -1 // 0 asked for: no time to finish
 	}
@@ -267,6 +287,16 @@ func resolveWorker(f workerFlags, getenv func(string) string) (workerSetup, erro
 	if level != "" {
 		if err := s.logLevel.UnmarshalText([]byte(level)); err != nil {
 			return s, usageErrorf("--log-level %q: want debug, info, warn or error", level)
+		}
+	}
+	jobLevel, name := f.jobLogLevel, "--job-log-level"
+	if jobLevel == "" {
+		jobLevel, name = getenv(jobLogLevelEnv), "$"+jobLogLevelEnv
+	}
+	if jobLevel != "" {
+		var err error
+		if s.cfg.JobLogLevel, s.cfg.JobLogOff, err = daemon.ParseJobLogLevel(jobLevel); err != nil {
+			return s, usageErrorf("%s %v", name, err)
 		}
 	}
 	for _, h := range f.handle {
@@ -320,6 +350,7 @@ type printedConfig struct {
 	Profile         string                        `toml:"profile,omitempty"`
 	LogFormat       string                        `toml:"log_format"`
 	LogLevel        string                        `toml:"log_level"`
+	JobLogLevel     string                        `toml:"job_log_level"`
 	Concurrency     int                           `toml:"concurrency"`
 	Queues          []string                      `toml:"queues"`
 	Weights         map[string]int                `toml:"weights,omitempty"`
@@ -328,6 +359,7 @@ type printedConfig struct {
 	KillGrace       daemon.Duration               `toml:"kill_grace"`
 	MaxJobs         int                           `toml:"max_jobs"`
 	Lease           daemon.Duration               `toml:"lease,omitempty"`
+	Prefetch        int                           `toml:"prefetch"`
 	Handlers        map[string]daemon.FileHandler `toml:"handlers"`
 }
 
@@ -336,9 +368,10 @@ func printConfig(w io.Writer, s workerSetup) error {
 	c := s.cfg.WithDefaults()
 	p := printedConfig{
 		Backend: s.backendURL, Profile: s.profile, LogFormat: s.logFormat,
-		LogLevel: strings.ToLower(s.logLevel.String()), Concurrency: c.Concurrency,
+		LogLevel: strings.ToLower(s.logLevel.String()), JobLogLevel: daemon.FormatJobLogLevel(c.JobLogLevel, c.JobLogOff),
+		Concurrency:     c.Concurrency,
 		ShutdownTimeout: daemon.Duration(max(c.ShutdownTimeout, 0)), KillGrace: daemon.Duration(c.KillGrace),
-		MaxJobs: c.MaxJobs, Lease: daemon.Duration(c.Lease), Handlers: map[string]daemon.FileHandler{},
+		MaxJobs: c.MaxJobs, Lease: daemon.Duration(c.Lease), Prefetch: max(c.Prefetch, 0), Handlers: map[string]daemon.FileHandler{},
 	}
 	if p.Lease == 0 {
 		p.Lease = daemon.Duration(30 * time.Second) // kyu's default
@@ -361,6 +394,7 @@ func printConfig(w io.Writer, s workerSetup) error {
 	for _, t := range slices.Sorted(maps.Keys(c.Handlers)) {
 		h := c.Handlers[t]
 		fh := daemon.FileHandler{Command: h.Command, Shell: h.Shell, URL: h.URL, Timeout: daemon.Duration(h.Timeout),
+			Prefork: h.Prefork, MaxJobsPerChild: h.MaxJobsPerChild,
 			Env: h.Env, Dir: h.Dir, Backoff: h.Retry.Backoff,
 			BackoffBase: daemon.Duration(h.Retry.BackoffBase), BackoffMax: daemon.Duration(h.Retry.BackoffMax)}
 		if h.Retry.NoRetry {

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kyuhq/kyu"
 )
 
 // workerProc is kyu worker run as a process of its own (this test binary
@@ -125,6 +127,21 @@ func getAPIJob(t *testing.T, base, id string) apiJob {
 		t.Fatalf("job %s: %v in %s", id, err, b)
 	}
 	return j
+}
+
+// getAPIWorkers lists the worker registry through GET /api/v1/workers.
+func getAPIWorkers(t *testing.T, base string) []kyu.WorkerInfo {
+	t.Helper()
+	resp, err := http.Get(base + "/api/v1/workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct{ Workers []kyu.WorkerInfo }
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatalf("workers: %v", err)
+	}
+	return list.Workers
 }
 
 // waitAPIJob polls the job until cond holds.
@@ -323,11 +340,15 @@ shell = "echo '{\"result\":\"%s\"}' >&3"
 		t.Fatal(err)
 	}
 	waitAPIJob(t, base, g, "completed while quiet", stateIs("completed"))
-	w.stderr.waitFor(t, "kyu: worker stopped")
+	w.stderr.waitFor(t, "kyu: worker quiet")
 	later := apiEnqueue(t, base, `{"type":"v"}`)
 	time.Sleep(300 * time.Millisecond) // a claim would have come by now
 	if j := getAPIJob(t, base, later); j.State != "pending" {
 		t.Fatalf("job %s while quiet; want pending", j.State)
+	}
+	// The quiet daemon, its job done, is still up and still listed.
+	if n := len(getAPIWorkers(t, base)); n != 1 || strings.Contains(w.stderr.String(), "kyu: worker stopped") {
+		t.Fatalf("quiet daemon: %d workers listed, log:\n%s; want it listed, its worker not stopped", n, w.stderr.String())
 	}
 	w.signal(t, syscall.SIGCONT)
 	if j := waitAPIJob(t, base, later, "completed after CONT", stateIs("completed")); string(j.Result) != `"v1"` {

@@ -68,6 +68,41 @@ queues = ["x"]
 			t.Errorf("config lacks %q:\n%s", want, out)
 		}
 	}
+	if !strings.Contains(out, `job_log_level = "info"`) {
+		t.Errorf("config lacks the default job_log_level:\n%s", out)
+	}
+	// The job log level: file, then $KYU_JOB_LOG_LEVEL, then the flag.
+	if err := os.WriteFile(path, []byte("job_log_level = \"debug\"\n"+src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustKyu(t, "http://example:7420", "worker", "--print-config"); !strings.Contains(out, `job_log_level = "debug"`) {
+		t.Errorf("job_log_level from the file:\n%s", out)
+	}
+	t.Setenv(jobLogLevelEnv, "warn")
+	if out := mustKyu(t, "http://example:7420", "worker", "--print-config"); !strings.Contains(out, `job_log_level = "warn"`) {
+		t.Errorf("job_log_level from $%s:\n%s", jobLogLevelEnv, out)
+	}
+	if out := mustKyu(t, "http://example:7420", "worker", "--print-config", "--job-log-level", "OFF"); !strings.Contains(out, `job_log_level = "off"`) {
+		t.Errorf("--job-log-level OFF:\n%s", out)
+	}
+	_, _, err := kyuCmd(t, "http://127.0.0.1:1", "", "worker", "--print-config", "--job-log-level", "loud")
+	if ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), `--job-log-level "loud": want debug, info, warn, error or off`) {
+		t.Errorf("--job-log-level loud: error %v (exit %d); want a usage error", err, ExitCode(err))
+	}
+	t.Setenv(jobLogLevelEnv, "")
+
+	// prefetch: 1 by default, 0 for none.
+	if out := mustKyu(t, "http://example:7420", "worker", "--print-config"); !strings.Contains(out, "prefetch = 1\n") {
+		t.Errorf("default prefetch:\n%s", out)
+	}
+	if out := mustKyu(t, "http://example:7420", "worker", "--print-config", "--prefetch", "0"); !strings.Contains(out, "prefetch = 0\n") {
+		t.Errorf("--prefetch 0:\n%s", out)
+	}
+	t.Setenv(prefetchEnv, "8")
+	if out := mustKyu(t, "http://example:7420", "worker", "--print-config"); !strings.Contains(out, "prefetch = 8\n") {
+		t.Errorf("$%s 8:\n%s", prefetchEnv, out)
+	}
+	t.Setenv(prefetchEnv, "")
 	out = mustKyu(t, "http://example:7420", "worker", "--print-config", "--profile", "batch", "--queues", "p=2,q=1")
 	if !strings.Contains(out, `queues = ["p", "q"]`) || !strings.Contains(out, "p = 2") || !strings.Contains(out, "max_jobs = 0") {
 		t.Errorf("batch profile with --queues:\n%s", out)

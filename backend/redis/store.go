@@ -147,7 +147,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		opts:    opts,
 		log:     opts.Logger,
 		client:  client,
-		keys:    keys{prefix: opts.Prefix},
+		keys:    keys{prefix: opts.Prefix, cluster: opts.Cluster},
 		scripts: scripts,
 		done:    make(chan struct{}),
 	}

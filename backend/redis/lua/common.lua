@@ -387,9 +387,21 @@ local function touchUnique(id, r)
   end
 end
 
+-- jobJID reads the JID of a loaded record r, nil for none: a body of
+-- version 2 (bodyVersionJID in record.go) ends with the JID and its
+-- length in two bytes.
+local function jobJID(r)
+  local s = r.rec
+  if string.byte(s, r.at + #r.uk) ~= 2 then return nil end
+  local a, b = string.byte(s, -2, -1)
+  local n = a * 256 + b
+  return string.sub(s, -2 - n, -3)
+end
+
 -- remove deletes a job and its index entries (r is false or nil for a
 -- record that does not parse). A unique key held for a period stays held
 -- (with the state the job had); one held until the job is final is freed.
+-- The job's JID is freed.
 local function remove(id, r)
   flush()
   cache[id] = false
@@ -418,6 +430,10 @@ local function remove(id, r)
       local hid, untilms = string.match(e, '^([^|]*)|([^|]*)|')
       if hid == id and untilms == '0' then redis.call('HDEL', KEY_unique, r.uk) end
     end
+  end
+  if r then
+    local jid = jobJID(r)
+    if jid and redis.call('HGET', KEY_jids, jid) == id then redis.call('HDEL', KEY_jids, jid) end
   end
 end
 

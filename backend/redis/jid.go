@@ -323,14 +323,34 @@ func (s *store) enqueueClusterJIDs(ctx context.Context, p backend.EnqueueParams)
 			}
 		}
 	}
+	// A later job with a JID of the call is a duplicate of the first job
+	// with it, if that was written; if not (its unique key was held), the
+	// later ones go again, in order, once its reservation is dropped.
+	var later []int
+	rest := backend.EnqueueParams{Now: p.Now}
 	for i, nj := range p.Jobs {
-		if f, ok := first[nj.JID]; ok && f != i && claims[claimOf[nj.JID]].held == nil {
-			res.Jobs[i] = res.Jobs[f]
-			res.Jobs[i].Duplicate = true
+		f, ok := first[nj.JID]
+		if !ok || f == i || claims[claimOf[nj.JID]].held != nil {
+			continue
 		}
+		if ids[claimOf[nj.JID]] == "" {
+			later = append(later, i)
+			rest.Jobs = append(rest.Jobs, nj)
+			continue
+		}
+		res.Jobs[i] = backend.EnqueuedJob{ID: res.Jobs[f].ID, State: res.Jobs[f].State, Duplicate: true}
 	}
 	if err := s.settleJIDs(context.WithoutCancel(ctx), claims, ids); err != nil {
 		return backend.EnqueueResult{}, err
+	}
+	if len(later) > 0 {
+		r, err := s.enqueueClusterJIDs(ctx, rest)
+		if err != nil {
+			return backend.EnqueueResult{}, err
+		}
+		for k, i := range later {
+			res.Jobs[i] = r.Jobs[k]
+		}
 	}
 	return res, nil
 }

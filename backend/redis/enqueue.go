@@ -80,7 +80,11 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 		}
 		calls := make([]call, len(groups))
 		for i, g := range groups {
-			calls[i] = call{s: s.scripts.enqueue, keys: s.keysOf(s.scripts.enqueue, g.num), args: g.args}
+			sc := s.scripts.enqueue
+			if g.jids {
+				sc = s.scripts.enqueueJID
+			}
+			calls[i] = call{s: sc, keys: s.keysOf(sc, g.num), args: g.args}
 		}
 		err := s.retry(ctx, func(int) error {
 			if own && len(calls) == 1 {

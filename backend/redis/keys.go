@@ -268,14 +268,15 @@ type keyLists struct {
 }
 
 // keyList is the keys of one queue: all of them (queueKeys.all), and the
-// ones the enqueue script takes (its slots).
+// ones the enqueue script takes (its slots), without and with the JID
+// index.
 type keyList struct {
-	all, enqueue []string
+	all, enqueue, enqueueJID []string
 }
 
-// of returns the key lists of queue num; enqueueSlots are the enqueue
-// script's slots.
-func (l *keyLists) of(k keys, num uint32, enqueueSlots []int) keyList {
+// of returns the key lists of queue num; enqueueSlots and jidSlots are
+// the slots of the enqueue script and of its variant with JIDs.
+func (l *keyLists) of(k keys, num uint32, enqueueSlots, jidSlots []int) keyList {
 	l.mu.RLock()
 	kl, ok := l.byNum[num]
 	l.mu.RUnlock()
@@ -283,7 +284,7 @@ func (l *keyLists) of(k keys, num uint32, enqueueSlots []int) keyList {
 		return kl
 	}
 	all := k.queue(num).all()
-	kl = keyList{all: all, enqueue: slotKeys(all, enqueueSlots)}
+	kl = keyList{all: all, enqueue: slotKeys(all, enqueueSlots), enqueueJID: slotKeys(all, jidSlots)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byNum == nil {

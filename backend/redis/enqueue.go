@@ -22,14 +22,21 @@ func appendReadyScore(b []byte, priority int, runAt int64) []byte {
 // Enqueue writes the jobs of each queue with one script run. A batch
 // spanning several queues is one MULTI on a single server; on a Cluster
 // each queue's part is atomic on its own (their slots differ). A single
-// job may share its script run with other callers' (enqueueOne).
+// job may share its script run with other callers' (enqueueOne). A batch
+// that names one JID in several queues goes in turns (jidsLater), and one
+// with JIDs on a Cluster reserves them first (jid.go).
 func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	if err := s.enter(); err != nil {
 		return backend.EnqueueResult{}, err
 	}
 	defer s.leave()
-	if s.keys.cluster && hasJID(p.Jobs) {
-		return s.enqueueClusterJIDs(ctx, p)
+	if hasJID(p.Jobs) {
+		if s.keys.cluster {
+			return s.enqueueClusterJIDs(ctx, p)
+		}
+		if later := jidsLater(p.Jobs); later != nil {
+			return s.enqueueInTurn(ctx, p, later)
+		}
 	}
 	if len(p.Jobs) == 1 {
 		return s.enqueueOne(ctx, p)

@@ -354,3 +354,66 @@ func (s *store) enqueueClusterJIDs(ctx context.Context, p backend.EnqueueParams)
 	}
 	return res, nil
 }
+
+// jidsLater lists the jobs that share a JID with an earlier job of
+// another queue, or with such a job: a call writes its queues' jobs queue
+// by queue, so these go in a call after the others (enqueueInTurn), and
+// the first job of the call with a JID takes it, as the memory store
+// does. nil when there are none.
+func jidsLater(jobs []backend.NewJob) []int {
+	firstQueue := map[string]string{}
+	deferred := map[string]bool{}
+	var later []int
+	for i, nj := range jobs {
+		if nj.JID == "" {
+			continue
+		}
+		q, seen := firstQueue[nj.JID]
+		switch {
+		case !seen:
+			firstQueue[nj.JID] = nj.Queue
+		case deferred[nj.JID] || q != nj.Queue:
+			deferred[nj.JID] = true
+			later = append(later, i)
+		}
+	}
+	return later
+}
+
+// enqueueInTurn writes the jobs of p but those at later, then those (see
+// jidsLater); the two calls are atomic each, not together.
+func (s *store) enqueueInTurn(ctx context.Context, p backend.EnqueueParams, later []int) (backend.EnqueueResult, error) {
+	first := backend.EnqueueParams{Now: p.Now}
+	second := backend.EnqueueParams{Now: p.Now}
+	var firstPos []int
+	k := 0
+	for i, nj := range p.Jobs {
+		if k < len(later) && later[k] == i {
+			second.Jobs = append(second.Jobs, nj)
+			k++
+			continue
+		}
+		first.Jobs = append(first.Jobs, nj)
+		firstPos = append(firstPos, i)
+	}
+	res := backend.EnqueueResult{Jobs: make([]backend.EnqueuedJob, len(p.Jobs))}
+	r, err := s.enqueue(ctx, first, nil, false)
+	if err != nil {
+		return backend.EnqueueResult{}, err
+	}
+	for k, i := range firstPos {
+		res.Jobs[i] = r.Jobs[k]
+	}
+	if later := jidsLater(second.Jobs); later != nil {
+		r, err = s.enqueueInTurn(ctx, second, later)
+	} else {
+		r, err = s.enqueue(ctx, second, nil, false)
+	}
+	if err != nil {
+		return backend.EnqueueResult{}, err
+	}
+	for k, i := range later {
+		res.Jobs[i] = r.Jobs[k]
+	}
+	return res, nil
+}

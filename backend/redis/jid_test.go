@@ -66,3 +66,30 @@ func TestJIDFreedByEveryDeletion(t *testing.T) {
 	indexed(0, "its deadline cancelled a job kept for no time")
 	enqueue(backend.NewJob{JID: "p1"}, backend.NewJob{JID: "c"}, backend.NewJob{JID: "d"})
 }
+
+// TestJIDLaterJobOfBatch: a job refused by its unique key does not take
+// its JID, so a later job of the same call with that JID is written, as
+// the memory store does.
+func TestJIDLaterJobOfBatch(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{
+		{Type: "t", Queue: "q", UniqueKey: "k"},
+		{Type: "t", Queue: "q", UniqueKey: "k", JID: "j"},
+		{Type: "t", Queue: "other", JID: "j"},
+		{Type: "t", Queue: "q", JID: "j"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Jobs
+	if r[0].Duplicate || !r[1].Duplicate || r[1].ID != r[0].ID || r[2].Duplicate || !r[3].Duplicate || r[3].ID != r[2].ID || r[3].State != backend.StatePending {
+		t.Fatalf("Enqueue = %+v; want the second a duplicate of the first (key), the third written, the fourth its duplicate (jid)", r)
+	}
+	j, err := s.Get(ctx, backend.GetParams{JID: "j"})
+	if err != nil || j.ID != r[2].ID {
+		t.Fatalf("Get(jid j) = %v, %v; want %s", j, err, r[2].ID)
+	}
+}

@@ -22,12 +22,22 @@ func appendReadyScore(b []byte, priority int, runAt int64) []byte {
 // Enqueue writes the jobs of each queue with one script run. A batch
 // spanning several queues is one MULTI on a single server; on a Cluster
 // each queue's part is atomic on its own (their slots differ). A single
-// job may share its script run with other callers' (enqueueOne).
+// job may share its script run with other callers' (enqueueOne). A batch
+// that names one JID in several queues goes in turns (jidsLater), and one
+// with JIDs on a Cluster reserves them first (jid.go).
 func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.EnqueueResult, error) {
 	if err := s.enter(); err != nil {
 		return backend.EnqueueResult{}, err
 	}
 	defer s.leave()
+	if hasJID(p.Jobs) {
+		if s.keys.cluster {
+			return s.enqueueClusterJIDs(ctx, p)
+		}
+		if later := jidsLater(p.Jobs); later != nil {
+			return s.enqueueInTurn(ctx, p, later)
+		}
+	}
 	if len(p.Jobs) == 1 {
 		return s.enqueueOne(ctx, p)
 	}
@@ -77,7 +87,11 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 		}
 		calls := make([]call, len(groups))
 		for i, g := range groups {
-			calls[i] = call{s: s.scripts.enqueue, keys: s.keysOf(s.scripts.enqueue, g.num), args: g.args}
+			sc := s.scripts.enqueue
+			if g.jids {
+				sc = s.scripts.enqueueJID
+			}
+			calls[i] = call{s: sc, keys: s.keysOf(sc, g.num), args: g.args}
 		}
 		err := s.retry(ctx, func(int) error {
 			if own && len(calls) == 1 {
@@ -129,6 +143,7 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 	}
 
 	res := backend.EnqueueResult{Jobs: make([]backend.EnqueuedJob, len(p.Jobs))}
+	var elsewhere []int // jobs whose JID a job of another queue holds
 	for gi, g := range groups {
 		items, asked, err := g.replyItems(replies[gi])
 		if err != nil {
@@ -148,6 +163,14 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 				continue
 			}
 			v, err := it.ToArray()
+			if err == nil && len(v) == 2 {
+				if code, _ := v[0].AsInt64(); code == 3 {
+					id, _ := v[1].ToString()
+					res.Jobs[g.pos[k]] = backend.EnqueuedJob{ID: id, Duplicate: true}
+					elsewhere = append(elsewhere, g.pos[k])
+					continue
+				}
+			}
 			if err != nil || len(v) != 3 {
 				return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
 			}
@@ -163,6 +186,11 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 			res.Jobs[g.pos[k]] = backend.EnqueuedJob{ID: id, State: state, Duplicate: true}
 		}
 	}
+	if len(elsewhere) > 0 {
+		if err := s.holderStates(ctx, p, nows, res.Jobs, elsewhere); err != nil {
+			return backend.EnqueueResult{}, err
+		}
+	}
 	return res, nil
 }
 
@@ -175,6 +203,9 @@ type enqueueGroup struct {
 	// nows holds each job's clock when the jobs come from several callers
 	// (nil: EnqueueParams.Now for all).
 	nows []time.Time
+	// jids is set when a job of the group has a JID: args then end with
+	// one JID per job (see lua/enqueue.lua).
+	jids bool
 }
 
 // buildEnqueue gives the group's jobs their ids and records.
@@ -184,7 +215,18 @@ func (s *store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.En
 		return err
 	}
 	g.num = num
-	g.args = make([]string, enqueueHead+enqueueStride*len(g.pos))
+	n := enqueueHead + enqueueStride*len(g.pos)
+	g.jids = false
+	for _, i := range g.pos {
+		if p.Jobs[i].JID != "" {
+			g.jids = true
+			break
+		}
+	}
+	if g.jids {
+		n += len(g.pos) // one JID per job after the jobs' values
+	}
+	g.args = make([]string, n)
 	g.args[0], g.args[1], g.args[2], g.args[3] = strconv.FormatInt(p.Now.UnixMilli(), 10), s.keys.wakeChannel(g.name), strconv.Itoa(len(g.pos)), g.name
 	for k := range g.pos {
 		if err := g.setJob(k, p); err != nil {
@@ -242,6 +284,9 @@ func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	buf = appendRecord(buf, &j)
 	a := g.args[enqueueHead+k*enqueueStride:]
 	a[0], a[1], a[2], a[3], a[4], a[5], a[6] = j.ID, state, score, deadline, nj.UniqueKey, until, take(at)
+	if g.jids {
+		g.args[enqueueHead+len(g.pos)*enqueueStride+k] = nj.JID
+	}
 	return nil
 }
 
@@ -258,7 +303,7 @@ func newRecord(nj *backend.NewJob, id string, now time.Time) backend.Job {
 	return backend.Job{
 		ID: id, Type: nj.Type, Queue: nj.Queue, Payload: nj.Payload, Title: nj.Title, Priority: nj.Priority,
 		State: state, MaxAttempts: nj.MaxAttempts, RunAt: runAt, Timeout: nj.Timeout, Deadline: nj.Deadline,
-		UniqueKey: nj.UniqueKey, UniqueFor: nj.UniqueFor, Tags: nj.Tags, Metadata: nj.Metadata,
+		UniqueKey: nj.UniqueKey, UniqueFor: nj.UniqueFor, JID: nj.JID, Tags: nj.Tags, Metadata: nj.Metadata,
 		Retention: nj.Retention, CreatedAt: now,
 	}
 }
@@ -306,7 +351,7 @@ func (g *enqueueGroup) collisions(reply rueidis.RedisResult) ([]int, error) {
 			}
 			continue
 		}
-		if v, err := it.ToArray(); err != nil || len(v) != 3 {
+		if v, err := it.ToArray(); err != nil || len(v) != 3 && len(v) != 2 {
 			return nil, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
 		}
 	}

@@ -96,13 +96,22 @@ func jobOfView(id, queue string, v []rueidis.RedisMessage) (*backend.Job, error)
 	return j, nil
 }
 
-// Get reads a job: its record, errors, result, reports and expiry in one
-// script run.
+// Get reads a job, named by its id or by its JID (jid.go): its record,
+// errors, result, reports and expiry in one script run.
 func (s *store) Get(ctx context.Context, p backend.GetParams) (*backend.Job, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
 	defer s.leave()
+	if p.JID != "" {
+		return s.getJID(ctx, p.JID)
+	}
+	return s.getID(ctx, p.ID)
+}
+
+// getID reads the job with this id.
+func (s *store) getID(ctx context.Context, id string) (*backend.Job, error) {
+	p := backend.GetParams{ID: id}
 	num, queue, ok, err := s.jobQueue(ctx, p.ID)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,7 +28,28 @@ func (s *store) Import(ctx context.Context, p backend.ImportParams) (backend.Imp
 		return backend.ImportResult{}, err
 	}
 	res := backend.ImportResult{Items: make([]backend.ImportItem, len(p.Jobs))}
+	var claims []jidClaim
+	if s.keys.cluster {
+		var err error
+		if p, claims, err = s.importClaims(ctx, p, res.Items); err != nil {
+			s.leave()
+			return backend.ImportResult{}, err
+		}
+	}
 	existing, err := s.importNew(ctx, p, res.Items)
+	if claims != nil {
+		ids := make([]string, len(claims))
+		for k, c := range claims {
+			for i, j := range p.Jobs {
+				if j != nil && j.JID == c.jid && res.Items[i].Outcome == backend.ImportCreated {
+					ids[k] = j.ID
+				}
+			}
+		}
+		if serr := s.settleJIDs(context.WithoutCancel(ctx), claims, ids); err == nil {
+			err = serr
+		}
+	}
 	s.leave()
 	if err != nil {
 		return backend.ImportResult{}, err
@@ -48,7 +70,7 @@ func (s *store) Import(ctx context.Context, p backend.ImportParams) (backend.Imp
 }
 
 // importStride is the import script's ARGV per job.
-const importStride = 13
+const importStride = 14
 
 // importNew writes the jobs whose id is free and fills their items; it
 // returns the positions of the jobs whose id exists.
@@ -56,6 +78,9 @@ func (s *store) importNew(ctx context.Context, p backend.ImportParams, items []b
 	byQueue := map[string][]int{}
 	var order []string
 	for i, j := range p.Jobs {
+		if j == nil {
+			continue // settled already (importClaims)
+		}
 		if _, ok := byQueue[j.Queue]; !ok {
 			order = append(order, j.Queue)
 		}
@@ -148,6 +173,9 @@ func (s *store) importQueue(ctx context.Context, q string, pos []int, p backend.
 			holder, _ := dup[1].ToString()
 			items[i] = backend.ImportItem{Outcome: backend.ImportConflict, HolderID: holder,
 				Reason: backend.ImportKeyHeld(j.ID, j.Queue, j.UniqueKey, holder)}
+			if code, _ := dup[0].AsInt64(); code == 4 {
+				items[i].Reason = backend.ImportJIDHeld(j.ID, j.JID, holder)
+			}
 			if n, _ := queueNumOf(j.ID); n != num {
 				refused = append(refused, j.ID)
 			}
@@ -305,7 +333,7 @@ func importArgs(j *backend.Job, now time.Time) ([]string, string) {
 		fin = strconv.FormatInt(j.ExpiresAt.UnixMilli(), 10)
 	}
 	return []string{j.ID, st, string(appendRecordCancel(nil, &rec, cancel)), score, deadline, uk, until,
-		errs, string(j.Result), prog, logs, counts, fin}, ""
+		errs, string(j.Result), prog, logs, counts, fin, j.JID}, ""
 }
 
 // elsewhere returns the home of an imported job (jobHome) when it is not
@@ -317,4 +345,42 @@ func (s *store) elsewhere(ctx context.Context, id string, num uint32) (uint32, s
 		return 0, "", false, err
 	}
 	return h, q, true, nil
+}
+
+// importClaims reserves the JIDs of p's jobs on a Cluster (see jid.go):
+// a job whose JID another job holds gets its conflict in items, and
+// leaves the returned p (its place nil). Each JID is reserved once: a
+// second job of p with it meets the first in the queue's script, or
+// finds it held when the first was written already.
+func (s *store) importClaims(ctx context.Context, p backend.ImportParams, items []backend.ImportItem) (backend.ImportParams, []jidClaim, error) {
+	seen := map[string]bool{}
+	var jids []string
+	for _, j := range p.Jobs {
+		if j.JID != "" && !seen[j.JID] {
+			seen[j.JID] = true
+			jids = append(jids, j.JID)
+		}
+	}
+	if len(jids) == 0 {
+		return p, nil, nil
+	}
+	claims, err := s.reserveJIDs(ctx, jids)
+	if err != nil {
+		return p, nil, err
+	}
+	held := map[string]*backend.Job{}
+	for _, c := range claims {
+		if c.held != nil {
+			held[c.jid] = c.held
+		}
+	}
+	jobs := slices.Clone(p.Jobs)
+	for i, j := range jobs {
+		if h := held[j.JID]; j.JID != "" && h != nil && h.ID != j.ID {
+			items[i] = backend.ImportItem{Outcome: backend.ImportConflict, HolderID: h.ID, Reason: backend.ImportJIDHeld(j.ID, j.JID, h.ID)}
+			jobs[i] = nil
+		}
+	}
+	p.Jobs = jobs
+	return p, claims, nil
 }

@@ -44,6 +44,12 @@ import (
 //	                         (processed, failed) in that minute; p, f: totals
 //	{P:N}:reports     hash   <id>:p progress (JSON), <id>:l log lines (JSON
 //	                         array), <id>:n "lines kept|lines dropped"
+//	{P}:jids          hash   JID -> id of the job holding it (see jid.go);
+//	                         on a Cluster "id|c" once the job is written,
+//	                         "id|<ms>" while its enqueue is on its way
+//	{P:N}:jids        hash   on a Cluster only: JID -> id of this queue's
+//	                         job holding it (on one server the scripts
+//	                         keep {P}:jids itself, across the slots)
 //	{P}:homes         hash   job id -> queue number, for an imported job
 //	                         whose id does not carry its queue's number
 //	                         (import.go)
@@ -59,6 +65,10 @@ import (
 // no slot.
 type keys struct {
 	prefix string
+	// cluster is set on a Redis Cluster, where a script keeps to one slot:
+	// the scripts of a queue then keep the JIDs of its jobs in the
+	// queue's own jids hash instead of the store-wide one (jid.go).
+	cluster bool
 }
 
 // leaseAnchor is a member the scripts keep in every leases set (score
@@ -80,6 +90,7 @@ func (k keys) workers() string    { return k.globalTag() + ":workers" }
 func (k keys) workerEnds() string { return k.globalTag() + ":worker-ends" }
 func (k keys) workerCmds() string { return k.globalTag() + ":worker-cmds" }
 func (k keys) homes() string      { return k.globalTag() + ":homes" }
+func (k keys) jids() string       { return k.globalTag() + ":jids" }
 
 // scanPattern matches every key of the store, for tests and tools that
 // remove a store.
@@ -104,10 +115,18 @@ func (k keys) doneProbe() string { return "{" + k.prefix + ":probe}:done" }
 // queueKeys names the keys of one queue.
 type queueKeys struct {
 	tag string
+	// jidIndex is the JID index the queue's scripts keep: the store-wide
+	// one on one server, the queue's own on a Cluster (see keys.cluster).
+	jidIndex string
 }
 
 func (k keys) queue(num uint32) queueKeys {
-	return queueKeys{tag: "{" + k.prefix + ":" + strconv.FormatUint(uint64(num), 10) + "}"}
+	q := queueKeys{tag: "{" + k.prefix + ":" + strconv.FormatUint(uint64(num), 10) + "}"}
+	q.jidIndex = k.jids()
+	if k.cluster {
+		q.jidIndex = q.tag + ":jids"
+	}
+	return q
 }
 
 func (q queueKeys) jobs() string       { return q.tag + ":jobs" }
@@ -124,6 +143,7 @@ func (q queueKeys) name() string       { return q.tag + ":queue" }
 func (q queueKeys) settings() string   { return q.tag + ":settings" }
 func (q queueKeys) minutes() string    { return q.tag + ":minutes" }
 func (q queueKeys) reports() string    { return q.tag + ":reports" }
+func (q queueKeys) jids() string       { return q.jidIndex }
 
 // in is the id-ordered set of one state's jobs; only scheduled, retry
 // and the final states have one (see hasInSet).
@@ -143,7 +163,7 @@ func queueKeyNames() []string {
 		"jobs", "errors", "results", "ready", "waiting", "leases",
 		"deadlines", "final", "unique", "unique_ends", "queue_name",
 		"in_s", "in_r", "in_c", "in_f", "in_x",
-		"settings", "minutes", "reports",
+		"settings", "minutes", "reports", "jids",
 	}
 }
 
@@ -180,6 +200,8 @@ func (q queueKeys) key(name string) string {
 		return q.minutes()
 	case "reports":
 		return q.reports()
+	case "jids":
+		return q.jids()
 	}
 	return ""
 }
@@ -212,6 +234,8 @@ func (k keys) named(name string) string {
 		return k.workerEnds()
 	case "worker_cmds":
 		return k.workerCmds()
+	case "jids":
+		return k.jids()
 	}
 	return ""
 }
@@ -244,14 +268,15 @@ type keyLists struct {
 }
 
 // keyList is the keys of one queue: all of them (queueKeys.all), and the
-// ones the enqueue script takes (its slots).
+// ones the enqueue script takes (its slots), without and with the JID
+// index.
 type keyList struct {
-	all, enqueue []string
+	all, enqueue, enqueueJID []string
 }
 
-// of returns the key lists of queue num; enqueueSlots are the enqueue
-// script's slots.
-func (l *keyLists) of(k keys, num uint32, enqueueSlots []int) keyList {
+// of returns the key lists of queue num; enqueueSlots and jidSlots are
+// the slots of the enqueue script and of its variant with JIDs.
+func (l *keyLists) of(k keys, num uint32, enqueueSlots, jidSlots []int) keyList {
 	l.mu.RLock()
 	kl, ok := l.byNum[num]
 	l.mu.RUnlock()
@@ -259,7 +284,7 @@ func (l *keyLists) of(k keys, num uint32, enqueueSlots []int) keyList {
 		return kl
 	}
 	all := k.queue(num).all()
-	kl = keyList{all: all, enqueue: slotKeys(all, enqueueSlots)}
+	kl = keyList{all: all, enqueue: slotKeys(all, enqueueSlots), enqueueJID: slotKeys(all, jidSlots)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byNum == nil {

@@ -23,7 +23,8 @@ import (
 // times in Unix milliseconds and "" for an unset time. The worker id is
 // hex-encoded so it can hold any byte. The unique key follows the header
 // raw (its length is in the header); the body is written once by Enqueue,
-// in the binary form of encodeBody, and never read by a script.
+// in the binary form of appendBody, and read by a script only where
+// common.lua says so (the type, the payload's length, UniqueFor, the jid).
 //
 // Attempt errors and results live in their own hashes (keys.go), so the
 // record of a pending job stays small.
@@ -81,8 +82,15 @@ func stateOfCode(code string) (backend.State, bool) {
 	return "", false
 }
 
-// bodyVersion is the first byte of every body this package writes.
-const bodyVersion = 1
+// bodyVersion is the first byte of the body of a job without a JID;
+// bodyVersionJID that of one with a JID, whose body is the same fields
+// followed by the JID and its length in two bytes, big-endian (MaxJID <
+// 65536), so a script finds the JID from the record's end (jobJID in
+// lua/common.lua) and a job without one is stored as before.
+const (
+	bodyVersion    = 1
+	bodyVersionJID = 2
+)
 
 // msOf is t in Unix milliseconds, "" for the zero time.
 func msOf(t time.Time) string {
@@ -109,7 +117,7 @@ func retentionField(r backend.Retention) string {
 // recordSize is a bound on the length of j's record, short of rare
 // varints (a job's times and numbers take up to 128 bytes).
 func recordSize(j *backend.Job) int {
-	n := 128 + 2*len(j.WorkerID) + len(j.UniqueKey) + len(j.Type) + len(j.Payload) + len(j.Title)
+	n := 128 + 2*len(j.WorkerID) + len(j.UniqueKey) + len(j.Type) + len(j.Payload) + len(j.Title) + len(j.JID)
 	for _, t := range j.Tags {
 		n += 2 + len(t)
 	}
@@ -171,9 +179,13 @@ func appendStr(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// appendBody writes the fields no script reads.
+// appendBody writes the fields a script seldom reads (see bodyVersion).
 func appendBody(b []byte, j *backend.Job) []byte {
-	b = append(b, bodyVersion)
+	if j.JID == "" {
+		b = append(b, bodyVersion)
+	} else {
+		b = append(b, bodyVersionJID)
+	}
 	b = appendStr(b, j.Type)
 	b = binary.AppendUvarint(b, uint64(len(j.Payload)))
 	b = append(b, j.Payload...)
@@ -194,6 +206,10 @@ func appendBody(b []byte, j *backend.Job) []byte {
 			b = appendStr(b, k)
 			b = appendStr(b, j.Metadata[k])
 		}
+	}
+	if j.JID != "" {
+		b = append(b, j.JID...)
+		b = append(b, byte(len(j.JID)>>8), byte(len(j.JID)))
 	}
 	return b
 }
@@ -379,8 +395,19 @@ func (r *bodyReader) str() string {
 
 // decodeBody reads what appendBody wrote.
 func decodeBody(j *backend.Job, body string) error {
-	if len(body) == 0 || body[0] != bodyVersion {
+	if len(body) == 0 || body[0] != bodyVersion && body[0] != bodyVersionJID {
 		return fmt.Errorf("body has an unknown version")
+	}
+	if body[0] == bodyVersionJID {
+		if len(body) < 3 {
+			return fmt.Errorf("body is truncated")
+		}
+		n := int(body[len(body)-2])<<8 | int(body[len(body)-1])
+		if n == 0 || n > len(body)-3 {
+			return fmt.Errorf("jid length out of range")
+		}
+		j.JID = body[len(body)-2-n : len(body)-2]
+		body = body[:len(body)-2-n]
 	}
 	r := bodyReader{b: body[1:]}
 	j.Type = r.str()

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		},
 		{Type: "c", State: backend.StateCompleted, MaxAttempts: 1, RunAt: now, Retention: backend.RetainForever, CreatedAt: now, FinishedAt: now},
 		{Type: "d", State: backend.StateFailed, MaxAttempts: 1, RunAt: now, Retention: backend.RetainFor(36 * time.Hour), CreatedAt: now},
+		{Type: "e", State: backend.StatePending, MaxAttempts: 1, RunAt: now, CreatedAt: now, UniqueKey: "u", JID: "j|\n\x00" + string(make([]byte, backend.MaxJID-4)),
+			Tags: []string{"t"}, Metadata: map[string]string{"m": "v"}},
+		{Type: "f", State: backend.StatePending, MaxAttempts: 1, RunAt: now, CreatedAt: now, JID: "x"},
 	}
 	for i, j := range jobs {
 		j.ID, j.Queue = id, "q"
@@ -35,6 +39,28 @@ func TestRecordRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, j) {
 			t.Errorf("job %d round trip:\n got  %+v\n want %+v", i, got, j)
 		}
+	}
+}
+
+// TestRecordBodyVersion: a job without a JID is stored as before JIDs
+// (body version 1), one with a JID in body version 2, which ends with the
+// JID and its length (what jobJID in lua/common.lua reads).
+func TestRecordBodyVersion(t *testing.T) {
+	t.Parallel()
+	id, _ := newJobID(1)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	j := &backend.Job{ID: id, Type: "t", State: backend.StatePending, MaxAttempts: 1, RunAt: now, CreatedAt: now, UniqueKey: "uk"}
+	body := func(rec string) string {
+		_, rest, _ := strings.Cut(rec, "\n")
+		return rest[len(j.UniqueKey):]
+	}
+	if b := body(encodeRecord(j)); b[0] != bodyVersion {
+		t.Fatalf("body of a job without a jid starts with %d; want %d", b[0], bodyVersion)
+	}
+	j.JID = "abc"
+	b := body(encodeRecord(j))
+	if b[0] != bodyVersionJID || !strings.HasSuffix(b, "abc\x00\x03") {
+		t.Fatalf("body of a job with jid abc = %q; want version %d, ending in the jid and its length", b, bodyVersionJID)
 	}
 }
 

@@ -30,7 +30,7 @@ type scripts struct {
 	retention, registerWorker, deregisterWorker          *script
 	commandWorker                                        *script
 	register, marker, lead, resign                       *script
-	importJobs                                           *script
+	importJobs, jidReserve, jidSwap, enqueueJID          *script
 	// lib is every script as one function library.
 	lib *library
 }
@@ -54,8 +54,11 @@ func (s *scripts) specs() []scriptSpec {
 	return []scriptSpec{
 		// The enqueue script takes only the keys it touches: a single
 		// enqueue is a call of its own, and the other 11 keys would cost
-		// it about a tenth of its time.
+		// it about a tenth of its time. Its calls whose jobs have no JID
+		// leave out the JID index too; those of "enqueue jid", the same
+		// run (enqueueJobs in common.lua), pass it.
 		{&s.enqueue, "enqueue", true, []string{"jobs", "ready", "waiting", "deadlines", "unique", "unique_ends", "queue_name", "in_s"}},
+		{&s.enqueueJID, "enqueue jid", true, []string{"jobs", "ready", "waiting", "deadlines", "unique", "unique_ends", "queue_name", "in_s", "jids"}},
 		{&s.claim, "claim", true, nil},
 		{&s.heartbeat, "heartbeat", true, nil},
 		{&s.complete, "complete", true, nil},
@@ -84,6 +87,9 @@ func (s *scripts) specs() []scriptSpec {
 		// lease is the lease hash of the name asked for (keys.leader).
 		{&s.lead, "lead", false, []string{"lease"}},
 		{&s.resign, "resign", false, []string{"lease"}},
+		// The store-wide JID index on a Cluster (jid.go).
+		{&s.jidReserve, "jid reserve", false, []string{"jids"}},
+		{&s.jidSwap, "jid swap", false, []string{"jids"}},
 	}
 }
 

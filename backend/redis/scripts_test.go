@@ -108,18 +108,27 @@ func TestScriptKeysPassed(t *testing.T) {
 			}
 		}
 	}
-	// A queue's keys in the order of queueKeyNames, as calls pass them.
+	// A queue's keys in the order of queueKeyNames, as calls pass them;
+	// the last, the JID index, is the store-wide one on one server and
+	// the queue's own on a Cluster (jid.go).
 	want := []string{"jobs", "errors", "results", "ready", "waiting", "leases",
 		"deadlines", "final", "unique", "unique-ends", "queue",
-		"in:s", "in:r", "in:c", "in:f", "in:x", "settings", "minutes", "reports"}
+		"in:s", "in:r", "in:c", "in:f", "in:x", "settings", "minutes", "reports", "jids"}
 	all := q.all()
 	if len(all) != len(want) {
 		t.Fatalf("queue keys %v, want %d", all, len(want))
 	}
 	for i, name := range queueKeyNames() {
-		if all[i] != q.tag+":"+want[i] || q.key(name) != all[i] {
-			t.Errorf("queue key %d (%s) = %s, want %s", i+1, name, all[i], q.tag+":"+want[i])
+		w := q.tag + ":" + want[i]
+		if name == "jids" {
+			w = "{p}:jids"
 		}
+		if all[i] != w || q.key(name) != all[i] {
+			t.Errorf("queue key %d (%s) = %s, want %s", i+1, name, all[i], w)
+		}
+	}
+	if g, w := (keys{prefix: "p", cluster: true}).queue(7).jids(), "{p:7}:jids"; g != w {
+		t.Errorf("a queue's JID index on a Cluster is %s, want %s", g, w)
 	}
 	if g, w := keysTable("k", []int{1, 4, 5}), "{k[1], nil, nil, k[2], k[3]}"; g != w {
 		t.Errorf("keysTable = %s, want %s", g, w)

@@ -13,7 +13,14 @@
 // others are on their way share one script run (coalesce.go), sent on a
 // connection of its own (runconn.go). Views
 // across queues (List, Stats) run one read per queue and merge here; the
-// worker registry has store-wide keys of its own. Idle workers wake, and
+// worker registry has store-wide keys of its own, and so have JIDs
+// (jid.go): on one server (standalone or Sentinel) every queue's scripts
+// keep the store-wide JID index with the job, so a JID is unique across
+// the store exactly; on a Cluster, where a script keeps to one slot, a JID
+// is unique within its queue exactly, and across queues by a reservation
+// in the store-wide index that Enqueue and Import take before they write
+// (a client that dies between the two leaves the JID held by no job for
+// Options.RetryFor plus ten seconds). Idle workers wake, and
 // watchers of a job hear its end, through Pub/Sub (notify.go). Calls
 // retry with backoff while the server restarts or fails over
 // (Options.RetryFor).
@@ -91,12 +98,14 @@ var _ backend.Backend = (*store)(nil)
 // as its calls pass them (sc.keys); the list is shared and must not be
 // changed.
 func (s *store) keysOf(sc *script, num uint32) []string {
-	kl := s.keyLists.of(s.keys, num, s.scripts.enqueue.slots)
+	kl := s.keyLists.of(s.keys, num, s.scripts.enqueue.slots, s.scripts.enqueueJID.slots)
 	switch {
 	case sc.slots == nil:
 		return kl.all
 	case sc == s.scripts.enqueue:
 		return kl.enqueue
+	case sc == s.scripts.enqueueJID:
+		return kl.enqueueJID
 	}
 	return slotKeys(kl.all, sc.slots)
 }
@@ -147,7 +156,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		opts:    opts,
 		log:     opts.Logger,
 		client:  client,
-		keys:    keys{prefix: opts.Prefix},
+		keys:    keys{prefix: opts.Prefix, cluster: opts.Cluster},
 		scripts: scripts,
 		done:    make(chan struct{}),
 	}

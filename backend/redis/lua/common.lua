@@ -387,9 +387,21 @@ local function touchUnique(id, r)
   end
 end
 
+-- jobJID reads the JID of a loaded record r, nil for none: a body of
+-- version 2 (bodyVersionJID in record.go) ends with the JID and its
+-- length in two bytes.
+local function jobJID(r)
+  local s = r.rec
+  if string.byte(s, r.at + #r.uk) ~= 2 then return nil end
+  local a, b = string.byte(s, -2, -1)
+  local n = a * 256 + b
+  return string.sub(s, -2 - n, -3)
+end
+
 -- remove deletes a job and its index entries (r is false or nil for a
 -- record that does not parse). A unique key held for a period stays held
 -- (with the state the job had); one held until the job is final is freed.
+-- The job's JID is freed.
 local function remove(id, r)
   flush()
   cache[id] = false
@@ -418,6 +430,10 @@ local function remove(id, r)
       local hid, untilms = string.match(e, '^([^|]*)|([^|]*)|')
       if hid == id and untilms == '0' then redis.call('HDEL', KEY_unique, r.uk) end
     end
+  end
+  if r then
+    local jid = jobJID(r)
+    if jid and redis.call('HGET', KEY_jids, jid) == id then redis.call('HDEL', KEY_jids, jid) end
   end
 end
 
@@ -635,4 +651,77 @@ local function retryJob(id, r, now, nowS)
     touchUnique(id, r)
   end
   return 0
+end
+
+-- enqueueJobs is the enqueue scripts' run (see lua/enqueue.lua for its
+-- ARGV and reply): enqueue.lua's calls pass no JIDs and no KEY_jids,
+-- enqueue_jid.lua's both.
+local function enqueueJobs()
+  local stale = checkQueue(ARGV[4], true)
+  if stale then return stale end
+  local now = tonumber(ARGV[1])
+  local n = tonumber(ARGV[3])
+  local out = {}
+  local woke, asked = false, true
+  local jidAt = 0
+  if #ARGV > 4 + n * 7 then jidAt = 5 + n * 7 end
+  for i = 0, n - 1 do
+    local b = 5 + i * 7
+    local id, st, score, dl, uk, untilms, rec = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
+    local dupId, dupState, elsewhere
+    local jid = ''
+    if jidAt > 0 then jid = ARGV[jidAt + i] end
+    if jid ~= '' then
+      local hid = redis.call('HGET', KEY_jids, jid)
+      if hid and hid ~= id then
+        local hrec = redis.call('HGET', KEY_jobs, hid)
+        if hrec then dupId, dupState = hid, string.sub(hrec, 1, 1) else elsewhere = hid end
+      end
+    end
+    if dupId or elsewhere then
+    elseif uk ~= '' then
+      local e = redis.call('HGET', KEY_unique, uk)
+      if e then
+        local hid, hu, hs = string.match(e, '^([^|]*)|([^|]*)|(.*)$')
+        if hid and hid ~= id then
+          local held
+          if hu == '0' then held = not isFinal(hs) else held = now < tonumber(hu) end
+          if held then dupId, dupState = hid, hs end
+        end
+      end
+    end
+    if elsewhere then
+      out[#out + 1] = {3, elsewhere}
+      asked = false
+    elseif dupId then
+      out[#out + 1] = {1, dupId, dupState}
+      asked = false
+    elseif redis.call('HSETNX', KEY_jobs, id, rec) == 0 then
+      if sameJob(redis.call('HGET', KEY_jobs, id), rec) then
+        out[#out + 1] = 0
+      else
+        out[#out + 1] = 2
+        asked = false
+      end
+    else
+      if st == 'p' then
+        redis.call('ZADD', KEY_ready, score, id)
+        woke = true
+      else
+        redis.call('ZADD', KEY_waiting, score, id)
+        move(id, false, st)
+      end
+      if dl ~= '' then redis.call('ZADD', KEY_deadlines, dl, id) end
+      if uk ~= '' then
+        redis.call('HSET', KEY_unique, uk, id .. '|' .. untilms .. '|' .. st)
+        if untilms ~= '0' then redis.call('ZADD', KEY_unique_ends, untilms, uk) else redis.call('ZREM', KEY_unique_ends, uk) end
+      end
+      if jid ~= '' then redis.call('HSET', KEY_jids, jid, id) end
+      out[#out + 1] = 0
+    end
+  end
+  finalize(ARGV[1])
+  if woke then redis.call('PUBLISH', ARGV[2], '1') end
+  if asked then return 0 end
+  return out
 end

@@ -1,0 +1,95 @@
+package redis
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// TestJIDFreedByEveryDeletion: every script that deletes a job frees its
+// JID (remove in lua/common.lua), so the index keeps no entry of a job
+// gone: Purge, a completion with RetainNone and a cancel by deadline
+// with RetainNone.
+func TestJIDFreedByEveryDeletion(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	enqueue := func(jobs ...backend.NewJob) []backend.EnqueuedJob {
+		t.Helper()
+		for i := range jobs {
+			jobs[i].Type, jobs[i].Queue = "t", "q"
+		}
+		res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Jobs {
+			if r.Duplicate {
+				t.Fatalf("enqueue = %+v; want every job written", res.Jobs)
+			}
+		}
+		return res.Jobs
+	}
+	indexed := func(want int64, why string) {
+		t.Helper()
+		n, err := s.client.Do(ctx, s.client.B().Hlen().Key(s.keys.jids()).Build()).AsInt64()
+		if err != nil || n != want {
+			t.Fatalf("jid index holds %d entries (err %v); want %d: %s", n, err, want, why)
+		}
+	}
+
+	enqueue(backend.NewJob{JID: "p1"}, backend.NewJob{JID: "p2"}, backend.NewJob{})
+	indexed(2, "two jobs have a jid")
+	if _, err := s.Purge(ctx, backend.PurgeParams{Queue: "q", State: backend.StatePending, Limit: 10, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	indexed(0, "Purge deleted the jobs")
+
+	enqueue(backend.NewJob{JID: "c", Retention: backend.RetainNone})
+	c, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: time.Minute, Now: now})
+	if err != nil || len(c.Jobs) != 1 || c.Jobs[0].JID != "c" {
+		t.Fatalf("claim = %+v, %v; want the job with jid c", c.Jobs, err)
+	}
+	b, err := s.Complete(ctx, backend.CompleteParams{Now: now, Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: c.Jobs[0].ID, Token: c.Jobs[0].LeaseToken}}}})
+	if err != nil || b.Errors[0] != nil {
+		t.Fatalf("complete = %v, %v", b.Errors, err)
+	}
+	indexed(0, "completing a job kept for no time deleted it")
+
+	enqueue(backend.NewJob{JID: "d", Retention: backend.RetainNone, Deadline: now.Add(time.Second)})
+	later := now.Add(time.Minute)
+	if _, err := s.Promote(ctx, backend.MaintenanceParams{Now: later}); err != nil {
+		t.Fatal(err)
+	}
+	indexed(0, "its deadline cancelled a job kept for no time")
+	enqueue(backend.NewJob{JID: "p1"}, backend.NewJob{JID: "c"}, backend.NewJob{JID: "d"})
+}
+
+// TestJIDLaterJobOfBatch: a job refused by its unique key does not take
+// its JID, so a later job of the same call with that JID is written, as
+// the memory store does.
+func TestJIDLaterJobOfBatch(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{
+		{Type: "t", Queue: "q", UniqueKey: "k"},
+		{Type: "t", Queue: "q", UniqueKey: "k", JID: "j"},
+		{Type: "t", Queue: "other", JID: "j"},
+		{Type: "t", Queue: "q", JID: "j"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Jobs
+	if r[0].Duplicate || !r[1].Duplicate || r[1].ID != r[0].ID || r[2].Duplicate || !r[3].Duplicate || r[3].ID != r[2].ID || r[3].State != backend.StatePending {
+		t.Fatalf("Enqueue = %+v; want the second a duplicate of the first (key), the third written, the fourth its duplicate (jid)", r)
+	}
+	j, err := s.Get(ctx, backend.GetParams{JID: "j"})
+	if err != nil || j.ID != r[2].ID {
+		t.Fatalf("Get(jid j) = %v, %v; want %s", j, err, r[2].ID)
+	}
+}

@@ -20,7 +20,7 @@ type statements struct {
 	countFinal, countLean     string
 	extend                    string
 	save, saveResult          string
-	insertJob                 string
+	insertJob, insertNew      string
 	count, countQueue         string
 	countQueueLean            string
 	get, getLogs              string
@@ -89,8 +89,10 @@ func newStatements(prefix string) *statements {
 		// rows (the insert never happens: the rows exist and are held).
 		save:       f(save),
 		saveResult: f(save + `, result = VALUES(result)`),
-		// %s rows of insertArgs.
+		// %s rows of importArgs.
 		insertJob: f(`INSERT INTO {{p}}jobs (` + insertCols + `) VALUES %s`),
+		// %s rows of insertArgs.
+		insertNew: f(`INSERT INTO {{p}}jobs (` + strings.Join(newJobColumns, ", ") + `) VALUES %s`),
 		// %s rows (minute, shard, processed, failed).
 		count: f(`INSERT INTO {{p}}counters (minute, shard, processed, failed) VALUES %s
 			ON DUPLICATE KEY UPDATE processed = processed + VALUES(processed), failed = failed + VALUES(failed)`),

@@ -83,6 +83,9 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		return backend.ClaimResult{}, s.wrap("claim", err)
 	}
 	e.announce()
+	for _, j := range res.Jobs {
+		s.claimed.add(j.ID, j.Queue)
+	}
 	// Highest priority first across queues; queue order within a priority.
 	slices.SortStableFunc(res.Jobs, func(a, b *backend.Job) int { return cmp.Compare(b.Priority, a.Priority) })
 	return res, nil

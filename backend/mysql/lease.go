@@ -274,19 +274,25 @@ func (s *store) leanComplete(ctx context.Context, p backend.CompleteParams) (ok 
 	}
 	update := fmt.Sprintf(s.sqls.completeLean, placeholders(len(ids)), tokens.String(), queueCheck)
 	minute := backend.MinuteOf(p.Now).UnixMicro()
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	// Two round trips: one begins the transaction and runs the UPDATE
+	// (with the counts, when the queues are known); the other commits
+	// (after the counts, when they are not).
+	err = s.inConnTx(ctx, func(c *sql.Conn) error {
 		if known {
-			// The counts first and the UPDATE last, in one round trip:
-			// the result's count is the UPDATE's, and a shortfall rolls
-			// the counts back with it.
+			// The counts first and the UPDATE last: the result's count is
+			// the UPDATE's, and a shortfall rolls the counts back with it.
 			counts, cargs := s.leanCounts(queues, minute)
-			res, err := tx.ExecContext(ctx, counts+"; "+update, append(cargs, args...)...)
+			res, err := c.ExecContext(ctx, beginTx+counts+"; "+update, append(cargs, args...)...)
 			if err != nil {
 				return err
 			}
-			return allAffected(res, len(ids))
+			if err := allAffected(res, len(ids)); err != nil {
+				return err
+			}
+			_, err = c.ExecContext(ctx, "COMMIT")
+			return err
 		}
-		res, err := tx.ExecContext(ctx, update, args...)
+		res, err := c.ExecContext(ctx, beginTx+update, args...)
 		if err != nil {
 			return err
 		}
@@ -299,7 +305,7 @@ func (s *store) leanComplete(ctx context.Context, p backend.CompleteParams) (ok 
 			fmt.Sprintf(s.sqls.count, "(?, ?, ?, 0)")
 		cargs := append(append(append([]any{rand.IntN(8)}, idArgs...), minute, rand.IntN(8)), idArgs...)
 		cargs = append(cargs, minute, rand.IntN(8), len(ids))
-		_, err = tx.ExecContext(ctx, counts, cargs...)
+		_, err = c.ExecContext(ctx, counts+commitTx, cargs...)
 		return err
 	})
 	if errors.Is(err, errNotLean) {

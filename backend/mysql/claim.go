@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -31,33 +32,50 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	}
 	var res backend.ClaimResult
 	var e *effects
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	// Two round trips when no job is due for promotion: one begins the
+	// transaction, probes for due jobs and reads the first queue's
+	// claimable jobs; the other marks them claimed and commits.
+	err := s.inConnTx(ctx, func(c *sql.Conn) error {
 		res = backend.ClaimResult{}
 		e = s.newEffects()
-		if _, err := s.step(ctx, tx, e, p.Now, queues, s.opts.MaintenanceLimit); err != nil {
+		first, due, err := s.openClaim(ctx, c, p, queues)
+		if err != nil {
 			return err
 		}
-		if err := e.flushRows(ctx, tx); err != nil {
-			return err
+		if due {
+			if _, err := s.stepDue(ctx, c, e, p.Now, queues, s.opts.MaintenanceLimit); err != nil {
+				return err
+			}
+			if err := e.flushRows(ctx, c); err != nil {
+				return err
+			}
 		}
 		used := 0
 		var taken []*row
-		for _, q := range queues {
+		for i, q := range queues {
 			if len(taken) >= p.Max || res.Truncated {
 				break
 			}
-			got, stopped, err := s.claimQueue(ctx, tx, e, p, q, len(taken), &used)
+			// Promotions may have put jobs before those read first:
+			// then the first queue is read again.
+			var pre []*row
+			read := i == 0 && !due
+			if read {
+				pre = first
+			}
+			got, stopped, err := s.claimQueue(ctx, c, e, p, q, len(taken), &used, pre, read)
 			if err != nil {
 				return err
 			}
 			taken = append(taken, got...)
 			res.Truncated = stopped
 		}
-		if err := e.flush(ctx, tx); err != nil {
+		if err := e.flush(ctx, c); err != nil {
 			return err
 		}
 		if len(taken) == 0 {
-			return nil
+			_, err := c.ExecContext(ctx, "COMMIT")
+			return err
 		}
 		ids := make([]any, len(taken))
 		for i, r := range taken {
@@ -65,7 +83,7 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		}
 		expires := p.Now.Add(p.Lease)
 		args := append([]any{nullString(p.WorkerID), micros(p.Now), micros(expires)}, ids...)
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(s.sqls.markClaimed, placeholders(len(ids))), args...); err != nil {
+		if _, err := c.ExecContext(ctx, fmt.Sprintf(s.sqls.markClaimed, placeholders(len(ids)))+commitTx, args...); err != nil {
 			return err
 		}
 		for _, r := range taken {
@@ -83,6 +101,9 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		return backend.ClaimResult{}, s.wrap("claim", err)
 	}
 	e.announce()
+	for _, j := range res.Jobs {
+		s.claimed.add(j.ID, j.Queue)
+	}
 	// Highest priority first across queues; queue order within a priority.
 	slices.SortStableFunc(res.Jobs, func(a, b *backend.Job) int { return cmp.Compare(b.Priority, a.Priority) })
 	return res, nil
@@ -91,19 +112,19 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 // claimQueue takes claimable jobs of queue q in claim order, up to the
 // claim's Max (have are taken already) and within its byte budget (used
 // bytes so far); it cancels the jobs it meets past their deadline. stopped
-// says the budget ended the claim.
-func (s *store) claimQueue(ctx context.Context, tx *sql.Tx, e *effects, p backend.ClaimParams, q string, have int, used *int) (taken []*row, stopped bool, err error) {
+// says the budget ended the claim. With read set, rows are its first read
+// of q's jobs, made already (see openClaim).
+func (s *store) claimQueue(ctx context.Context, tx queryer, e *effects, p backend.ClaimParams, q string, have int, used *int, rows []*row, read bool) (taken []*row, stopped bool, err error) {
 	for {
 		want := p.Max - have - len(taken)
-		var rows []*row
-		query, args := s.sqls.claim, []any{q, q, want}
-		if len(p.Types) > 0 {
-			query = fmt.Sprintf(s.sqls.claimTyped, placeholders(len(p.Types)))
-			args = append(append([]any{q, q}, anyArgs(p.Types)...), want)
+		if !read {
+			rows = nil
+			query, args := s.claimQuery(p, q, want)
+			if err := s.queryRows(ctx, tx, query, args, true, func(r *row) { rows = append(rows, r) }); err != nil {
+				return nil, false, err
+			}
 		}
-		if err := s.queryRows(ctx, tx, query, args, true, func(r *row) { rows = append(rows, r) }); err != nil {
-			return nil, false, err
-		}
+		read = false
 		expired := 0
 		for _, r := range rows {
 			if !r.Deadline.IsZero() && !p.Now.Before(r.Deadline) {
@@ -129,6 +150,45 @@ func (s *store) claimQueue(ctx context.Context, tx *sql.Tx, e *effects, p backen
 			return nil, false, err
 		}
 	}
+}
+
+// claimQuery is the query that reads and locks up to want claimable jobs
+// of queue q, with its arguments.
+func (s *store) claimQuery(p backend.ClaimParams, q string, want int) (string, []any) {
+	if len(p.Types) > 0 {
+		return fmt.Sprintf(s.sqls.claimTyped, placeholders(len(p.Types))), append(append([]any{q, q}, anyArgs(p.Types)...), want)
+	}
+	return s.sqls.claim, []any{q, q, want}
+}
+
+// openClaim begins c's transaction and, in the same round trip, probes
+// p's queues for jobs due for promotion and reads the first queue's
+// claimable jobs.
+func (s *store) openClaim(ctx context.Context, c *sql.Conn, p backend.ClaimParams, queues []string) (first []*row, due bool, err error) {
+	probe, args := s.probe(p.Now, queues)
+	claim, cargs := s.claimQuery(p, queues[0], p.Max)
+	rows, err := c.QueryContext(ctx, beginTx+probe+"; "+claim, append(args, cargs...)...)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, false, errors.Join(errors.New("kyu/mysql: claim: the probe gave no row"), rows.Err())
+	}
+	if err := rows.Scan(&due); err != nil {
+		return nil, false, err
+	}
+	if !rows.NextResultSet() {
+		return nil, false, errors.Join(errors.New("kyu/mysql: claim: no jobs read"), rows.Err())
+	}
+	for rows.Next() {
+		r, err := scanRow(rows, true)
+		if err != nil {
+			return nil, false, err
+		}
+		first = append(first, r)
+	}
+	return first, due, rows.Err()
 }
 
 // weightedOrder draws an order of the queues at random, each next queue

@@ -7,18 +7,22 @@ import (
 	"github.com/kyuhq/kyu/backend"
 )
 
-// coalesceMax is the most jobs one plain Enqueue may have to be
-// coalesced with others, and coalesceBatch the most jobs one coalesced
-// statement writes.
+// coalesceBatch is the most jobs one coalesced statement writes, and
+// coalesceBytes the most payload bytes (well below the server's
+// max_allowed_packet, 16 MiB by default). A plain Enqueue within both
+// bounds is coalesced with others.
 const (
-	coalesceMax   = 8
-	coalesceBatch = 256
+	coalesceBatch = insertChunk
+	coalesceBytes = 1 << 20
 )
 
-// enqueueLine coalesces plain Enqueue calls (no unique key, a few jobs)
-// that come while another is on its way: the first caller writes its
-// jobs at once; calls that arrive meanwhile wait, and the next of them
-// writes all their jobs in one INSERT, one commit for many callers. Each
+// enqueueLine coalesces plain Enqueue calls (no unique key, within the
+// bounds above) that come while another is on its way, batches as well
+// as single jobs: concurrent INSERTs into the same index pages spend the
+// server's CPU on its latches, and each pays a commit of its own. The
+// first caller writes its jobs at once; calls that arrive meanwhile wait,
+// and the next of them writes all their jobs in one INSERT, one commit
+// for many callers. Each
 // call's jobs keep their own creation time, and a call's outcome is what
 // it would have been alone: one INSERT is atomic, and when a coalesced
 // one fails, each call's jobs are written again on their own so that one
@@ -41,7 +45,16 @@ type enqueueCall struct {
 
 // coalescable reports whether pl may wait in the line.
 func coalescable(pl *enqueuePlan) bool {
-	return len(pl.jobs) <= coalesceMax && plain(pl.jobs)
+	return len(pl.jobs) <= coalesceBatch && payloadBytes(pl.jobs) <= coalesceBytes && plain(pl.jobs)
+}
+
+// payloadBytes is the size of the jobs' payloads.
+func payloadBytes(jobs []*backend.Job) int {
+	n := 0
+	for _, j := range jobs {
+		n += len(j.Payload)
+	}
+	return n
 }
 
 // coalesced writes jobs, alone or with the calls waiting.
@@ -73,10 +86,15 @@ func (s *store) leadLine(c *enqueueCall) error {
 	l := &s.line
 	l.mu.Lock()
 	group := []*enqueueCall{c}
-	n := len(c.jobs)
-	for len(l.waiting) > 0 && n+len(l.waiting[0].jobs) <= coalesceBatch {
-		n += len(l.waiting[0].jobs)
-		group = append(group, l.waiting[0])
+	n, size := len(c.jobs), payloadBytes(c.jobs)
+	for len(l.waiting) > 0 {
+		next := l.waiting[0]
+		nextSize := payloadBytes(next.jobs)
+		if n+len(next.jobs) > coalesceBatch || size+nextSize > coalesceBytes {
+			break
+		}
+		n, size = n+len(next.jobs), size+nextSize
+		group = append(group, next)
 		l.waiting = l.waiting[1:]
 	}
 	l.mu.Unlock()

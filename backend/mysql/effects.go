@@ -45,7 +45,7 @@ func (s *store) newEffects() *effects {
 }
 
 // loadSettings reads the settings of the queues of rows not read yet.
-func (e *effects) loadSettings(ctx context.Context, tx *sql.Tx, queues []string) error {
+func (e *effects) loadSettings(ctx context.Context, tx queryer, queues []string) error {
 	var missing []any
 	for _, q := range queues {
 		if _, ok := e.settings[q]; !ok && !slices.Contains(missing, any(q)) {
@@ -161,7 +161,7 @@ const flushChunk = 200
 
 // countFinal adds the changes of the rows written in this flush to the
 // counts of final jobs per queue and state.
-func (e *effects) countFinal(ctx context.Context, tx *sql.Tx) error {
+func (e *effects) countFinal(ctx context.Context, tx queryer) error {
 	delta := map[[2]string]int64{}
 	add := func(queue string, st backend.State, n int64) {
 		if st.Final() {
@@ -208,7 +208,7 @@ func (e *effects) completedPlainly(r *row) {
 
 // flushCompleted writes the rows of completedPlainly, one statement per
 // expiry (the expiry is the same for the jobs of a queue in one call).
-func (e *effects) flushCompleted(ctx context.Context, tx *sql.Tx) error {
+func (e *effects) flushCompleted(ctx context.Context, tx queryer) error {
 	groups := map[int64][]any{}
 	for _, r := range e.completed {
 		k := int64(-1)
@@ -238,7 +238,7 @@ func (e *effects) flushCompleted(ctx context.Context, tx *sql.Tx) error {
 
 // flushRows writes the rows changed and deleted so far in tx, so that
 // later statements of the transaction see them.
-func (e *effects) flushRows(ctx context.Context, tx *sql.Tx) error {
+func (e *effects) flushRows(ctx context.Context, tx queryer) error {
 	if err := e.countFinal(ctx, tx); err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func (e *effects) flushRows(ctx context.Context, tx *sql.Tx) error {
 }
 
 // flush writes the effects in tx.
-func (e *effects) flush(ctx context.Context, tx *sql.Tx) error {
+func (e *effects) flush(ctx context.Context, tx queryer) error {
 	if err := e.flushRows(ctx, tx); err != nil {
 		return err
 	}
@@ -308,7 +308,7 @@ func (e *effects) announce() {
 
 // saveRows writes back the mutable columns of rows the transaction
 // holds; the result only of rows read with it.
-func (s *store) saveRows(ctx context.Context, tx *sql.Tx, rows []*row) error {
+func (s *store) saveRows(ctx context.Context, tx queryer, rows []*row) error {
 	var with, without []*row
 	for _, r := range rows {
 		if r.hasResult {
@@ -345,7 +345,7 @@ func (s *store) saveRows(ctx context.Context, tx *sql.Tx, rows []*row) error {
 
 // deleteRows deletes jobs the transaction holds, with their log lines,
 // and settles their unique keys.
-func (s *store) deleteRows(ctx context.Context, tx *sql.Tx, rows []*row) error {
+func (s *store) deleteRows(ctx context.Context, tx queryer, rows []*row) error {
 	for len(rows) > 0 {
 		n := min(len(rows), flushChunk)
 		chunk := rows[:n]
@@ -442,9 +442,10 @@ func (s *store) lockRowsSettings(ctx context.Context, tx *sql.Tx, e *effects, id
 	return out, nil
 }
 
-// queryer is what *sql.DB and *sql.Tx have in common.
+// queryer is what *sql.DB, *sql.Tx and *sql.Conn have in common.
 type queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 

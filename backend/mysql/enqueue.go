@@ -156,9 +156,9 @@ func (s *store) insertJobs(ctx context.Context, q queryer, jobs []*backend.Job) 
 		n := min(len(jobs), insertChunk)
 		chunk := jobs[:n]
 		jobs = jobs[n:]
-		args := make([]any, 0, len(chunk)*len(jobColumns))
+		args := make([]any, 0, len(chunk)*len(newJobColumns))
 		vals := make([]string, 0, len(chunk))
-		ph := placeholders(len(jobColumns))
+		ph := placeholders(len(newJobColumns))
 		for _, j := range chunk {
 			var err error
 			if args, err = insertArgs(args, j); err != nil {
@@ -166,14 +166,14 @@ func (s *store) insertJobs(ctx context.Context, q queryer, jobs []*backend.Job) 
 			}
 			vals = append(vals, ph)
 		}
-		if _, err := q.ExecContext(ctx, fmt.Sprintf(s.sqls.insertJob, strings.Join(vals, ", ")), args...); err != nil {
+		if _, err := q.ExecContext(ctx, fmt.Sprintf(s.sqls.insertNew, strings.Join(vals, ", ")), args...); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// insertArgs appends the values of jobColumns for a new job.
+// insertArgs appends the values of newJobColumns for a new job.
 func insertArgs(args []any, j *backend.Job) ([]any, error) {
 	tags, err := jsonText(j.Tags, len(j.Tags) == 0)
 	if err != nil {
@@ -191,9 +191,9 @@ func insertArgs(args []any, j *backend.Job) ([]any, error) {
 	if payload == nil {
 		payload = []byte{}
 	}
-	return append(args, j.ID, j.Queue, string(j.State), j.Priority, micros(j.RunAt), j.Type, j.Title, 0, j.MaxAttempts,
-		int64(0), int64(j.Timeout), nullMicros(j.Deadline), key, int64(j.UniqueFor), int64(j.Retention), micros(j.CreatedAt),
-		nil, nil, nil, nil, nil, nil, false, tags, meta, nil, nil, 0, 0, payload, nil, nullBytes(j.JID)), nil
+	return append(args, j.ID, j.Queue, string(j.State), j.Priority, micros(j.RunAt), j.Type, j.Title, j.MaxAttempts,
+		int64(j.Timeout), nullMicros(j.Deadline), key, int64(j.UniqueFor), int64(j.Retention), micros(j.CreatedAt),
+		tags, meta, payload, nullBytes(j.JID)), nil
 }
 
 // takeKey gives j's unique key to j unless another job holds it at now;

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +56,13 @@ func (s *store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 	if err != nil {
 		return backend.HeartbeatResult{}, s.wrap("heartbeat", err)
 	}
+	var lost []string
+	for i, l := range res.Leases {
+		if l.Lost {
+			lost = append(lost, p.Leases[i].JobID)
+		}
+	}
+	s.claimed.forget(lost)
 	return res, nil
 }
 
@@ -101,6 +110,7 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 		}
 		return backend.BatchResult{Errors: make([]error, len(p.Items))}, nil
 	}
+	defer s.claimed.forget(ids)
 	return s.batch(ctx, "complete", ids, p.Now, func(e *effects, rows map[string]*row, i int) error {
 		it := p.Items[i]
 		r, err := live(rows, it.Lease, p.Now)
@@ -132,6 +142,7 @@ func (s *store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
 	}
+	defer s.claimed.forget(ids)
 	return s.batch(ctx, "fail", ids, p.Now, func(e *effects, rows map[string]*row, i int) error {
 		it := p.Items[i]
 		r, err := live(rows, it.Lease, p.Now)
@@ -164,6 +175,7 @@ func (s *store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 
 // Release hands active jobs back to pending at once.
 func (s *store) Release(ctx context.Context, p backend.ReleaseParams) (backend.BatchResult, error) {
+	defer s.claimed.forget(leaseIDs(p.Leases))
 	return s.batch(ctx, "release", leaseIDs(p.Leases), p.Now, func(e *effects, rows map[string]*row, i int) error {
 		r, err := live(rows, p.Leases[i], p.Now)
 		if err != nil {
@@ -223,50 +235,78 @@ var errNotLean = errors.New("kyu/mysql: not every item is a plain completion")
 
 // leanComplete completes, in one UPDATE, a batch whose every item is a
 // live lease of a distinct job with no result, no cancel requested and a
-// retention that keeps it; ok reports that it did. Otherwise it changes
+// retention that keeps them; ok reports that it did. Otherwise it changes
 // nothing (ok false, err nil) and the caller takes the general path.
+//
+// When the store claimed every job of the batch, it knows their queues:
+// the counts go in with the UPDATE, in one round trip, and the UPDATE
+// checks the queues. Otherwise the counts read the queues from the rows.
 func (s *store) leanComplete(ctx context.Context, p backend.CompleteParams) (ok bool, err error) {
 	if len(p.Items) == 0 || len(p.Items) > flushChunk {
 		return false, nil
 	}
 	seen := make(map[string]bool, len(p.Items))
-	args := []any{micros(p.Now), micros(p.Now), micros(p.Now), micros(p.Now), micros(p.Now)}
-	var ids, pairs []any
+	ids := make([]string, 0, len(p.Items))
 	for _, it := range p.Items {
 		if len(it.Result) > 0 || seen[it.Lease.JobID] {
 			return false, nil
 		}
 		seen[it.Lease.JobID] = true
 		ids = append(ids, it.Lease.JobID)
-		pairs = append(pairs, it.Lease.JobID, it.Lease.Token)
 	}
-	args = append(append(append(args, ids...), micros(p.Now)), pairs...)
-	q := fmt.Sprintf(s.sqls.completeLean, placeholders(len(ids)), strings.TrimSuffix(strings.Repeat("(?, ?), ", len(ids)), ", "))
-	var ended []string
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, q, args...)
+	queues, known := s.claimed.lookup(ids)
+	now := micros(p.Now)
+	args := []any{now, now, now, now, now}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	args = append(args, now)
+	var tokens strings.Builder
+	for _, it := range p.Items {
+		tokens.WriteString("WHEN ? THEN ? ")
+		args = append(args, it.Lease.JobID, it.Lease.Token)
+	}
+	queueCheck := ""
+	if known {
+		var qargs []any
+		queueCheck, qargs = queueCheckOf(ids, queues)
+		args = append(args, qargs...)
+	}
+	update := fmt.Sprintf(s.sqls.completeLean, placeholders(len(ids)), tokens.String(), queueCheck)
+	minute := backend.MinuteOf(p.Now).UnixMicro()
+	// Two round trips: one begins the transaction and runs the UPDATE
+	// (with the counts, when the queues are known); the other commits
+	// (after the counts, when they are not).
+	err = s.inConnTx(ctx, func(c *sql.Conn) error {
+		if known {
+			// The counts first and the UPDATE last: the result's count is
+			// the UPDATE's, and a shortfall rolls the counts back with it.
+			counts, cargs := s.leanCounts(queues, minute)
+			res, err := c.ExecContext(ctx, beginTx+counts+"; "+update, append(cargs, args...)...)
+			if err != nil {
+				return err
+			}
+			if err := allAffected(res, len(ids)); err != nil {
+				return err
+			}
+			_, err = c.ExecContext(ctx, "COMMIT")
+			return err
+		}
+		res, err := c.ExecContext(ctx, beginTx+update, args...)
 		if err != nil {
 			return err
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
+		if err := allAffected(res, len(ids)); err != nil {
 			return err
 		}
-		if int(n) != len(ids) {
-			return errNotLean
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(s.sqls.countLean, placeholders(len(ids))), append([]any{rand.IntN(8)}, ids...)...); err != nil {
-			return err
-		}
-		minute := backend.MinuteOf(p.Now).UnixMicro()
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(s.sqls.countQueueLean, placeholders(len(ids))), append([]any{minute, rand.IntN(8)}, ids...)...); err != nil {
-			return err
-		}
-		e := s.newEffects()
-		for range ids {
-			addAttempt(e.counts, minute, false)
-		}
-		return e.flush(ctx, tx)
+		in := placeholders(len(ids))
+		idArgs := anyArgs(ids)
+		counts := fmt.Sprintf(s.sqls.countLean, in) + "; " + fmt.Sprintf(s.sqls.countQueueLean, in) + "; " +
+			fmt.Sprintf(s.sqls.count, "(?, ?, ?, 0)")
+		cargs := append(append(append([]any{rand.IntN(8)}, idArgs...), minute, rand.IntN(8)), idArgs...)
+		cargs = append(cargs, minute, rand.IntN(8), len(ids))
+		_, err = c.ExecContext(ctx, counts+commitTx, cargs...)
+		return err
 	})
 	if errors.Is(err, errNotLean) {
 		return false, nil
@@ -274,10 +314,67 @@ func (s *store) leanComplete(ctx context.Context, p backend.CompleteParams) (ok 
 	if err != nil {
 		return false, err
 	}
-	for _, id := range ids {
-		ended = append(ended, id.(string))
-	}
-	s.watches.ended(ended)
+	s.claimed.forget(ids)
+	s.watches.ended(ids)
 	s.leanCompletes.Add(1)
 	return true, nil
+}
+
+// allAffected returns errNotLean unless res changed n rows.
+func allAffected(res sql.Result, n int) error {
+	got, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if int(got) != n {
+		return errNotLean
+	}
+	return nil
+}
+
+// queueCheckOf is the condition by which the lean UPDATE checks that each
+// row is in the queue the store remembers for it, with its arguments.
+func queueCheckOf(ids, queues []string) (string, []any) {
+	one := true
+	for _, q := range queues {
+		one = one && q == queues[0]
+	}
+	if one {
+		return " AND queue = ?", []any{queues[0]}
+	}
+	var b strings.Builder
+	args := make([]any, 0, 2*len(ids))
+	b.WriteString(" AND queue = CASE id ")
+	for i, id := range ids {
+		b.WriteString("WHEN ? THEN ? ")
+		args = append(args, id, queues[i])
+	}
+	b.WriteString("END")
+	return b.String(), args
+}
+
+// leanCounts builds the statements that count a lean completion of jobs
+// of the given queues at minute: completed jobs per queue, ended attempts
+// per queue and minute, and store-wide; rows in key order, so that two
+// transactions take their locks in the same order.
+func (s *store) leanCounts(queues []string, minute int64) (string, []any) {
+	per := map[string]int64{}
+	for _, q := range queues {
+		per[q]++
+	}
+	names := slices.Sorted(maps.Keys(per))
+	vals := make([]string, len(names))
+	var final, queue []any
+	fshard, qshard := rand.IntN(8), rand.IntN(8)
+	for i, q := range names {
+		vals[i] = "(?, ?, ?, ?)"
+		final = append(final, q, string(backend.StateCompleted), fshard, per[q])
+		queue = append(queue, q, minute, qshard, per[q])
+	}
+	qvals := strings.ReplaceAll(strings.Join(vals, ", "), "(?, ?, ?, ?)", "(?, ?, ?, ?, 0)")
+	q := fmt.Sprintf(s.sqls.countFinal, strings.Join(vals, ", ")) + "; " +
+		fmt.Sprintf(s.sqls.countQueue, qvals) + "; " +
+		fmt.Sprintf(s.sqls.count, "(?, ?, ?, 0)")
+	args := append(append(final, queue...), minute, rand.IntN(8), len(queues))
+	return q, args
 }

@@ -43,7 +43,31 @@ func (s *store) Promote(ctx context.Context, p backend.MaintenanceParams) (backe
 
 // step promotes and cancels as Promote does, in the given queues only
 // (every queue when nil), in tx; the caller flushes e.
-func (s *store) step(ctx context.Context, tx *sql.Tx, e *effects, now time.Time, queues []string, limit int) (backend.MaintenanceResult, error) {
+func (s *store) step(ctx context.Context, tx queryer, e *effects, now time.Time, queues []string, limit int) (backend.MaintenanceResult, error) {
+	if queues != nil {
+		// A claim's step: most find nothing to do, in one probe that
+		// locks nothing.
+		var due bool
+		probe, pargs := s.probe(now, queues)
+		if err := tx.QueryRowContext(ctx, probe, pargs...).Scan(&due); err != nil {
+			return backend.MaintenanceResult{}, err
+		}
+		if !due {
+			return backend.MaintenanceResult{}, nil
+		}
+	}
+	return s.stepDue(ctx, tx, e, now, queues, limit)
+}
+
+// probe is the query that tells whether queues hold jobs due for a
+// maintenance step at now, with its arguments.
+func (s *store) probe(now time.Time, queues []string) (string, []any) {
+	return `SELECT EXISTS (SELECT 1 FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_timer)
+		WHERE j.timer_at <= ? AND j.queue IN ` + placeholders(len(queues)) + `)`, append([]any{micros(now)}, anyArgs(queues)...)
+}
+
+// stepDue is step without the probe.
+func (s *store) stepDue(ctx context.Context, tx queryer, e *effects, now time.Time, queues []string, limit int) (backend.MaintenanceResult, error) {
 	var res backend.MaintenanceResult
 	inQueues, qargs := "", []any{}
 	if queues != nil {
@@ -51,19 +75,6 @@ func (s *store) step(ctx context.Context, tx *sql.Tx, e *effects, now time.Time,
 		qargs = anyArgs(queues)
 	}
 	n := micros(now)
-	if queues != nil {
-		// A claim's step: most find nothing to do, in one probe that
-		// locks nothing.
-		var due bool
-		probe := `SELECT EXISTS (SELECT 1 FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_timer)
-				WHERE j.timer_at <= ?` + inQueues + `)`
-		if err := tx.QueryRowContext(ctx, probe, append([]any{n}, qargs...)...).Scan(&due); err != nil {
-			return res, err
-		}
-		if !due {
-			return res, nil
-		}
-	}
 	var rows []*row
 	due := `SELECT ` + selectCols(false) + ` FROM ` + s.table("jobs") + ` j FORCE INDEX (jobs_timer)
 		WHERE j.timer_at <= ?` + inQueues + ` ORDER BY j.timer_at LIMIT ? FOR UPDATE SKIP LOCKED`

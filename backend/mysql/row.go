@@ -16,6 +16,12 @@ var jobColumns = []string{"id", "queue", "state", "priority", "run_at", "type", 
 	"started_at", "finished_at", "expires_at", "lease_expires_at", "worker_id", "cancel_reason",
 	"cancel_requested", "tags", "metadata", "errors", "progress", "logs_dropped", "log_count", "payload", "result", "jid"}
 
+// newJobColumns are the columns an enqueue writes, in insertArgs's
+// order; the others take their defaults (zero, false or NULL), which is
+// what a new job has.
+var newJobColumns = []string{"id", "queue", "state", "priority", "run_at", "type", "title", "max_attempts",
+	"timeout_ns", "deadline", "unique_key", "unique_for_ns", "retention_ns", "created_at", "tags", "metadata", "payload", "jid"}
+
 // mutableColumns are the columns a job's later steps change; saveRows
 // writes them back.
 var mutableColumns = []string{"state", "run_at", "attempt", "max_attempts", "lease_token", "deadline",

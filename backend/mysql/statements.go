@@ -20,7 +20,7 @@ type statements struct {
 	countFinal, countLean     string
 	extend                    string
 	save, saveResult          string
-	insertJob                 string
+	insertJob, insertNew      string
 	count, countQueue         string
 	countQueueLean            string
 	get, getLogs              string
@@ -72,10 +72,13 @@ func newStatements(prefix string) *statements {
 		// whose row the transaction holds and found live.
 		completePlain: f(`UPDATE {{p}}jobs SET state = 'completed', finished_at = ?, expires_at = ?,
 			lease_expires_at = NULL, worker_id = NULL, result = NULL WHERE id IN %s`),
-		// now ×5, %s ids, now, %s (id, token) pairs: completes the jobs
-		// whose leases are live, with no cancel requested and a
-		// retention that keeps them, setting their expiry as
-		// backend.Expiry does.
+		// now ×5, %s ids, now, %s (WHEN id THEN token)s, then the
+		// arguments of %s (a check of the rows' queues, or nothing):
+		// completes the jobs whose leases are live, with no cancel
+		// requested and a retention that keeps them, setting their
+		// expiry as backend.Expiry does. The rows are found by their
+		// primary key only: the other conditions would tempt the
+		// optimizer into a range over every active job's lease.
 		completeLean: f(completeLean()),
 		// %s rows (queue, state, shard, delta).
 		countFinal: f(`INSERT INTO {{p}}final_counts (queue, state, shard, n) VALUES %s
@@ -90,8 +93,10 @@ func newStatements(prefix string) *statements {
 		// rows (the insert never happens: the rows exist and are held).
 		save:       f(save),
 		saveResult: f(save + `, result = VALUES(result)`),
-		// %s rows of insertArgs.
+		// %s rows of importArgs.
 		insertJob: f(`INSERT INTO {{p}}jobs (` + insertCols + `) VALUES %s`),
+		// %s rows of insertArgs.
+		insertNew: f(`INSERT INTO {{p}}jobs (` + strings.Join(newJobColumns, ", ") + `) VALUES %s`),
 		// %s rows (minute, shard, processed, failed).
 		count: f(`INSERT INTO {{p}}counters (minute, shard, processed, failed) VALUES %s
 			ON DUPLICATE KEY UPDATE processed = processed + VALUES(processed), failed = failed + VALUES(failed)`),
@@ -140,8 +145,8 @@ func completeLean() string {
 	}
 	expires := fmt.Sprintf(`CASE WHEN %[1]s = %[2]d THEN NULL WHEN %[1]s > 0 THEN %[3]s ELSE %[4]s END`,
 		eff, int64(backend.RetainForever), at("("+eff+") DIV 1000"), at(fmt.Sprint(keep.Microseconds())))
-	return `UPDATE {{p}}jobs SET state = 'completed', finished_at = ?, expires_at = ` + expires + `,
+	return `UPDATE {{p}}jobs FORCE INDEX (PRIMARY) SET state = 'completed', finished_at = ?, expires_at = ` + expires + `,
 		lease_expires_at = NULL, worker_id = NULL, result = NULL
 		WHERE id IN %s AND state = 'active' AND lease_expires_at > ? AND NOT cancel_requested
-		AND (id, lease_token) IN (%s) AND ` + eff + ` <> ` + fmt.Sprint(int64(backend.RetainNone))
+		AND lease_token = CASE id %s END AND ` + eff + ` <> ` + fmt.Sprint(int64(backend.RetainNone)) + `%s`
 }

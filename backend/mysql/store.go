@@ -51,6 +51,8 @@ type store struct {
 	line    enqueueLine
 	signals *signals
 	watches *watches
+	// claimed remembers the queues of the jobs this store has leased.
+	claimed *claimedQueues
 
 	// retries counts the transactions run again after a deadlock, a lock
 	// wait timeout or a duplicate key (for tests and logs).
@@ -116,8 +118,10 @@ func connect(ctx context.Context, rawURL string, opts Options) (*store, error) {
 		return nil, fmt.Errorf("%w: prefix %q is not 1-32 characters of [A-Za-z0-9_] starting with a letter or _", ErrBadURL, opts.Prefix)
 	}
 	// Statements are sent with their arguments filled in (one round trip
-	// each, no prepared statements to keep per connection), in utf8mb4.
+	// each, no prepared statements to keep per connection), in utf8mb4;
+	// a few steps send several statements in one round trip.
 	cfg.InterpolateParams = true
+	cfg.MultiStatements = true
 	cfg.Collation = "utf8mb4_bin"
 	cfg.Loc = time.UTC
 	if cfg.Timeout == 0 {
@@ -157,6 +161,7 @@ func connect(ctx context.Context, rawURL string, opts Options) (*store, error) {
 	s.sqls = newStatements(opts.Prefix)
 	s.signals = newSignals(s)
 	s.watches = newWatches(s)
+	s.claimed = newClaimedQueues()
 	return s, nil
 }
 

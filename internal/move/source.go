@@ -144,8 +144,9 @@ func compareStrings(a, b string) int {
 }
 
 // readJobs lists the jobs the filter takes, in id order (state by state
-// when states are named), reads each whole (Get, Readers at a time) and
-// hands them to fn in batches. A job deleted meanwhile is skipped; an
+// when states are named), reads each whole (with the page when the source
+// is a backend.WholeLister, else by Get, Readers at a time) and hands
+// them to fn in batches. A job deleted meanwhile is skipped; an
 // active one is refused or made pending as the options say.
 func readJobs(ctx context.Context, src backend.Backend, o *Options, fn func(jobs []*backend.Job) error) error {
 	states := o.States
@@ -155,13 +156,21 @@ func readJobs(ctx context.Context, src backend.Backend, o *Options, fn func(jobs
 	for _, st := range states {
 		p := backend.ListParams{Queue: o.Queue, State: st, Order: backend.OldestFirst, Limit: o.BatchJobs}
 		for {
-			page, err := src.List(ctx, p)
-			if err != nil {
-				return fmt.Errorf("list the source's jobs: %w", err)
-			}
-			jobs, err := getAll(ctx, src, page.Jobs, o.Readers)
-			if err != nil {
-				return err
+			var page backend.ListResult
+			var jobs []*backend.Job
+			var err error
+			if wl, ok := src.(backend.WholeLister); ok {
+				if page, err = wl.ListWhole(ctx, p); err != nil {
+					return fmt.Errorf("list the source's jobs: %w", err)
+				}
+				jobs = page.Jobs
+			} else {
+				if page, err = src.List(ctx, p); err != nil {
+					return fmt.Errorf("list the source's jobs: %w", err)
+				}
+				if jobs, err = getAll(ctx, src, page.Jobs, o.Readers); err != nil {
+					return err
+				}
 			}
 			out := jobs[:0]
 			for _, j := range jobs {

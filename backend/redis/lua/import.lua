@@ -26,7 +26,14 @@ for i = 0, n - 1 do
   local id, st, rec, score, dl, uk, untilms = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
   local errs, res, prog, logs, counts, fin = ARGV[b + 7], ARGV[b + 8], ARGV[b + 9], ARGV[b + 10], ARGV[b + 11], ARGV[b + 12]
   local dupId
-  if redis.call('HEXISTS', KEY_jobs, id) == 1 then
+  -- A job holding no unique key is written with its check, in one call.
+  local there
+  if uk == '' then
+    there = redis.call('HSETNX', KEY_jobs, id, rec) == 0
+  else
+    there = redis.call('HEXISTS', KEY_jobs, id) == 1
+  end
+  if there then
     out[#out + 1] = 2
   else
     if uk ~= '' then
@@ -43,7 +50,7 @@ for i = 0, n - 1 do
     if dupId then
       out[#out + 1] = {1, dupId}
     else
-      redis.call('HSET', KEY_jobs, id, rec)
+      if uk ~= '' then redis.call('HSET', KEY_jobs, id, rec) end
       if st == 'p' then
         redis.call('ZADD', KEY_ready, score, id)
         woke = true

@@ -24,6 +24,12 @@ const listScanLimit = 1000
 // flight when it read is durable, so the page it returns, the jobs it
 // leaves out included, survives a crash.
 func (s *store) List(ctx context.Context, p backend.ListParams) (backend.ListResult, error) {
+	return s.list(ctx, p, nil)
+}
+
+// list is List; with w, each job listed is read whole into w as well (see
+// ListWhole).
+func (s *store) list(ctx context.Context, p backend.ListParams, w *wholeReader) (backend.ListResult, error) {
 	afterText := p.After()
 	var after *jobID
 	if afterText != "" {
@@ -71,7 +77,7 @@ func (s *store) List(ctx context.Context, p backend.ListParams) (backend.ListRes
 		}
 		scanned++
 		lastScanned = id
-		j, _, err := s.load(id)
+		j, sd, err := s.load(id)
 		if err != nil {
 			s.unlock()
 			return backend.ListResult{}, err
@@ -85,13 +91,31 @@ func (s *store) List(ctx context.Context, p backend.ListParams) (backend.ListRes
 			break
 		}
 		c := j.Clone()
-		c.Payload, c.Result, c.Logs = nil, nil, nil
+		if w != nil {
+			if err := w.read(s, id, sd, len(res.Jobs), c); err != nil {
+				_ = w.payloads.Close()
+				s.unlock()
+				return backend.ListResult{}, err
+			}
+		} else {
+			c.Payload, c.Result, c.Logs = nil, nil, nil
+		}
 		res.Jobs = append(res.Jobs, c)
+	}
+	if w != nil {
+		if err := w.payloads.Close(); err != nil {
+			err = s.breakStore(err)
+			s.unlock()
+			return backend.ListResult{}, err
+		}
 	}
 	g := s.lastGroup()
 	s.unlock()
 	if err := wait(g); err != nil {
 		return backend.ListResult{}, err
+	}
+	if w != nil {
+		return w.finish(s, p, res)
 	}
 	return res, nil
 }

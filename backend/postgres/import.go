@@ -42,7 +42,11 @@ func (s *store) Import(ctx context.Context, p backend.ImportParams) (backend.Imp
 		return backend.ImportResult{}, err
 	}
 	res := backend.ImportResult{Items: make([]backend.ImportItem, len(p.Jobs))}
-	existing, pending, err := s.importNew(ctx, p, res.Items)
+	copied, pending, err := s.importByCopy(ctx, p, res.Items)
+	var existing []int
+	if err == nil && !copied {
+		existing, pending, err = s.importNew(ctx, p, res.Items)
+	}
 	s.end()
 	if err != nil {
 		return backend.ImportResult{}, s.wrap("import", err)

@@ -207,20 +207,31 @@ func (s *store) claimHomes(ctx context.Context, num uint32, pos []int, jobs []*b
 		return nil, write, nil
 	}
 	// An id whose own number is a queue of this store may be that
-	// queue's job: ask the jobs hash of the number in each id (all in
-	// one round trip; a number no queue has names an empty key).
+	// queue's job: ask the jobs hash of the number in each such id (all
+	// in one round trip). Queues are numbered from 1 up (register.lua),
+	// so an id whose number is above the count of queues is no queue's;
+	// ids from another store mostly are.
+	count, err := s.client.Do(ctx, s.client.B().Hget().Key(s.keys.meta()).Field("queues").Build()).AsInt64()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return nil, nil, err
+	}
 	cmds := make(rueidis.Commands, 0, len(foreign))
+	var asked []int
 	for _, i := range foreign {
-		n, _ := queueNumOf(jobs[i].ID)
-		cmds = append(cmds, s.client.B().Hexists().Key(s.keys.queue(n).jobs()).Field(jobs[i].ID).Build())
+		if n, _ := queueNumOf(jobs[i].ID); n >= 1 && int64(n) <= count {
+			cmds = append(cmds, s.client.B().Hexists().Key(s.keys.queue(n).jobs()).Field(jobs[i].ID).Build())
+			asked = append(asked, i)
+		}
 	}
 	native := map[int]bool{}
-	for k, r := range s.client.DoMulti(ctx, cmds...) {
-		there, err := r.AsBool()
-		if err != nil {
-			return nil, nil, err
+	if len(cmds) > 0 {
+		for k, r := range s.client.DoMulti(ctx, cmds...) {
+			there, err := r.AsBool()
+			if err != nil {
+				return nil, nil, err
+			}
+			native[asked[k]] = there
 		}
-		native[foreign[k]] = there
 	}
 	cmds = cmds[:0]
 	var claimed []int

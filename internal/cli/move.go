@@ -16,13 +16,18 @@ import (
 	"github.com/kyuhq/kyu/internal/move"
 )
 
+// maxWriters bounds kyu copy's --writers.
+const maxWriters = 16
+
 // moveFlags are the flags kyu export, import and copy share.
 type moveFlags struct {
 	queue  string
 	states []string
 	active string
 	batch  int
-	verify bool
+	// writers is kyu copy's --writers (0 for the other commands).
+	writers int
+	verify  bool
 }
 
 func (f *moveFlags) add(cmd *cobra.Command, filters bool) {
@@ -32,13 +37,13 @@ func (f *moveFlags) add(cmd *cobra.Command, filters bool) {
 		fl.StringSliceVar(&f.states, "state", nil, "move only jobs in these states (repeat, or separate with commas)")
 	}
 	fl.StringVar(&f.active, "active", string(move.ActiveRefuse), "active jobs: refuse (the default: drain or pause first) or pending (move them as pending, their attempt kept)")
-	fl.IntVar(&f.batch, "batch", 500, "jobs per batch (at most 1000): what is held in memory and written at once")
+	fl.IntVar(&f.batch, "batch", backend.MaxImportBatch, "jobs per batch (at most 1000): what is held in memory and written at once")
 }
 
 // options turns the flags into move.Options, with a progress line on
 // stderr when it is a terminal.
 func (f *moveFlags) options(stderr io.Writer, verb string) (move.Options, *progressLine, error) {
-	o := move.Options{Filter: move.Filter{Queue: f.queue}, Active: move.ActivePolicy(f.active), BatchJobs: f.batch}
+	o := move.Options{Filter: move.Filter{Queue: f.queue}, Active: move.ActivePolicy(f.active), BatchJobs: f.batch, Writers: f.writers}
 	for _, s := range f.states {
 		st, err := backend.ParseState(strings.TrimSpace(s))
 		if err != nil {
@@ -51,6 +56,9 @@ func (f *moveFlags) options(stderr io.Writer, verb string) (move.Options, *progr
 	}
 	if f.batch < 1 || f.batch > backend.MaxImportBatch {
 		return o, nil, usageErrorf("--batch: %d is outside [1, %d]", f.batch, backend.MaxImportBatch)
+	}
+	if f.writers < 0 || f.writers > maxWriters {
+		return o, nil, usageErrorf("--writers: %d is outside [1, %d]", f.writers, maxWriters)
 	}
 	var p *progressLine
 	if isTerminal(stderr) {
@@ -263,6 +271,7 @@ written.
 		},
 	}
 	f.add(cmd, false)
+	cmd.Flags().IntVar(&f.writers, "writers", 2, "batches written into the target at once (each job is written alone, so batches are independent)")
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "afterwards, compare the target with the export: counts per queue and state, and a checksum of every job")
 	cmd.Flags().StringVar(&backendURL, "backend", "", "the store to import into, as a URL (default $"+backendEnv+", else "+defaultOperatorURL+")")
 	return cmd
@@ -354,6 +363,7 @@ millisecond, what every store keeps). The source is not changed.
 		},
 	}
 	f.add(cmd, true)
+	cmd.Flags().IntVar(&f.writers, "writers", 2, "batches written into the target at once (each job is written alone, so batches are independent)")
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "afterwards, compare both stores: counts per queue and state, and a checksum of every job")
 	cmd.Flags().StringVar(&from, "from", "", "the source store, as a URL (required)")
 	cmd.Flags().StringVar(&to, "to", "", "the target store, as a URL (required)")

@@ -209,8 +209,8 @@ func Copy(ctx context.Context, src, dst backend.Backend, o Options) (Summary, er
 			return sum, err
 		}
 	}
-	// The source is read while the target writes the batch before: at
-	// most two batches are held, one each side.
+	// The source is read while the target writes the batches before,
+	// o.Writers at once: at most o.Writers+1 batches are held.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan []*backend.Job)

@@ -17,21 +17,33 @@ func moveOptions() move.Options {
 	return move.Options{Active: move.ActivePending, Now: func() time.Time { return t0.Add(2 * time.Minute) }}
 }
 
-// TestCopyMatrix copies jobs in every state, with logs, results, errors
-// and unique keys, between pairs of stores (a Redis store keeps times at
-// the millisecond, and is compared so), compares every job field by
-// field via Get, and copies again to see nothing change. Each store is a
-// source once and a target once; KYU_TEST_MOVE_JOBS sets the count (1,000
-// by default).
+// TestCopyMatrix copies 1,000 jobs in every state, with logs, results,
+// errors and unique keys, between pairs of stores (a Redis store keeps
+// times at the millisecond, and is compared so), compares every job field
+// by field via Get, and copies again to see nothing change. Each store is
+// a source once and a target once.
 func TestCopyMatrix(t *testing.T) {
-	n := 1000
-	if v := os.Getenv("KYU_TEST_MOVE_JOBS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil {
-			t.Fatal(err)
-		}
-	}
 	pairs := [][2]string{{"memory", "pebble"}, {"pebble", "postgres"}, {"postgres", "remote"}, {"remote", "redis"}, {"redis", "memory"}, {"memory", "mysql"}, {"mysql", "memory"}}
+	copyPairs(t, pairs, 1000)
+}
+
+// TestCopyMatrixLarge is TestCopyMatrix with KYU_TEST_MOVE_JOBS jobs
+// (10,000, say) on two pairs, the embedded store into PostgreSQL and
+// Redis into MySQL; it is skipped when the variable is unset.
+func TestCopyMatrixLarge(t *testing.T) {
+	v := os.Getenv("KYU_TEST_MOVE_JOBS")
+	if v == "" {
+		t.Skip("set KYU_TEST_MOVE_JOBS=10000 to copy that many jobs on two pairs")
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("KYU_TEST_MOVE_JOBS=%q is not a count of jobs", v)
+	}
+	copyPairs(t, [][2]string{{"pebble", "postgres"}, {"redis", "mysql"}}, n)
+}
+
+// copyPairs runs the copy matrix's checks with n jobs on each pair.
+func copyPairs(t *testing.T, pairs [][2]string, n int) {
 	for _, pair := range pairs {
 		t.Run(pair[0]+"-to-"+pair[1], func(t *testing.T) {
 			src, dst := openStore(t, pair[0]), openStore(t, pair[1])

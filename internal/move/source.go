@@ -35,7 +35,8 @@ type Filter struct {
 }
 
 // Options tune a move. The zero value moves everything, refusing active
-// jobs, in batches of 500 jobs or 4 MiB.
+// jobs, in batches of 1,000 jobs (backend.MaxImportBatch) or 4 MiB, two
+// batches written at once by Copy.
 type Options struct {
 	Filter
 	Active ActivePolicy
@@ -43,12 +44,16 @@ type Options struct {
 	// once, and what one Import carries.
 	BatchJobs  int
 	BatchBytes int
-	// Readers is how many jobs are read from a source at once (Get).
+	// Readers is how many jobs are read from a source at once (Get), when
+	// it is not a backend.WholeLister.
 	Readers int
 	// Writers is how many batches Copy writes into the target at once
-	// (default 1; batches are independent, since each job is written
-	// alone and a source holds no two jobs that hold one unique key, but
-	// two gained nothing on the two-core machine of docs/benchmarks.md).
+	// (default 2). Batches are independent, since each job is written
+	// alone and a source holds no two jobs that hold one unique key. With
+	// the source read while the target writes, Copy holds at most
+	// Writers+1 batches. Two writers keep both cores of the machine of
+	// docs/benchmarks.md busy where one left the target idle between
+	// batches.
 	Writers int
 	// Progress, when set, is called after each batch with the jobs done
 	// and the total expected (0 when unknown).
@@ -65,7 +70,7 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("active jobs: %q is neither refuse nor pending", o.Active)
 	}
 	if o.BatchJobs <= 0 || o.BatchJobs > backend.MaxImportBatch {
-		o.BatchJobs = 500
+		o.BatchJobs = backend.MaxImportBatch
 	}
 	if o.BatchBytes <= 0 {
 		o.BatchBytes = 4 << 20
@@ -74,7 +79,7 @@ func (o *Options) defaults() error {
 		o.Readers = 16
 	}
 	if o.Writers <= 0 {
-		o.Writers = 1
+		o.Writers = 2
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -144,8 +149,9 @@ func compareStrings(a, b string) int {
 }
 
 // readJobs lists the jobs the filter takes, in id order (state by state
-// when states are named), reads each whole (Get, Readers at a time) and
-// hands them to fn in batches. A job deleted meanwhile is skipped; an
+// when states are named), reads each whole (with the page when the source
+// is a backend.WholeLister, else by Get, Readers at a time) and hands
+// them to fn in batches. A job deleted meanwhile is skipped; an
 // active one is refused or made pending as the options say.
 func readJobs(ctx context.Context, src backend.Backend, o *Options, fn func(jobs []*backend.Job) error) error {
 	states := o.States
@@ -155,13 +161,21 @@ func readJobs(ctx context.Context, src backend.Backend, o *Options, fn func(jobs
 	for _, st := range states {
 		p := backend.ListParams{Queue: o.Queue, State: st, Order: backend.OldestFirst, Limit: o.BatchJobs}
 		for {
-			page, err := src.List(ctx, p)
-			if err != nil {
-				return fmt.Errorf("list the source's jobs: %w", err)
-			}
-			jobs, err := getAll(ctx, src, page.Jobs, o.Readers)
-			if err != nil {
-				return err
+			var page backend.ListResult
+			var jobs []*backend.Job
+			var err error
+			if wl, ok := src.(backend.WholeLister); ok {
+				if page, err = wl.ListWhole(ctx, p); err != nil {
+					return fmt.Errorf("list the source's jobs: %w", err)
+				}
+				jobs = page.Jobs
+			} else {
+				if page, err = src.List(ctx, p); err != nil {
+					return fmt.Errorf("list the source's jobs: %w", err)
+				}
+				if jobs, err = getAll(ctx, src, page.Jobs, o.Readers); err != nil {
+					return err
+				}
 			}
 			out := jobs[:0]
 			for _, j := range jobs {

@@ -32,7 +32,16 @@ for i = 0, n - 1 do
     jidHolder = redis.call('HGET', KEY_jids, jid)
     if jidHolder == id then jidHolder = nil end
   end
-  if redis.call('HEXISTS', KEY_jobs, id) == 1 then
+  -- A job that nothing else can refuse (no unique key, no jid held by
+  -- another job) is written with its existence check, in one call.
+  local direct = uk == '' and not jidHolder
+  local there
+  if direct then
+    there = redis.call('HSETNX', KEY_jobs, id, rec) == 0
+  else
+    there = redis.call('HEXISTS', KEY_jobs, id) == 1
+  end
+  if there then
     out[#out + 1] = 2
   elseif jidHolder then
     out[#out + 1] = {4, jidHolder}
@@ -51,7 +60,7 @@ for i = 0, n - 1 do
     if dupId then
       out[#out + 1] = {1, dupId}
     else
-      redis.call('HSET', KEY_jobs, id, rec)
+      if not direct then redis.call('HSET', KEY_jobs, id, rec) end
       if st == 'p' then
         redis.call('ZADD', KEY_ready, score, id)
         woke = true

@@ -102,6 +102,8 @@ func (c *conn) dispatch(cmd command) error {
 		return c.queue(ctx, cmd.sub, cmd.queues)
 	case verbFlush:
 		return c.flush(ctx)
+	case verbMutate:
+		return c.mutate(ctx, cmd.mutate)
 	}
 	return c.out.err("ERR", (&unknownCommandError{verb: cmd.verb}).Error())
 }

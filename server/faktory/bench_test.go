@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,8 +15,18 @@ import (
 
 // BenchmarkPushBFetchAck measures the listener over the embedded store:
 // b.N jobs pushed by PUSHB in batches of 100, then fetched and ACKed by
-// 20 connections. It reports both rates.
+// 20 connections. It reports both rates and the CPU time per job. The
+// 20 connections belong to one worker process (one wid, as a Faktory
+// client's connection pool with concurrency 20 has), or to 20.
 func BenchmarkPushBFetchAck(b *testing.B) {
+	for _, wids := range []int{1, 20} {
+		b.Run(fmt.Sprintf("wids=%d", wids), func(b *testing.B) { benchPushBFetchAck(b, wids) })
+	}
+}
+
+// benchPushBFetchAck runs BenchmarkPushBFetchAck with the connections
+// spread over wids worker ids.
+func benchPushBFetchAck(b *testing.B, wids int) {
 	store, err := pebble.Open(b.TempDir(), pebble.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -34,9 +45,10 @@ func BenchmarkPushBFetchAck(b *testing.B) {
 	const workers = 20
 	conns := make([]*fwp, workers)
 	for i := range conns {
-		conns[i] = hello(b, addr, "", map[string]any{"wid": fmt.Sprintf("w%d", i)})
+		conns[i] = hello(b, addr, "", map[string]any{"wid": fmt.Sprintf("w%d", i%wids)})
 	}
 	b.ResetTimer()
+	cpu0 := cpuTime()
 
 	start := time.Now()
 	for sent := 0; sent < b.N; {
@@ -75,6 +87,16 @@ func BenchmarkPushBFetchAck(b *testing.B) {
 	}
 	wg.Wait()
 	ran := time.Since(start)
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/job")
 	b.ReportMetric(float64(b.N)/pushed.Seconds(), "pushed/s")
 	b.ReportMetric(float64(b.N)/ran.Seconds(), "fetched+acked/s")
+}
+
+// cpuTime is the CPU time (user and system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

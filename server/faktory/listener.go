@@ -21,6 +21,9 @@ type Listener struct {
 	b       backend.Backend
 	leases  *leases
 	workers *workers
+	// acks and fails record ACKs and FAILs, many connections' at once.
+	acks  *batcher[backend.CompleteItem]
+	fails *batcher[backend.FailItem]
 	// stopping is closed when Shutdown begins: waits end, and each
 	// connection closes after its command in flight.
 	stopping chan struct{}
@@ -49,9 +52,16 @@ func New(cfg Config) (*Listener, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	b, now := cfg.Backend, cfg.Now
 	return &Listener{
-		cfg: cfg, log: cfg.Logger, b: cfg.Backend,
-		leases: newLeases(), workers: newWorkers(cfg.Backend),
+		cfg: cfg, log: cfg.Logger, b: b,
+		leases: newLeases(), workers: newWorkers(b),
+		acks: &batcher[backend.CompleteItem]{apply: func(ctx context.Context, items []backend.CompleteItem) (backend.BatchResult, error) {
+			return b.Complete(ctx, backend.CompleteParams{Items: items, Now: now()})
+		}},
+		fails: &batcher[backend.FailItem]{apply: func(ctx context.Context, items []backend.FailItem) (backend.BatchResult, error) {
+			return b.Fail(ctx, backend.FailParams{Items: items, Now: now()})
+		}},
 		stopping: make(chan struct{}), ctx: ctx, cancel: cancel,
 		conns: map[net.Conn]struct{}{},
 	}, nil

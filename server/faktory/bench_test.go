@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/pebble"
 	"github.com/kyuhq/kyu/server/faktory"
 )
@@ -32,7 +33,8 @@ func benchPushBFetchAck(b *testing.B, wids int) {
 		b.Fatal(err)
 	}
 	defer store.Close()
-	l, err := faktory.New(faktory.Config{Backend: store, Addr: "127.0.0.1:0", FetchWait: 100 * time.Millisecond})
+	counted := &countingStore{Backend: store}
+	l, err := faktory.New(faktory.Config{Backend: counted, Addr: "127.0.0.1:0", FetchWait: 100 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,6 +51,8 @@ func benchPushBFetchAck(b *testing.B, wids int) {
 	}
 	b.ResetTimer()
 	cpu0 := cpuTime()
+	counted.claims.Store(0)
+	counted.completes.Store(0)
 
 	start := time.Now()
 	for sent := 0; sent < b.N; {
@@ -90,6 +94,8 @@ func benchPushBFetchAck(b *testing.B, wids int) {
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/job")
 	b.ReportMetric(float64(b.N)/pushed.Seconds(), "pushed/s")
 	b.ReportMetric(float64(b.N)/ran.Seconds(), "fetched+acked/s")
+	b.ReportMetric(float64(b.N)/float64(max(counted.claims.Load(), 1)), "jobs/claim")
+	b.ReportMetric(float64(b.N)/float64(max(counted.completes.Load(), 1)), "jobs/complete")
 }
 
 // cpuTime is the CPU time (user and system) this process has used.
@@ -99,4 +105,20 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// countingStore counts the store calls FETCH and ACK make.
+type countingStore struct {
+	backend.Backend
+	claims, completes atomic.Int64
+}
+
+func (s *countingStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+	s.claims.Add(1)
+	return s.Backend.Claim(ctx, p)
+}
+
+func (s *countingStore) Complete(ctx context.Context, p backend.CompleteParams) (backend.BatchResult, error) {
+	s.completes.Add(1)
+	return s.Backend.Complete(ctx, p)
 }

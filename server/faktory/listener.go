@@ -24,6 +24,8 @@ type Listener struct {
 	// acks and fails record ACKs and FAILs, many connections' at once.
 	acks  *batcher[backend.CompleteItem]
 	fails *batcher[backend.FailItem]
+	// fetches claims for the FETCHes waiting.
+	fetches *dispatcher
 	// stopping is closed when Shutdown begins: waits end, and each
 	// connection closes after its command in flight.
 	stopping chan struct{}
@@ -53,7 +55,7 @@ func New(cfg Config) (*Listener, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b, now := cfg.Backend, cfg.Now
-	return &Listener{
+	l := &Listener{
 		cfg: cfg, log: cfg.Logger, b: b,
 		leases: newLeases(), workers: newWorkers(b),
 		acks: &batcher[backend.CompleteItem]{apply: func(ctx context.Context, items []backend.CompleteItem) (backend.BatchResult, error) {
@@ -64,7 +66,9 @@ func New(cfg Config) (*Listener, error) {
 		}},
 		stopping: make(chan struct{}), ctx: ctx, cancel: cancel,
 		conns: map[net.Conn]struct{}{},
-	}, nil
+	}
+	l.fetches = newDispatcher(l)
+	return l, nil
 }
 
 // Start listens on Config.Addr and serves in the background. ctx bounds
@@ -187,6 +191,8 @@ func (l *Listener) shutdown(ctx context.Context) error {
 	go func() { l.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		// The claimers release what they claimed for fetchers gone.
+		l.fetches.wg.Wait()
 		l.cancel()
 		return nil
 	case <-ctx.Done():
@@ -198,6 +204,7 @@ func (l *Listener) shutdown(ctx context.Context) error {
 	}
 	l.mu.Unlock()
 	<-done
+	l.fetches.wg.Wait()
 	return fmt.Errorf("faktory: shutdown: %w", ctx.Err())
 }
 

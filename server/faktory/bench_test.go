@@ -3,6 +3,7 @@ package faktory_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -10,11 +11,14 @@ import (
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/backend/backendurl"
 	"github.com/kyuhq/kyu/backend/pebble"
 	"github.com/kyuhq/kyu/server/faktory"
 )
 
-// BenchmarkPushBFetchAck measures the listener over the embedded store:
+// BenchmarkPushBFetchAck measures the listener over the embedded store
+// (or the store at the URL KYU_FAKTORY_BENCH_STORE names, which it must
+// find empty):
 // b.N jobs pushed by PUSHB in batches of 100, then fetched and ACKed by
 // 20 connections. It reports both rates and the CPU time per job. The
 // 20 connections belong to one worker process (one wid, as a Faktory
@@ -28,7 +32,13 @@ func BenchmarkPushBFetchAck(b *testing.B) {
 // benchPushBFetchAck runs BenchmarkPushBFetchAck with the connections
 // spread over wids worker ids.
 func benchPushBFetchAck(b *testing.B, wids int) {
-	store, err := pebble.Open(b.TempDir(), pebble.Options{})
+	var store backend.Backend
+	var err error
+	if u := os.Getenv("KYU_FAKTORY_BENCH_STORE"); u != "" {
+		store, err = backendurl.Open(context.Background(), u, backendurl.Options{})
+	} else {
+		store, err = pebble.Open(b.TempDir(), pebble.Options{})
+	}
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -79,11 +79,14 @@ func (c *conn) info(ctx context.Context) error {
 	return c.out.bulk(b)
 }
 
-// queue answers QUEUE PAUSE|RESUME|REMOVE names...: kyu's pause and
+// queue answers QUEUE PAUSE|RESUME|REMOVE|LATENCY names...: kyu's pause and
 // resume, and REMOVE deletes the queue's pending jobs (what a Faktory
 // queue holds). "*" names every queue the store knows.
 func (c *conn) queue(ctx context.Context, sub string, names []string) error {
 	now := c.l.cfg.Now()
+	if sub == "LATENCY" {
+		return c.latency(ctx, names, now)
+	}
 	if slices.Contains(names, "*") {
 		st, err := c.l.b.Stats(ctx, backend.StatsParams{Now: now})
 		if err != nil {
@@ -147,4 +150,27 @@ func (c *conn) flush(ctx context.Context) error {
 	}
 	c.l.log.Warn("kyu faktory: FLUSH deleted every job not running", "remote", c.nc.RemoteAddr().String())
 	return c.out.ok()
+}
+
+// latency answers QUEUE LATENCY names...: a JSON map from each queue to
+// the seconds its oldest pending job has been due (0 when none waits).
+func (c *conn) latency(ctx context.Context, names []string, now time.Time) error {
+	st, err := c.l.b.Stats(ctx, backend.StatsParams{Now: now})
+	if err != nil {
+		return c.out.err("ERR", "QUEUE LATENCY: "+errText(err))
+	}
+	res := make(map[string]float64, len(names))
+	for _, q := range names {
+		res[q] = 0
+	}
+	for _, q := range st.Queues {
+		if _, ok := res[q.Name]; ok && !q.OldestPending.IsZero() {
+			res[q.Name] = max(now.Sub(q.OldestPending).Seconds(), 0)
+		}
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return c.out.err("ERR", "QUEUE LATENCY: "+err.Error())
+	}
+	return c.out.bulk(b)
 }

@@ -5,22 +5,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
 // The verbs a connection answers after its handshake.
 const (
-	verbPush  = "PUSH"
-	verbPushB = "PUSHB"
-	verbFetch = "FETCH"
-	verbAck   = "ACK"
-	verbFail  = "FAIL"
-	verbBeat  = "BEAT"
-	verbEnd   = "END"
-	verbHello = "HELLO"
-	verbInfo  = "INFO"
-	verbQueue = "QUEUE"
-	verbFlush = "FLUSH"
+	verbPush   = "PUSH"
+	verbPushB  = "PUSHB"
+	verbFetch  = "FETCH"
+	verbAck    = "ACK"
+	verbFail   = "FAIL"
+	verbBeat   = "BEAT"
+	verbEnd    = "END"
+	verbHello  = "HELLO"
+	verbInfo   = "INFO"
+	verbQueue  = "QUEUE"
+	verbFlush  = "FLUSH"
+	verbMutate = "MUTATE"
 )
 
 // command is one parsed command line: its verb and its decoded argument.
@@ -32,7 +34,8 @@ type command struct {
 	jid    string    // ACK
 	fail   failArgs
 	beat   beatArgs
-	// QUEUE: the subcommand (PAUSE, RESUME, REMOVE) and the queue names
+	mutate mutateArgs
+	// QUEUE: the subcommand (PAUSE, RESUME, REMOVE, LATENCY) and the queue names
 	// ("*" for every queue).
 	sub string
 }
@@ -82,11 +85,16 @@ func parseCommand(line string) (command, error) {
 	case verbQueue:
 		f := strings.Fields(arg)
 		if len(f) < 2 {
-			return c, errors.New("QUEUE needs a subcommand (PAUSE, RESUME or REMOVE) and queue names or *")
+			return c, errors.New("QUEUE needs a subcommand (PAUSE, RESUME, REMOVE or LATENCY) and queue names or *")
 		}
 		c.sub, c.queues = strings.ToUpper(f[0]), f[1:]
 		switch c.sub {
 		case "PAUSE", "RESUME", "REMOVE":
+			return c, nil
+		case "LATENCY":
+			if slices.Contains(c.queues, "*") {
+				return c, errors.New("QUEUE LATENCY takes queue names, not *")
+			}
 			return c, nil
 		}
 		return c, fmt.Errorf("no such QUEUE subcommand: %s", f[0])
@@ -124,6 +132,11 @@ func parseCommand(line string) (command, error) {
 			return c, errors.New("FAIL needs a jid")
 		}
 		return c, nil
+	case verbMutate:
+		if err := decodeArg(verb, arg, hasArg, &c.mutate); err != nil {
+			return c, err
+		}
+		return c, c.mutate.check()
 	case verbBeat:
 		if err := decodeArg(verb, arg, hasArg, &c.beat); err != nil {
 			return c, err

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/kyuhq/kyu/backend"
 )
 
 // conn is one client connection after accept.
@@ -20,9 +18,6 @@ type conn struct {
 	out replies
 	// wid is the worker id HELLO gave ("" for a producer).
 	wid string
-	// sub wakes FETCH when a job may be pending in subQueues.
-	sub       *backend.Subscription
-	subQueues string
 }
 
 // serve runs the handshake and then one command at a time until END,
@@ -102,6 +97,8 @@ func (c *conn) dispatch(cmd command) error {
 		return c.queue(ctx, cmd.sub, cmd.queues)
 	case verbFlush:
 		return c.flush(ctx)
+	case verbMutate:
+		return c.mutate(ctx, cmd.mutate)
 	}
 	return c.out.err("ERR", (&unknownCommandError{verb: cmd.verb}).Error())
 }
@@ -109,9 +106,6 @@ func (c *conn) dispatch(cmd command) error {
 // close ends the connection: its subscription, its share of the worker's
 // registry entry.
 func (c *conn) close() {
-	if c.sub != nil {
-		c.sub.Close()
-	}
 	if c.wid != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

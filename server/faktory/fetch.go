@@ -3,7 +3,8 @@ package faktory
 import (
 	"context"
 	"encoding/json"
-	"strings"
+	"errors"
+	"net"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
@@ -17,10 +18,16 @@ const (
 	pollWithoutSignals = 100 * time.Millisecond
 )
 
+// errClientGone ends a connection whose client closed it during FETCH.
+var errClientGone = errors.New("client closed the connection")
+
 // fetch answers FETCH: the first job claimable in the queues, in the
 // order given, leased for its reserve_for; or nil after FetchWait with
-// none. A worker told to quiet or stop gets nil after the wait, as it
-// should fetch no more.
+// none. The dispatcher claims for it, with the other fetchers of its
+// worker waiting on the same queues. A worker told to quiet or stop gets
+// nil after the wait, as it should fetch no more. A job claimed for a
+// fetcher that is gone (its client closed the connection, or shutdown)
+// goes back to its queue at once.
 func (c *conn) fetch(ctx context.Context, queues []string) error {
 	if len(queues) == 0 {
 		queues = []string{backend.DefaultQueue}
@@ -34,107 +41,73 @@ func (c *conn) fetch(ctx context.Context, queues []string) error {
 		}
 		return c.out.bulk(nil)
 	}
-	c.subscribe(ctx, queues)
-	for {
-		job, err := c.claim(ctx, queues)
-		if err != nil {
-			return c.out.err("ERR", "FETCH: "+errText(err))
+	gone, unwatch := c.watchGone()
+	g, w := c.l.fetches.wait(c.wid, queues)
+	var a fetchAnswer
+	select {
+	case a = <-w.ch:
+	case <-wait.C:
+		// A job handed at this very moment is still served.
+		a, _ = c.l.fetches.leave(g, w)
+	case <-c.l.stopping:
+		if a, ok := c.l.fetches.leave(g, w); ok && a.job != nil {
+			c.l.releaseJobs([]*backend.Job{a.job}, c.wid)
 		}
-		if job != nil {
-			b, err := json.Marshal(wireOf(job))
-			if err != nil {
-				c.release(ctx, job)
-				return c.out.err("ERR", "FETCH: "+err.Error())
-			}
-			return c.out.bulk(b)
+		unwatch()
+		return c.out.bulk(nil)
+	case <-gone:
+		if a, ok := c.l.fetches.leave(g, w); ok && a.job != nil {
+			c.l.releaseJobs([]*backend.Job{a.job}, c.wid)
 		}
-		var signal <-chan struct{}
-		poll := pollWithoutSignals
-		if c.sub != nil {
-			signal, poll = c.sub.C, pollWithSignals
+		unwatch()
+		return errClientGone
+	}
+	if !unwatch() {
+		if a.job != nil {
+			c.l.releaseJobs([]*backend.Job{a.job}, c.wid)
 		}
-		pollTimer := time.NewTimer(poll)
+		return errClientGone
+	}
+	if a.err != nil {
+		return c.out.err("ERR", "FETCH: "+errText(a.err))
+	}
+	if a.job == nil {
+		return c.out.bulk(nil)
+	}
+	b, err := json.Marshal(wireOf(a.job))
+	if err != nil {
+		c.l.releaseJobs([]*backend.Job{a.job}, c.wid)
+		return c.out.err("ERR", "FETCH: "+err.Error())
+	}
+	return c.out.bulk(b)
+}
+
+// watchGone watches the connection while FETCH waits: gone is closed when
+// the client closes it. unwatch stops the watch and reports whether the
+// client is still there. A client that sends its next command before the
+// answer (pipelining) ends the watch early; the command stays buffered.
+func (c *conn) watchGone() (gone <-chan struct{}, unwatch func() bool) {
+	ch := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err := c.in.Peek(1)
+		var ne net.Error
+		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			close(ch)
+		}
+	}()
+	return ch, func() bool {
+		c.nc.SetReadDeadline(time.Now())
+		<-done
+		c.nc.SetReadDeadline(time.Time{})
 		select {
-		case _, ok := <-signal:
-			if !ok {
-				c.sub.Close()
-				c.sub = nil
-			}
-		case <-pollTimer.C:
-		case <-wait.C:
-			pollTimer.Stop()
-			return c.out.bulk(nil)
-		case <-c.l.stopping:
-			pollTimer.Stop()
-			return c.out.bulk(nil)
+		case <-ch:
+			return false
+		default:
 		}
-		pollTimer.Stop()
-	}
-}
-
-// subscribe keeps a wake-up subscription for the queues FETCH asks for;
-// a store that cannot signal leaves c.sub nil, and FETCH polls.
-func (c *conn) subscribe(ctx context.Context, queues []string) {
-	key := strings.Join(queues, " ")
-	if c.sub != nil && c.subQueues == key {
-		return
-	}
-	if c.sub != nil {
-		c.sub.Close()
-		c.sub = nil
-	}
-	sub, err := c.l.b.Subscribe(ctx, backend.SubscribeParams{Queues: queues})
-	if err != nil {
-		return
-	}
-	c.sub, c.subQueues = sub, key
-}
-
-// claim takes one job from the queues in strict order and sets its lease
-// to the job's reserve_for (its timeout); nil when none is claimable.
-func (c *conn) claim(ctx context.Context, queues []string) (*backend.Job, error) {
-	now := c.l.cfg.Now()
-	res, err := c.l.b.Claim(ctx, backend.ClaimParams{
-		Queues: queues, Mode: backend.ClaimStrict, Max: 1,
-		Lease: backend.DefaultTimeout, WorkerID: c.wid, Now: now,
-	})
-	if err != nil || len(res.Jobs) == 0 {
-		return nil, err
-	}
-	job := res.Jobs[0]
-	expires := job.LeaseExpiresAt
-	if job.Timeout > 0 && job.Timeout != backend.DefaultTimeout {
-		hb, err := c.l.b.Heartbeat(ctx, backend.HeartbeatParams{
-			Leases: []backend.Lease{{JobID: job.ID, Token: job.LeaseToken}}, Extend: job.Timeout, Now: now,
-		})
-		if err != nil {
-			return nil, err
-		}
-		expires = hb.Leases[0].ExpiresAt
-	}
-	jid := job.JID
-	if jid == "" {
-		jid = job.ID
-	}
-	expired := c.l.leases.put(jid, leaseEntry{jobID: job.ID, token: job.LeaseToken, attempt: job.Attempt, wid: c.wid, expires: expires}, now)
-	for _, e := range expired {
-		// Its worker never answered: it no longer runs the job.
-		c.l.workers.finished(e.wid, e.jobID, true)
-	}
-	c.l.workers.fetched(c.wid, queues, job.ID)
-	return job, nil
-}
-
-// release hands a claimed job that could not be sent back to its queue.
-func (c *conn) release(ctx context.Context, job *backend.Job) {
-	jid := job.JID
-	if jid == "" {
-		jid = job.ID
-	}
-	c.l.leases.take(jid)
-	c.l.workers.finished(c.wid, job.ID, false)
-	_, err := c.l.b.Release(ctx, backend.ReleaseParams{Leases: []backend.Lease{{JobID: job.ID, Token: job.LeaseToken}}, Now: c.l.cfg.Now()})
-	if err != nil {
-		c.l.log.Warn("kyu faktory: release", "id", job.ID, "err", err)
+		// The watch may have ended just before the end of the connection
+		// was seen: look once more, without waiting.
+		return c.in.Buffered() > 0 || !peerClosed(c.nc)
 	}
 }

@@ -33,18 +33,14 @@ func (c *conn) leaseOf(ctx context.Context, jid string) (leaseEntry, error) {
 	return leaseEntry{jobID: job.ID, token: job.LeaseToken, attempt: job.Attempt, wid: job.WorkerID}, nil
 }
 
-// ack answers ACK: the job completes.
+// ack answers ACK: the job completes, in one store call with the ACKs
+// of other connections that come at the same time.
 func (c *conn) ack(ctx context.Context, jid string) error {
 	e, err := c.leaseOf(ctx, jid)
 	if err != nil {
 		return c.out.err("ERR", "ACK: "+errText(err))
 	}
-	res, err := c.l.b.Complete(ctx, backend.CompleteParams{
-		Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: e.jobID, Token: e.token}}}, Now: c.l.cfg.Now(),
-	})
-	if err == nil {
-		err = res.Errors[0]
-	}
+	err = c.l.acks.do(ctx, backend.CompleteItem{Lease: backend.Lease{JobID: e.jobID, Token: e.token}})
 	c.l.workers.finished(e.wid, e.jobID, false)
 	if err != nil {
 		return c.out.err("ERR", "ACK "+jid+": "+errText(err))
@@ -54,7 +50,7 @@ func (c *conn) ack(ctx context.Context, jid string) error {
 
 // failJob answers FAIL: the attempt fails with "errtype: message" and the
 // backtrace as its stack, and the job retries after kyu's backoff while it
-// has attempts left.
+// has attempts left. FAILs coming together share a store call.
 func (c *conn) failJob(ctx context.Context, f failArgs) error {
 	e, err := c.leaseOf(ctx, f.JID)
 	if err != nil {
@@ -62,14 +58,11 @@ func (c *conn) failJob(ctx context.Context, f failArgs) error {
 	}
 	now := c.l.cfg.Now()
 	message, stack := failMessage(f)
-	res, err := c.l.b.Fail(ctx, backend.FailParams{Items: []backend.FailItem{{
+	err = c.l.fails.do(ctx, backend.FailItem{
 		Lease:   backend.Lease{JobID: e.jobID, Token: e.token},
 		Message: message, Stack: stack,
 		RetryAt: c.l.cfg.RetryAt(now, e.attempt, errors.New(message)),
-	}}, Now: now})
-	if err == nil {
-		err = res.Errors[0]
-	}
+	})
 	c.l.workers.finished(e.wid, e.jobID, true)
 	if err != nil {
 		return c.out.err("ERR", "FAIL "+f.JID+": "+errText(err))

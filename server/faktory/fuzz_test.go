@@ -29,6 +29,10 @@ func FuzzParseCommand(f *testing.F) {
 		`QUEUE PAUSE a b`,
 		`QUEUE remove *`,
 		`QUEUE`,
+		`QUEUE LATENCY a b`,
+		`MUTATE {"cmd":"kill","target":"retries","filter":{"jobtype":"t","jids":["a"],"regexp":"*x[a-c]?\\*"}}`,
+		`MUTATE {"cmd":"clear","target":"dead"}`,
+		`MUTATE {"cmd":"kill","target":"queue"}`,
 		`PUSH`,
 		`PUSH {} {}`,
 		`PUSH {"args":"[]"}`,
@@ -45,6 +49,16 @@ func FuzzParseCommand(f *testing.F) {
 			t.Fatalf("readLine gave %q for %q", got, line)
 		}
 		cmd, err := parseCommand(line)
+		if err == nil && cmd.verb == verbMutate && cmd.mutate.Filter != nil {
+			// The glob matcher takes any pattern; one without special
+			// bytes matches exactly itself.
+			p := cmd.mutate.Filter.Regexp
+			for _, subject := range []string{p, line, p + "x"} {
+				if !strings.ContainsAny(p, "*?[\\") && globMatch(p, subject) != (subject == p) {
+					t.Fatalf("plain pattern %q against %q: %v", p, subject, !(subject == p))
+				}
+			}
+		}
 		if err != nil || (cmd.verb != verbPush && cmd.verb != verbPushB) {
 			return
 		}

@@ -21,6 +21,11 @@ type Listener struct {
 	b       backend.Backend
 	leases  *leases
 	workers *workers
+	// acks and fails record ACKs and FAILs, many connections' at once.
+	acks  *batcher[backend.CompleteItem]
+	fails *batcher[backend.FailItem]
+	// fetches claims for the FETCHes waiting.
+	fetches *dispatcher
 	// stopping is closed when Shutdown begins: waits end, and each
 	// connection closes after its command in flight.
 	stopping chan struct{}
@@ -49,12 +54,21 @@ func New(cfg Config) (*Listener, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Listener{
-		cfg: cfg, log: cfg.Logger, b: cfg.Backend,
-		leases: newLeases(), workers: newWorkers(cfg.Backend),
+	b, now := cfg.Backend, cfg.Now
+	l := &Listener{
+		cfg: cfg, log: cfg.Logger, b: b,
+		leases: newLeases(), workers: newWorkers(b),
+		acks: &batcher[backend.CompleteItem]{apply: func(ctx context.Context, items []backend.CompleteItem) (backend.BatchResult, error) {
+			return b.Complete(ctx, backend.CompleteParams{Items: items, Now: now()})
+		}},
+		fails: &batcher[backend.FailItem]{apply: func(ctx context.Context, items []backend.FailItem) (backend.BatchResult, error) {
+			return b.Fail(ctx, backend.FailParams{Items: items, Now: now()})
+		}},
 		stopping: make(chan struct{}), ctx: ctx, cancel: cancel,
 		conns: map[net.Conn]struct{}{},
-	}, nil
+	}
+	l.fetches = newDispatcher(l)
+	return l, nil
 }
 
 // Start listens on Config.Addr and serves in the background. ctx bounds
@@ -177,6 +191,8 @@ func (l *Listener) shutdown(ctx context.Context) error {
 	go func() { l.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		// The claimers release what they claimed for fetchers gone.
+		l.fetches.wg.Wait()
 		l.cancel()
 		return nil
 	case <-ctx.Done():
@@ -188,6 +204,7 @@ func (l *Listener) shutdown(ctx context.Context) error {
 	}
 	l.mu.Unlock()
 	<-done
+	l.fetches.wg.Wait()
 	return fmt.Errorf("faktory: shutdown: %w", ctx.Err())
 }
 

@@ -149,7 +149,13 @@ func queueOr(q string) string {
 
 // handleGet serves GET /api/v1/jobs/{id}.
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	j, err := s.b.Get(r.Context(), backend.GetParams{ID: r.PathValue("id")})
+	id := r.PathValue("id")
+	j, err := s.b.Get(r.Context(), backend.GetParams{ID: id})
+	if errors.Is(err, backend.ErrNotFound) {
+		// Not a kyu id: the job may be known by the jid its producer gave
+		// it (a Faktory client's), which is unique in the store too.
+		j, err = s.b.Get(r.Context(), backend.GetParams{JID: id})
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

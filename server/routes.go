@@ -39,7 +39,7 @@ func (s *Server) routeTable() []route {
 		// Producer side and reads.
 		{method: "POST", path: "/api/v1/jobs", auth: true, handle: s.handleEnqueue, summary: "Enqueue one job (an object) or many (an array, atomically)", body: "EnqueueBody", ok: 201, okSchema: "EnqueueAnswer"},
 		{method: "GET", path: "/api/v1/jobs", auth: true, handle: s.handleList, summary: "List jobs with filters and a cursor", ok: 200, okSchema: "JobList", params: []string{"state", "queue", "type", "tag", "q", "limit", "cursor", "order"}},
-		{method: "GET", path: "/api/v1/jobs/{id}", auth: true, handle: s.handleGet, summary: "Get a job with every field", ok: 200, okSchema: "Job"},
+		{method: "GET", path: "/api/v1/jobs/{id}", auth: true, handle: s.handleGet, summary: "Get a job with every field, by its id or its jid", ok: 200, okSchema: "Job"},
 		{method: "DELETE", path: "/api/v1/jobs/{id}", auth: true, handle: s.handleDelete, summary: "Delete a job that is not active", ok: 204},
 		{method: "GET", path: "/api/v1/jobs/{id}/wait", auth: true, handle: s.handleWait, summary: "Wait until the job is finished, up to timeout; the job either way", ok: 200, okSchema: "Job", params: []string{"timeout"}},
 		{method: "POST", path: "/api/v1/jobs/{id}/retry", auth: true, handle: s.handleRetry, summary: "Run a failed or cancelled job again", ok: 200, okSchema: "Job"},

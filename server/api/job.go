@@ -12,6 +12,7 @@ import (
 // (payload_b64, result_b64) otherwise, so that both travel byte for byte.
 type Job struct {
 	ID          string            `json:"id"`
+	JID         string            `json:"jid,omitempty"`
 	Type        string            `json:"type"`
 	Queue       string            `json:"queue"`
 	Payload     json.RawMessage   `json:"payload,omitempty"`
@@ -54,7 +55,7 @@ type Job struct {
 // FromJob converts a stored job for the wire.
 func FromJob(j *backend.Job) *Job {
 	out := &Job{
-		ID: j.ID, Type: j.Type, Queue: j.Queue, Title: j.Title, Priority: j.Priority,
+		ID: j.ID, JID: j.JID, Type: j.Type, Queue: j.Queue, Title: j.Title, Priority: j.Priority,
 		State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt,
 		Timeout: Duration(j.Timeout), Deadline: j.Deadline, UniqueKey: j.UniqueKey,
 		UniqueFor: Duration(j.UniqueFor), Tags: j.Tags, Metadata: j.Metadata,
@@ -82,7 +83,7 @@ func FromJobs(js []*backend.Job) []*Job {
 // result shares j's payload, result, tags and metadata.
 func (j *Job) Backend() *backend.Job {
 	return &backend.Job{
-		ID: j.ID, Type: j.Type, Queue: j.Queue, Payload: joinBytes(j.Payload, j.PayloadB64),
+		ID: j.ID, JID: j.JID, Type: j.Type, Queue: j.Queue, Payload: joinBytes(j.Payload, j.PayloadB64),
 		Title: j.Title, Priority: j.Priority, State: j.State, Attempt: j.Attempt,
 		MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, Timeout: time.Duration(j.Timeout),
 		Deadline: j.Deadline, UniqueKey: j.UniqueKey, UniqueFor: time.Duration(j.UniqueFor),

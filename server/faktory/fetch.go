@@ -20,7 +20,8 @@ const (
 // fetch answers FETCH: the first job claimable in the queues, in the
 // order given, leased for its reserve_for; or nil after FetchWait with
 // none. A worker told to quiet or stop gets nil after the wait, as it
-// should fetch no more.
+// should fetch no more, and a FETCH waiting when the command comes
+// answers nil on its next wake-up.
 func (c *conn) fetch(ctx context.Context, queues []string) error {
 	if len(queues) == 0 {
 		queues = []string{backend.DefaultQueue}
@@ -69,6 +70,13 @@ func (c *conn) fetch(ctx context.Context, queues []string) error {
 			return c.out.bulk(nil)
 		}
 		pollTimer.Stop()
+		// Told to quiet or stop while this FETCH waited (the BEAT came on
+		// another connection): a job handed out now could reach a worker
+		// that takes no more, and stay leased to it until its
+		// reserve_for ran out.
+		if c.wid != "" && c.l.workers.command(c.wid) != "" {
+			return c.out.bulk(nil)
+		}
 	}
 }
 

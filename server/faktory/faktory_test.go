@@ -365,3 +365,26 @@ func TestFetchWaitingWhenCommanded(t *testing.T) {
 		t.Fatalf("the job pushed during the stop: %v %v", j, err)
 	}
 }
+
+// TestFetchWaitingPeerGone: a client that goes away while its FETCH
+// waits is not handed the next job (it would stay leased to no one until
+// its reserve_for ran out); another worker's FETCH gets it.
+func TestFetchWaitingPeerGone(t *testing.T) {
+	l, store := listen(t, func(c *faktory.Config) { c.FetchWait = 5 * time.Second })
+	gone := hello(t, l.Addr().String(), "", map[string]any{"wid": "gone"})
+	gone.send("FETCH default")
+	gone.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := gone.r.Peek(1); err == nil {
+		t.Fatal("FETCH of an empty queue answered at once")
+	}
+	gone.nc.Close()
+	hello(t, l.Addr().String(), "", nil).cmd("PUSH", jobJSON("j", "t", nil)).ok(t)
+	other := hello(t, l.Addr().String(), "", map[string]any{"wid": "other"})
+	if got := other.job0(t); got["jid"] != "j" {
+		t.Fatalf("the live worker fetched %v", got)
+	}
+	j, err := store.Get(t.Context(), backend.GetParams{JID: "j"})
+	if err != nil || j.Attempt != 1 || j.WorkerID != "other" {
+		t.Fatalf("job %+v %v, want its first attempt with the live worker", j, err)
+	}
+}

@@ -3,6 +3,8 @@ package faktory
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
 	"strings"
 	"time"
 
@@ -77,7 +79,35 @@ func (c *conn) fetch(ctx context.Context, queues []string) error {
 		if c.wid != "" && c.l.workers.command(c.wid) != "" {
 			return c.out.bulk(nil)
 		}
+		// A client that went away while its FETCH waited (killed, its
+		// host lost) would have the job leased to no one until its
+		// reserve_for ran out.
+		if c.peerGone() {
+			return errPeerGone
+		}
 	}
+}
+
+// errPeerGone ends a connection whose client closed it while a FETCH
+// waited.
+var errPeerGone = errors.New("client closed the connection")
+
+// peerGoneWait is how long peerGone waits for the connection to say it
+// is closed; a live idle connection costs that much per check.
+const peerGoneWait = time.Millisecond
+
+// peerGone reports whether the client has closed the connection: a read
+// that barely waits meets the end of the stream or an error other than
+// its timeout. Bytes the client sent ahead stay buffered for the next
+// command.
+func (c *conn) peerGone() bool {
+	if c.in.Buffered() > 0 {
+		return false
+	}
+	c.nc.SetReadDeadline(time.Now().Add(peerGoneWait))
+	_, err := c.in.Peek(1)
+	c.nc.SetReadDeadline(time.Time{})
+	return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // subscribe keeps a wake-up subscription for the queues FETCH asks for;

@@ -137,6 +137,18 @@ func TestFaktoryJobInAPI(t *testing.T) {
 	if d, err := time.ParseDuration(got.Timeout); err != nil || d != 90*time.Second {
 		t.Fatalf("timeout %q, want 90s", got.Timeout)
 	}
+	// The jid finds the job too.
+	var byJID struct {
+		ID  string `json:"id"`
+		JID string `json:"jid"`
+	}
+	e.req("GET", "/api/v1/jobs/api-1", nil).decode(t, &byJID)
+	if byJID.ID != j.ID || byJID.JID != "api-1" {
+		t.Fatalf("GET /api/v1/jobs/api-1 answered %+v, want job %s", byJID, j.ID)
+	}
+	if r := e.req("GET", "/api/v1/jobs/no-such-jid", nil); r.status != 404 {
+		t.Fatalf("an unknown jid answered %d", r.status)
+	}
 	// A worker connection is in the API's worker list.
 	var ws []struct {
 		ID string `json:"id"`

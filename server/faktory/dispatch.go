@@ -112,7 +112,12 @@ func (d *dispatcher) claimer(g *fetchGroup) {
 		n := min(len(g.waiters), dispatchMaxClaim)
 		d.mu.Unlock()
 		full := false
-		if n > 0 && !l.isStopping() {
+		if n > 0 && g.wid != "" && l.workers.command(g.wid) != "" {
+			// A worker told to quiet or stop fetches no more: its
+			// waiting FETCHes answer nil, and nothing is claimed for it.
+			d.answerAll(g, fetchAnswer{})
+			n = 0
+		} else if n > 0 && !l.isStopping() {
 			jobs, err := d.claim(g, n)
 			full = len(jobs) == n
 			d.hand(g, jobs, err)
@@ -147,6 +152,21 @@ func (d *dispatcher) claimer(g *fetchGroup) {
 			return
 		}
 		timer.Stop()
+	}
+}
+
+// commanded wakes the claimers of wid's groups, which answer their
+// waiting fetchers nil now that the worker was told to quiet or stop.
+func (d *dispatcher) commanded(wid string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, g := range d.groups {
+		if g.wid == wid {
+			select {
+			case g.wake <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
@@ -213,16 +233,11 @@ func (d *dispatcher) claim(g *fetchGroup, n int) ([]*backend.Job, error) {
 // and releases at once those no fetcher waits for any more. An error
 // goes to every fetcher waiting.
 func (d *dispatcher) hand(g *fetchGroup, jobs []*backend.Job, err error) {
-	d.mu.Lock()
 	if err != nil {
-		for _, w := range g.waiters {
-			w.ch <- fetchAnswer{err: err}
-		}
-		clear(g.waiters)
-		g.waiters = g.waiters[:0]
-		d.mu.Unlock()
+		d.answerAll(g, fetchAnswer{err: err})
 		return
 	}
+	d.mu.Lock()
 	k := min(len(jobs), len(g.waiters))
 	for i := range k {
 		g.waiters[i].ch <- fetchAnswer{job: jobs[i]}
@@ -234,6 +249,18 @@ func (d *dispatcher) hand(g *fetchGroup, jobs []*backend.Job, err error) {
 	if k < len(jobs) {
 		d.l.releaseJobs(jobs[k:], g.wid)
 	}
+}
+
+// answerAll gives every fetcher of g waiting the same answer: an error,
+// or none (nil).
+func (d *dispatcher) answerAll(g *fetchGroup, a fetchAnswer) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range g.waiters {
+		w.ch <- a
+	}
+	clear(g.waiters)
+	g.waiters = g.waiters[:0]
 }
 
 // releaseJobs hands claimed jobs that no fetcher took back to their

@@ -334,3 +334,57 @@ func TestShutdownEndsFetch(t *testing.T) {
 		t.Fatal("shutdown waited for the FETCH")
 	}
 }
+
+// TestFetchWaitingWhenCommanded: a FETCH already waiting when its worker
+// is told to stop (the BEAT on another connection) answers nil at its
+// next wake-up rather than hand a job to a worker that is stopping.
+func TestFetchWaitingWhenCommanded(t *testing.T) {
+	l, store := listen(t, func(c *faktory.Config) { c.FetchWait = 5 * time.Second })
+	fields := map[string]any{"wid": "wk"}
+	fetcher := hello(t, l.Addr().String(), "", fields)
+	beater := hello(t, l.Addr().String(), "", fields)
+	fetcher.send("FETCH default")
+	// The FETCH waits (had it begun after the command, it would answer
+	// nil after FetchWait whatever the fix, and the test pass).
+	fetcher.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := fetcher.r.Peek(1); err == nil {
+		t.Fatal("FETCH of an empty queue answered at once")
+	}
+	if _, err := store.CommandWorker(t.Context(), backend.CommandWorkerParams{ID: "wk", Command: backend.CommandStop, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if a := beater.cmd("BEAT", map[string]any{"wid": "wk"}); string(a.bulk) != `{"state":"terminate"}` {
+		t.Fatalf("BEAT after stop answered %c%s %s", a.kind, a.text, a.bulk)
+	}
+	hello(t, l.Addr().String(), "", nil).cmd("PUSH", jobJSON("late", "t", nil)).ok(t)
+	if a := fetcher.read(); a.kind != '$' || a.bulk != nil {
+		t.Fatalf("the waiting FETCH answered %c%s %s, want nil", a.kind, a.text, a.bulk)
+	}
+	j, err := store.Get(t.Context(), backend.GetParams{JID: "late"})
+	if err != nil || j.State != backend.StatePending {
+		t.Fatalf("the job pushed during the stop: %v %v", j, err)
+	}
+}
+
+// TestFetchWaitingPeerGone: a client that goes away while its FETCH
+// waits is not handed the next job (it would stay leased to no one until
+// its reserve_for ran out); another worker's FETCH gets it.
+func TestFetchWaitingPeerGone(t *testing.T) {
+	l, store := listen(t, func(c *faktory.Config) { c.FetchWait = 5 * time.Second })
+	gone := hello(t, l.Addr().String(), "", map[string]any{"wid": "gone"})
+	gone.send("FETCH default")
+	gone.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := gone.r.Peek(1); err == nil {
+		t.Fatal("FETCH of an empty queue answered at once")
+	}
+	gone.nc.Close()
+	hello(t, l.Addr().String(), "", nil).cmd("PUSH", jobJSON("j", "t", nil)).ok(t)
+	other := hello(t, l.Addr().String(), "", map[string]any{"wid": "other"})
+	if got := other.job0(t); got["jid"] != "j" {
+		t.Fatalf("the live worker fetched %v", got)
+	}
+	j, err := store.Get(t.Context(), backend.GetParams{JID: "j"})
+	if err != nil || j.Attempt != 1 || j.WorkerID != "other" {
+		t.Fatalf("job %+v %v, want its first attempt with the live worker", j, err)
+	}
+}

@@ -77,6 +77,9 @@ func (c *conn) beat(ctx context.Context, b beatArgs) error {
 	if err != nil {
 		return c.out.err("ERR", "BEAT: "+errText(err))
 	}
+	if cmd != "" {
+		c.l.fetches.commanded(b.WID)
+	}
 	switch cmd {
 	case backend.CommandQuiet:
 		return c.out.bulk([]byte(`{"state":"quiet"}`))

@@ -14,22 +14,11 @@ import (
 // and drops the entry when it no longer matches (the job moved on, or was
 // deleted). Time values are timeCode values (Unix nanoseconds).
 
-// readyEntry is a pending job in its queue's ready heap.
+// readyEntry is a pending job in its queue's ready queue (ready.go).
 type readyEntry struct {
 	runAt int64
 	id    jobID
 	prio  int8
-}
-
-// before orders by priority (higher first), run-at (earlier first), id.
-func (a readyEntry) before(b readyEntry) bool {
-	if a.prio != b.prio {
-		return a.prio > b.prio
-	}
-	if a.runAt != b.runAt {
-		return a.runAt < b.runAt
-	}
-	return bytes.Compare(a.id[:], b.id[:]) < 0
 }
 
 // timeEntry is a job due for something at a time.
@@ -57,7 +46,7 @@ func (a uniqueExpiry) before(b uniqueExpiry) bool { return a.until < b.until }
 // by state.
 type queueIndex struct {
 	// ready holds pending jobs in claim order.
-	ready minHeap[readyEntry]
+	ready readyQueue
 	// timers holds scheduled and retry jobs by run-at.
 	timers minHeap[timeEntry]
 	// byState holds the ids of the queue's jobs per state (indexed by

@@ -33,11 +33,16 @@ func (h *minHeap[T]) pop() T {
 	if n > 0 {
 		h.down(0)
 	}
-	// Give memory back after a large drain.
-	if c := cap(h.items); c > 1024 && n < c/4 {
-		h.items = append(make([]T, 0, c/2), h.items...)
-	}
+	h.shrink()
 	return top
+}
+
+// shrink gives memory back once the heap holds less than a quarter of its
+// capacity (after a large drain or a filter), to twice its length.
+func (h *minHeap[T]) shrink() {
+	if c := cap(h.items); c > 1024 && len(h.items) < c/4 {
+		h.items = append(make([]T, 0, max(2*len(h.items), 1024)), h.items...)
+	}
 }
 
 func (h *minHeap[T]) up(i int) {

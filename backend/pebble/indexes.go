@@ -14,22 +14,11 @@ import (
 // and drops the entry when it no longer matches (the job moved on, or was
 // deleted). Time values are timeCode values (Unix nanoseconds).
 
-// readyEntry is a pending job in its queue's ready heap.
+// readyEntry is a pending job in its queue's ready queue (ready.go).
 type readyEntry struct {
 	runAt int64
 	id    jobID
 	prio  int8
-}
-
-// before orders by priority (higher first), run-at (earlier first), id.
-func (a readyEntry) before(b readyEntry) bool {
-	if a.prio != b.prio {
-		return a.prio > b.prio
-	}
-	if a.runAt != b.runAt {
-		return a.runAt < b.runAt
-	}
-	return bytes.Compare(a.id[:], b.id[:]) < 0
 }
 
 // timeEntry is a job due for something at a time.
@@ -57,7 +46,7 @@ func (a uniqueExpiry) before(b uniqueExpiry) bool { return a.until < b.until }
 // by state.
 type queueIndex struct {
 	// ready holds pending jobs in claim order.
-	ready minHeap[readyEntry]
+	ready readyQueue
 	// timers holds scheduled and retry jobs by run-at.
 	timers minHeap[timeEntry]
 	// byState holds the ids of the queue's jobs per state (indexed by
@@ -134,7 +123,7 @@ func (x *indexes) index(id jobID, j *backend.Job) {
 	case backend.StateActive:
 		l := lease{token: j.LeaseToken, expires: timeCode(j.LeaseExpiresAt), queue: j.Queue}
 		x.leases[id] = l
-		x.leaseExpiry.push(timeEntry{at: l.expires, id: id})
+		x.watchLease(id, l.expires)
 	default:
 		// Expiry never sets a time past the range of times (its timeCode
 		// would overflow), nor does a version 1 record decode to one.
@@ -143,6 +132,30 @@ func (x *indexes) index(id jobID, j *backend.Job) {
 		}
 	}
 }
+
+// watchLease adds an active job's lease expiry to the leaseExpiry heap.
+// Entries left by leases that ended or were extended are dropped only when
+// they come out of the heap, which takes a lease period: a busy queue
+// would hold one per claim and heartbeat of that period (a million after
+// a drain of a million jobs). Once stale entries outnumber the live ones,
+// with some slack, they are filtered out in one pass, so the heap holds
+// at most about twice as many entries as there are leases, and each push
+// costs O(1) amortized.
+func (x *indexes) watchLease(id jobID, expires int64) {
+	x.leaseExpiry.push(timeEntry{at: expires, id: id})
+	if x.leaseExpiry.len() <= 2*len(x.leases)+leaseExpirySlack {
+		return
+	}
+	x.leaseExpiry.filter(func(e timeEntry) bool {
+		le, ok := x.leases[e.id]
+		return ok && le.expires == e.at
+	})
+	x.leaseExpiry.shrink()
+}
+
+// leaseExpirySlack is how many stale entries the leaseExpiry heap may hold
+// beyond as many as there are leases before watchLease filters them out.
+const leaseExpirySlack = 4096
 
 // track moves a job's id between the per-state sets of its queue: from ""
 // for a new job, to "" for a deleted one.

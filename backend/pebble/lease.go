@@ -83,7 +83,7 @@ func (s *store) Heartbeat(ctx context.Context, p backend.HeartbeatParams) (backe
 		s.put(id, j, sd)
 		le := lease{token: j.LeaseToken, expires: timeCode(expires), queue: j.Queue, job: j, sd: sd}
 		s.idx.leases[id] = le
-		s.idx.leaseExpiry.push(timeEntry{at: le.expires, id: id})
+		s.idx.watchLease(id, le.expires)
 		res.Leases[i].ExpiresAt = expires
 		res.Leases[i].CancelRequested = j.CancelRequested
 	})

@@ -233,13 +233,8 @@ func (s *store) oldestPending(qi *queueIndex) (time.Time, error) {
 	pending := &qi.byState[stateCode(backend.StatePending)]
 	compacted := false
 	for pending.len() > 0 && qi.ready.len() > 0 {
-		best := 0
-		for i, e := range qi.ready.items {
-			if e.runAt < qi.ready.items[best].runAt {
-				best = i
-			}
-		}
-		e := qi.ready.items[best]
+		best := qi.ready.earliest()
+		e := qi.ready.at(best)
 		j, _, err := s.load(e.id)
 		if err != nil {
 			return time.Time{}, err

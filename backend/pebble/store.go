@@ -59,6 +59,8 @@ type store struct {
 	// fault holds a failure Pebble reported from inside itself; the
 	// first operation to see it breaks the store (lockState).
 	fault *engineFault
+	// trim returns the C heap's free memory once Pebble deleted tables.
+	trim *cTrimmer
 
 	// closeMu is held shared by every operation for its whole run and
 	// exclusively by Close, so Close waits for operations in flight.
@@ -205,7 +207,8 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *store, err er
 	}
 
 	fault := newEngineFault(log)
-	db, err := openPebble(fs, fs.PathJoin(dir, dataDir), opts, fault)
+	trim := &cTrimmer{}
+	db, err := openPebble(fs, fs.PathJoin(dir, dataDir), opts, fault, trim)
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +220,7 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *store, err er
 		db:            db,
 		lock:          lock,
 		fault:         fault,
+		trim:          trim,
 		idx:           newIndexes(),
 		dirty:         make(map[jobID]dirtyEntry),
 		jids:          make(map[string]jidEntry),
@@ -255,7 +259,7 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *store, err er
 // error. It returns once Pebble has opened every table (to load its
 // statistics), so a damaged table, whichever keys it holds, fails the
 // open with ErrCorrupt instead of breaking the store soon after.
-func openPebble(fs vfs.FS, dir string, opts Options, fault *engineFault) (db *cpebble.DB, err error) {
+func openPebble(fs vfs.FS, dir string, opts Options, fault *engineFault, trim *cTrimmer) (db *cpebble.DB, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			db, err = nil, fmt.Errorf("%w: %s: opening the data files failed: %v", ErrCorrupt, dir, r)
@@ -283,6 +287,8 @@ func openPebble(fs vfs.FS, dir string, opts Options, fault *engineFault) (db *cp
 				}
 			},
 			TableStatsLoaded: func(cpebble.TableStatsInfo) { close(statsLoaded) },
+			// A deleted table's blocks left the block cache.
+			TableDeleted: func(cpebble.TableDeleteInfo) { trim.note() },
 		},
 	}
 	db, err = cpebble.Open(dir, po)
@@ -340,6 +346,7 @@ func (s *store) Close() error {
 	if cerr := closePebble(s.db); err == nil {
 		err = cerr
 	}
+	s.trim.stop()
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
 	}

@@ -21,9 +21,8 @@
 --
 -- The ids that may exist are looked up in one HMGET per 1,000, and the
 -- records and the ready and waiting entries are written a few thousand
--- values to a command at the end: a command called from a script costs
--- the server more besides its work than the work of a plain job's record
--- or ready entry.
+-- values to a command at the end: each command a script calls costs the
+-- server something of its own besides its work.
 --
 -- KEYS: the queue's keys (see common.lua).
 

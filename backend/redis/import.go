@@ -69,9 +69,6 @@ func (s *store) Import(ctx context.Context, p backend.ImportParams) (backend.Imp
 	return res, nil
 }
 
-// importStride is the import script's ARGV per job.
-const importStride = 14
-
 // importNew writes the jobs whose id is free and fills their items; it
 // returns the positions of the jobs whose id exists.
 func (s *store) importNew(ctx context.Context, p backend.ImportParams, items []backend.ImportItem) ([]int, error) {
@@ -116,15 +113,15 @@ func (s *store) importQueue(ctx context.Context, q string, pos []int, p backend.
 		if err != nil {
 			return nil, err
 		}
-		existing, write, err := s.claimHomes(ctx, num, pos, p.Jobs)
+		existing, write, checked, err := s.claimHomes(ctx, num, pos, p.Jobs)
 		if err != nil {
 			return nil, err
 		}
 		if len(write) == 0 {
 			return existing, nil
 		}
-		argv := make([]string, 0, 4+importStride*len(write))
-		argv = append(argv, ms(p.Now.UnixMilli()), s.keys.wakeChannel(q), strconv.Itoa(len(write)), q)
+		argv := make([]string, 0, 5+5*len(write))
+		argv = append(argv, ms(p.Now.UnixMilli()), s.keys.wakeChannel(q), strconv.Itoa(len(write)), q, strconv.Itoa(checked))
 		for _, i := range write {
 			argv = append(argv, args[i]...)
 		}
@@ -148,8 +145,14 @@ func (s *store) importQueue(ctx context.Context, q string, pos []int, p backend.
 			continue
 		}
 		parts, err := reply.ToArray()
-		if err != nil || len(parts) != len(write) {
+		if err != nil || len(parts) != len(write) && len(parts) != 0 {
 			return nil, fmt.Errorf("unexpected reply %s", reply.String())
+		}
+		if len(parts) == 0 { // every job written
+			for _, i := range write {
+				items[i] = backend.ImportItem{Outcome: backend.ImportCreated}
+			}
+			return existing, nil
 		}
 		var refused []string
 		for k, part := range parts {
@@ -193,8 +196,11 @@ func (s *store) importQueue(ctx context.Context, q string, pos []int, p backend.
 // claimHomes sorts the jobs at pos (of the queue numbered num) into those
 // whose id exists elsewhere in the store (existing) and those the script
 // is to write; for a job whose id carries another number it first records
-// the job's home, or finds that the id already has one.
-func (s *store) claimHomes(ctx context.Context, num uint32, pos []int, jobs []*backend.Job) (existing, write []int, err error) {
+// the job's home (lua/import_homes.lua), or finds that the id has one.
+// The first checked jobs of write may exist in the queue; the rest are
+// new to the store, since every job whose id carries another number has
+// a home from before it was written.
+func (s *store) claimHomes(ctx context.Context, num uint32, pos []int, jobs []*backend.Job) (existing, write []int, checked int, err error) {
 	var foreign []int
 	for _, i := range pos {
 		if n, _ := queueNumOf(jobs[i].ID); n == num {
@@ -204,7 +210,7 @@ func (s *store) claimHomes(ctx context.Context, num uint32, pos []int, jobs []*b
 		}
 	}
 	if len(foreign) == 0 {
-		return nil, write, nil
+		return nil, write, len(write), nil
 	}
 	// An id whose own number is a queue of this store may be that
 	// queue's job: ask the jobs hash of the number in each such id (all
@@ -213,7 +219,7 @@ func (s *store) claimHomes(ctx context.Context, num uint32, pos []int, jobs []*b
 	// ids from another store mostly are.
 	count, err := s.client.Do(ctx, s.client.B().Hget().Key(s.keys.meta()).Field("queues").Build()).AsInt64()
 	if err != nil && !rueidis.IsRedisNil(err) {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	cmds := make(rueidis.Commands, 0, len(foreign))
 	var asked []int
@@ -228,33 +234,48 @@ func (s *store) claimHomes(ctx context.Context, num uint32, pos []int, jobs []*b
 		for k, r := range s.client.DoMulti(ctx, cmds...) {
 			there, err := r.AsBool()
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, 0, err
 			}
 			native[asked[k]] = there
 		}
 	}
-	cmds = cmds[:0]
+	args := []string{strconv.FormatUint(uint64(num), 10)}
 	var claimed []int
 	for _, i := range foreign {
 		if native[i] {
 			existing = append(existing, i)
 			continue
 		}
-		cmds = append(cmds, s.client.B().Hsetnx().Key(s.keys.homes()).Field(jobs[i].ID).Value(strconv.FormatUint(uint64(num), 10)).Build())
+		args = append(args, jobs[i].ID)
 		claimed = append(claimed, i)
 	}
-	for k, r := range s.client.DoMulti(ctx, cmds...) {
-		set, err := r.AsBool()
-		if err != nil {
-			return nil, nil, err
-		}
-		if set {
-			write = append(write, claimed[k])
+	if len(claimed) == 0 {
+		return existing, write, len(write), nil
+	}
+	// Not retried: a run whose reply was lost has recorded the homes.
+	sc := s.scripts.importHomes
+	reply := s.eval(ctx, sc, sc.storeKeys(s.keys), args)
+	if err := reply.Error(); err != nil {
+		return nil, nil, 0, err
+	}
+	taken, err := reply.AsIntSlice()
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("homes: unexpected reply %s", reply.String())
+	}
+	checked = len(write)
+	k := 0
+	for c, i := range claimed {
+		if k < len(taken) && taken[k] == int64(c+1) {
+			existing = append(existing, i)
+			k++
 		} else {
-			existing = append(existing, claimed[k])
+			write = append(write, i)
 		}
 	}
-	return existing, write, nil
+	if k != len(taken) {
+		return nil, nil, 0, fmt.Errorf("homes: unexpected reply %s", reply.String())
+	}
+	return existing, write, checked, nil
 }
 
 // jobHome finds the queue of an imported job whose id does not carry its
@@ -275,8 +296,9 @@ func (s *store) jobHome(ctx context.Context, id string) (num uint32, queue strin
 	return uint32(n), queue, ok, err
 }
 
-// importArgs are the import script's values for one job, or the reason
-// the store cannot hold it.
+// importArgs are the import script's values for one job (lua/import.lua:
+// five, and one more per optional value the job has), or the reason the
+// store cannot hold it.
 func importArgs(j *backend.Job, now time.Time) ([]string, string) {
 	cancel := ""
 	switch {
@@ -310,7 +332,7 @@ func importArgs(j *backend.Job, now time.Time) ([]string, string) {
 	if !j.Deadline.IsZero() && !j.State.Final() {
 		deadline = strconv.FormatInt(j.Deadline.UnixMilli(), 10)
 	}
-	uk, until := "", "0"
+	var uk, until string // no until: held until the job is final
 	if backend.HoldsKey(j, now) {
 		uk = j.UniqueKey
 		if j.UniqueFor > 0 {
@@ -343,8 +365,20 @@ func importArgs(j *backend.Job, now time.Time) ([]string, string) {
 	if j.State.Final() && !j.ExpiresAt.IsZero() {
 		fin = strconv.FormatInt(j.ExpiresAt.UnixMilli(), 10)
 	}
-	return []string{j.ID, st, string(appendRecordCancel(nil, &rec, cancel)), score, deadline, uk, until,
-		errs, string(j.Result), prog, logs, counts, fin, j.JID}, ""
+	args := []string{j.ID, st, string(appendRecordCancel(nil, &rec, cancel)), score, ""}
+	var opts []byte
+	for _, o := range [...]struct {
+		letter byte
+		v      string
+	}{{'d', deadline}, {'u', uk}, {'t', until}, {'e', errs}, {'r', string(j.Result)}, {'p', prog},
+		{'l', logs}, {'n', counts}, {'f', fin}, {'j', j.JID}} {
+		if o.v != "" {
+			opts = append(opts, o.letter)
+			args = append(args, o.v)
+		}
+	}
+	args[4] = string(opts)
+	return args, ""
 }
 
 // elsewhere returns the home of an imported job (jobHome) when it is not

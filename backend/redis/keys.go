@@ -236,6 +236,8 @@ func (k keys) named(name string) string {
 		return k.workerCmds()
 	case "jids":
 		return k.jids()
+	case "homes":
+		return k.homes()
 	}
 	return ""
 }

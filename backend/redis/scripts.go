@@ -30,7 +30,8 @@ type scripts struct {
 	retention, registerWorker, deregisterWorker          *script
 	commandWorker                                        *script
 	register, marker, lead, resign                       *script
-	importJobs, jidReserve, jidSwap, enqueueJID          *script
+	importJobs, importHomes, jidReserve, jidSwap         *script
+	enqueueJID                                           *script
 	// lib is every script as one function library.
 	lib *library
 }
@@ -87,6 +88,7 @@ func (s *scripts) specs() []scriptSpec {
 		// lease is the lease hash of the name asked for (keys.leader).
 		{&s.lead, "lead", false, []string{"lease"}},
 		{&s.resign, "resign", false, []string{"lease"}},
+		{&s.importHomes, "import homes", false, []string{"homes"}},
 		// The store-wide JID index on a Cluster (jid.go).
 		{&s.jidReserve, "jid reserve", false, []string{"jids"}},
 		{&s.jidSwap, "jid swap", false, []string{"jids"}},

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -54,6 +55,10 @@ func (s *store) Import(ctx context.Context, p backend.ImportParams) (backend.Imp
 	if err != nil {
 		return backend.ImportResult{}, err
 	}
+	existing, err = s.importOrphans(ctx, p, existing, res.Items)
+	if err != nil {
+		return backend.ImportResult{}, err
+	}
 	for _, i := range existing {
 		j := p.Jobs[i]
 		old, err := s.Get(ctx, backend.GetParams{ID: j.ID})
@@ -67,6 +72,64 @@ func (s *store) Import(ctx context.Context, p backend.ImportParams) (backend.Imp
 		}
 	}
 	return res, nil
+}
+
+// importOrphans writes the jobs among existing whose id has a home but no
+// job: an import killed between recording the home and writing the job,
+// or a job deleted since (its home stays). Their homes go and they are
+// imported once more; it returns the positions that exist after all.
+// Two imports of one such id at the same moment may both write it (the
+// job's own record, in its own queue). On a Cluster a job with a JID is
+// left as it was (its JID's reservation is settled already).
+func (s *store) importOrphans(ctx context.Context, p backend.ImportParams, existing []int, items []backend.ImportItem) ([]int, error) {
+	if len(existing) == 0 {
+		return existing, nil
+	}
+	cmds := make(rueidis.Commands, len(existing))
+	for k, i := range existing {
+		cmds[k] = s.client.B().Hget().Key(s.keys.homes()).Field(p.Jobs[i].ID).Build()
+	}
+	var orphans []int
+	kept := existing[:0:0]
+	for k, r := range s.client.DoMulti(ctx, cmds...) {
+		i := existing[k]
+		if _, err := r.ToString(); rueidis.IsRedisNil(err) {
+			kept = append(kept, i) // a job of the store's own numbering
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("kyu/redis: import: home of job %s: %w", p.Jobs[i].ID, err)
+		}
+		if s.keys.cluster && p.Jobs[i].JID != "" {
+			kept = append(kept, i)
+			continue
+		}
+		if _, err := s.Get(ctx, backend.GetParams{ID: p.Jobs[i].ID}); errors.Is(err, backend.ErrNotFound) {
+			orphans = append(orphans, i)
+		} else {
+			kept = append(kept, i)
+		}
+	}
+	if len(orphans) == 0 {
+		return kept, nil
+	}
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	ids := make([]string, len(orphans))
+	sub := backend.ImportParams{Jobs: make([]*backend.Job, len(p.Jobs)), Now: p.Now}
+	for k, i := range orphans {
+		ids[k] = p.Jobs[i].ID
+		sub.Jobs[i] = p.Jobs[i]
+	}
+	if err := s.client.Do(ctx, s.client.B().Hdel().Key(s.keys.homes()).Field(ids...).Build()).Error(); err != nil {
+		return nil, fmt.Errorf("kyu/redis: import: homes without jobs: %w", err)
+	}
+	again, err := s.importNew(ctx, sub, items)
+	if err != nil {
+		return nil, err
+	}
+	return append(kept, again...), nil
 }
 
 // importNew writes the jobs whose id is free and fills their items; it

@@ -103,6 +103,9 @@ func (c *conn) queue(ctx context.Context, sub string, names []string) error {
 		case "PAUSE", "RESUME":
 			paused := sub == "PAUSE"
 			_, err = c.l.b.UpdateQueue(ctx, backend.UpdateQueueParams{Queue: q, Paused: &paused, Now: now})
+			if err == nil && paused {
+				c.l.fetches.paused(q)
+			}
 		case "REMOVE":
 			err = c.purge(ctx, q, backend.StatePending, now)
 		}

@@ -18,6 +18,8 @@ type conn struct {
 	out replies
 	// wid is the worker id HELLO gave ("" for a producer).
 	wid string
+	// member is its place in the fetch group of its last FETCH.
+	member fetchMember
 }
 
 // serve runs the handshake and then one command at a time until END,
@@ -103,9 +105,10 @@ func (c *conn) dispatch(cmd command) error {
 	return c.out.err("ERR", (&unknownCommandError{verb: cmd.verb}).Error())
 }
 
-// close ends the connection: its subscription, its share of the worker's
-// registry entry.
+// close ends the connection: its place in its fetch group, its share of
+// the worker's registry entry.
 func (c *conn) close() {
+	c.l.fetches.part(&c.member)
 	if c.wid != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

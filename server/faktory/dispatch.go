@@ -2,6 +2,7 @@ package faktory
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,29 +17,73 @@ const dispatchMaxClaim = 100
 // waiting, before it ends (and drops its subscription).
 const dispatchIdle = 5 * time.Second
 
+// Claiming ahead: a group keeps up to aheadMax jobs claimed before a
+// FETCH asks, leased for aheadLease only (so that a crash leaves them to
+// the lease recovery soon); each is released when it waited aheadMaxAge
+// in the buffer.
+const (
+	aheadMax    = 32
+	aheadLease  = 30 * time.Second
+	aheadMaxAge = time.Second
+	// aheadWindow sizes the buffer: it holds a job for each connection
+	// of the group whose FETCH came within aheadWindow of its previous
+	// one (a busy fetcher), up to aheadMax.
+	aheadWindow = 100 * time.Millisecond
+)
+
 // dispatcher serves FETCH: the fetchers of one worker (wid) waiting on
 // the same queue list at the same moment are served by one Claim of
-// several jobs, one job each, in the order they came. A job is claimed
-// only for a fetcher that waits; one whose fetcher left meanwhile is
+// several jobs, one job each, in the order they came. While FETCHes come
+// faster than a claim commits, the group also claims ahead: a few jobs
+// wait in a buffer, under a short lease, and a FETCH takes one at once;
+// its lease is extended to its reserve_for in the background (see
+// extender). A job is handed only to a fetcher that waits; one whose
+// fetcher left meanwhile, or that waited in the buffer too long, is
 // released at once.
 type dispatcher struct {
 	l  *Listener
 	wg sync.WaitGroup // the claimers
+	// window is aheadWindow (tests change it).
+	window time.Duration
 
 	mu     sync.Mutex
 	groups map[string]*fetchGroup
 }
 
 // fetchGroup is the fetchers of one wid waiting on one queue list, and
-// the goroutine (claimer) that claims for them.
+// the goroutine (claimer) that claims for them. Fields below key are
+// under d.mu.
 type fetchGroup struct {
 	key    string
 	wid    string
 	queues []string
-	// waiters are the fetchers waiting, oldest first (under d.mu).
+	// waiters are the fetchers waiting, oldest first.
 	waiters []*fetchWaiter
+	// buf holds the jobs claimed ahead, oldest first.
+	buf []aheadJob
+	// members counts the connections whose last FETCH went to the group,
+	// busy those of them that are busy fetchers (counted in epoch).
+	members int
+	busy    int
+	// epoch changes when jobs go stale in the buffer: demand fell, and
+	// every member is a busy fetcher again only after its next FETCH.
+	epoch int
 	// wake tells the claimer a fetcher came (coalescing).
 	wake chan struct{}
+}
+
+// aheadJob is a job claimed ahead, and when it was.
+type aheadJob struct {
+	job *backend.Job
+	at  time.Time
+}
+
+// fetchMember is a connection's place in the group of its last FETCH.
+type fetchMember struct {
+	g     *fetchGroup
+	last  time.Time // its last FETCH
+	busy  bool      // counted in g.busy
+	epoch int       // g.epoch when busy was set
 }
 
 // fetchWaiter is one waiting FETCH; the claimer hands it one answer.
@@ -53,14 +98,15 @@ type fetchAnswer struct {
 }
 
 func newDispatcher(l *Listener) *dispatcher {
-	return &dispatcher{l: l, groups: map[string]*fetchGroup{}}
+	return &dispatcher{l: l, window: aheadWindow, groups: map[string]*fetchGroup{}}
 }
 
 // wait registers a fetcher of wid on queues, starting the group's
-// claimer if none runs.
-func (d *dispatcher) wait(wid string, queues []string) (*fetchGroup, *fetchWaiter) {
+// claimer if none runs. m is the connection's place: it leaves the group
+// of its previous FETCH if that is another. A job waiting in the buffer
+// is handed at once: it is returned (w nil).
+func (d *dispatcher) wait(m *fetchMember, wid string, queues []string) (*fetchGroup, *fetchWaiter, *backend.Job) {
 	key := wid + "\x00" + strings.Join(queues, " ")
-	w := &fetchWaiter{ch: make(chan fetchAnswer, 1)}
 	d.mu.Lock()
 	g := d.groups[key]
 	if g == nil {
@@ -69,34 +115,132 @@ func (d *dispatcher) wait(wid string, queues []string) (*fetchGroup, *fetchWaite
 		d.wg.Add(1)
 		go d.claimer(g)
 	}
-	g.waiters = append(g.waiters, w)
+	var dropped []*backend.Job
+	if m.g != g {
+		if m.g != nil {
+			dropped = m.leaveLocked()
+		}
+		m.g, m.busy = g, false
+		g.members++
+	}
+	now := time.Now()
+	busy := !m.last.IsZero() && now.Sub(m.last) < d.window
+	m.last = now
+	if m.busy && m.epoch == g.epoch {
+		g.busy--
+	}
+	m.busy, m.epoch = busy, g.epoch
+	if busy {
+		g.busy++
+	}
+	var job *backend.Job
+	var w *fetchWaiter
+	if len(g.buf) > 0 {
+		job = g.buf[0].job
+		rest := copy(g.buf, g.buf[1:])
+		g.buf[rest] = aheadJob{}
+		g.buf = g.buf[:rest]
+	} else {
+		w = &fetchWaiter{ch: make(chan fetchAnswer, 1)}
+		g.waiters = append(g.waiters, w)
+	}
 	d.mu.Unlock()
+	if len(dropped) > 0 {
+		d.l.release(dropped)
+	}
+	if job != nil {
+		d.handOut(g, job)
+	}
 	select {
 	case g.wake <- struct{}{}:
 	default:
 	}
-	return g, w
+	return g, w, job
 }
 
 // leave takes a fetcher that stops waiting out of its group, and returns
 // the answer handed to it meanwhile, if any.
 func (d *dispatcher) leave(g *fetchGroup, w *fetchWaiter) (fetchAnswer, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	for i, x := range g.waiters {
 		if x == w {
 			g.waiters = append(g.waiters[:i], g.waiters[i+1:]...)
+			d.mu.Unlock()
 			return fetchAnswer{}, false
 		}
 	}
+	d.mu.Unlock()
 	// No longer waiting: the claimer handed it an answer.
 	return <-w.ch, true
 }
 
-// claimer claims for g's fetchers while they wait: at once while a claim
-// fills up, else when the store signals, at the poll interval or when a
-// fetcher comes. It ends after dispatchIdle without fetchers, or at
-// shutdown.
+// part takes a connection that ends out of the group of its last FETCH;
+// the last one to go releases the jobs claimed ahead.
+func (d *dispatcher) part(m *fetchMember) {
+	d.mu.Lock()
+	var dropped []*backend.Job
+	if m.g != nil {
+		dropped = m.leaveLocked()
+		m.g = nil
+	}
+	d.mu.Unlock()
+	if len(dropped) > 0 {
+		d.l.release(dropped)
+	}
+}
+
+// leaveLocked counts m out of its group and, when no member is left,
+// empties the group's buffer and returns its jobs, to release (under
+// d.mu).
+func (m *fetchMember) leaveLocked() []*backend.Job {
+	g := m.g
+	if m.busy && m.epoch == g.epoch {
+		g.busy--
+	}
+	m.busy = false
+	g.members--
+	if g.members > 0 {
+		return nil
+	}
+	return g.takeBuffer(func(aheadJob) bool { return true })
+}
+
+// takeBuffer removes from the buffer the jobs drop says, and returns them
+// (under d.mu).
+func (g *fetchGroup) takeBuffer(drop func(aheadJob) bool) []*backend.Job {
+	var out []*backend.Job
+	g.buf = slices.DeleteFunc(g.buf, func(a aheadJob) bool {
+		if drop(a) {
+			out = append(out, a.job)
+			return true
+		}
+		return false
+	})
+	return out
+}
+
+// paused releases the jobs of queue claimed ahead: a paused queue hands
+// out nothing more.
+func (d *dispatcher) paused(queue string) {
+	var dropped []*backend.Job
+	d.mu.Lock()
+	for _, g := range d.groups {
+		if slices.Contains(g.queues, queue) {
+			dropped = append(dropped, g.takeBuffer(func(a aheadJob) bool { return a.job.Queue == queue })...)
+		}
+	}
+	d.mu.Unlock()
+	if len(dropped) > 0 {
+		d.l.release(dropped)
+	}
+}
+
+// claimer claims for g's fetchers while they wait, and ahead for the
+// FETCHes to come while they come faster than a claim commits: at once
+// while a claim fills up, else when the store signals, at the poll
+// interval or when a fetcher comes. It releases the jobs that waited in
+// the buffer aheadMaxAge, and ends after dispatchIdle without fetchers,
+// or at shutdown.
 func (d *dispatcher) claimer(g *fetchGroup) {
 	defer d.wg.Done()
 	l := d.l
@@ -107,17 +251,42 @@ func (d *dispatcher) claimer(g *fetchGroup) {
 	}
 	timer := time.NewTimer(dispatchIdle)
 	defer timer.Stop()
+	// fetched: the claimer woke for a FETCH.
+	fetched := true
 	for {
+		now := time.Now()
 		d.mu.Lock()
-		n := min(len(g.waiters), dispatchMaxClaim)
+		stale := g.takeBuffer(func(a aheadJob) bool { return now.Sub(a.at) >= aheadMaxAge })
+		if len(stale) > 0 {
+			// Demand fell: no member is a busy fetcher until it
+			// fetches again.
+			g.epoch++
+			g.busy = 0
+		}
+		// Claim for the fetchers waiting, and ahead for the busy ones
+		// while FETCHes come (not for a wake-up of the store alone: a
+		// job pushed while every fetcher works waits in its queue).
+		n := len(g.waiters)
+		if fetched || n > 0 {
+			n += max(0, min(g.busy, aheadMax)-len(g.buf))
+		}
+		n = min(n, dispatchMaxClaim)
+		var oldest time.Time
+		if len(g.buf) > 0 {
+			oldest = g.buf[0].at
+		}
+		stopping := l.isStopping()
 		d.mu.Unlock()
+		if len(stale) > 0 {
+			l.release(stale)
+		}
 		full := false
 		if n > 0 && g.wid != "" && l.workers.command(g.wid) != "" {
 			// A worker told to quiet or stop fetches no more: its
 			// waiting FETCHes answer nil, and nothing is claimed for it.
 			d.answerAll(g, fetchAnswer{})
 			n = 0
-		} else if n > 0 && !l.isStopping() {
+		} else if n > 0 && !stopping {
 			jobs, err := d.claim(g, n)
 			full = len(jobs) == n
 			d.hand(g, jobs, err)
@@ -133,7 +302,11 @@ func (d *dispatcher) claimer(g *fetchGroup) {
 		if n == 0 {
 			wait = dispatchIdle
 		}
+		if !oldest.IsZero() {
+			wait = min(wait, max(time.Until(oldest.Add(aheadMaxAge)), time.Millisecond))
+		}
 		timer.Reset(wait)
+		fetched = false
 		select {
 		case _, ok := <-signal:
 			if !ok {
@@ -141,14 +314,19 @@ func (d *dispatcher) claimer(g *fetchGroup) {
 				sub = nil
 			}
 		case <-g.wake:
+			fetched = true
 		case <-timer.C:
-			if n == 0 && d.retire(g) {
+			if n == 0 && oldest.IsZero() && d.retire(g) {
 				return
 			}
 		case <-l.stopping:
 			d.mu.Lock()
 			delete(d.groups, g.key)
+			dropped := g.takeBuffer(func(aheadJob) bool { return true })
 			d.mu.Unlock()
+			if len(dropped) > 0 {
+				l.release(dropped)
+			}
 			return
 		}
 		timer.Stop()
@@ -170,11 +348,12 @@ func (d *dispatcher) commanded(wid string) {
 	}
 }
 
-// retire ends an idle group, unless a fetcher came meanwhile.
+// retire ends an idle group, unless a fetcher came meanwhile or jobs
+// wait in its buffer.
 func (d *dispatcher) retire(g *fetchGroup) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(g.waiters) > 0 {
+	if len(g.waiters) > 0 || len(g.buf) > 0 {
 		return false
 	}
 	delete(d.groups, g.key)
@@ -182,56 +361,23 @@ func (d *dispatcher) retire(g *fetchGroup) bool {
 }
 
 // claim takes up to n jobs from g's queues in strict order, each leased
-// for its reserve_for (its timeout), and records them as run by g's
-// worker.
+// for aheadLease; handOut extends the lease of each job handed out to
+// its reserve_for.
 func (d *dispatcher) claim(g *fetchGroup, n int) ([]*backend.Job, error) {
 	l := d.l
-	ctx := l.ctx
-	now := l.cfg.Now()
-	res, err := l.b.Claim(ctx, backend.ClaimParams{
+	res, err := l.b.Claim(l.ctx, backend.ClaimParams{
 		Queues: g.queues, Mode: backend.ClaimStrict, Max: n,
-		Lease: backend.DefaultTimeout, WorkerID: g.wid, Now: now,
+		Lease: aheadLease, WorkerID: g.wid, Now: l.cfg.Now(),
 	})
-	if err != nil || len(res.Jobs) == 0 {
+	if err != nil {
 		return nil, err
-	}
-	expires := make([]time.Time, len(res.Jobs))
-	// Leases other than the default: one heartbeat per distinct timeout.
-	byTimeout := map[time.Duration][]int{}
-	for i, job := range res.Jobs {
-		expires[i] = job.LeaseExpiresAt
-		if job.Timeout > 0 && job.Timeout != backend.DefaultTimeout {
-			byTimeout[job.Timeout] = append(byTimeout[job.Timeout], i)
-		}
-	}
-	for extend, idx := range byTimeout {
-		leases := make([]backend.Lease, len(idx))
-		for k, i := range idx {
-			leases[k] = backend.Lease{JobID: res.Jobs[i].ID, Token: res.Jobs[i].LeaseToken}
-		}
-		hb, err := l.b.Heartbeat(ctx, backend.HeartbeatParams{Leases: leases, Extend: extend, Now: now})
-		if err != nil {
-			l.releaseJobs(res.Jobs, g.wid)
-			return nil, err
-		}
-		for k, i := range idx {
-			expires[i] = hb.Leases[k].ExpiresAt
-		}
-	}
-	for i, job := range res.Jobs {
-		expired := l.leases.put(jidOf(job), leaseEntry{jobID: job.ID, token: job.LeaseToken, attempt: job.Attempt, wid: g.wid, expires: expires[i]}, now)
-		for _, e := range expired {
-			// Its worker never answered: it no longer runs the job.
-			l.workers.finished(e.wid, e.jobID, true)
-		}
-		l.workers.fetched(g.wid, g.queues, job.ID)
 	}
 	return res.Jobs, nil
 }
 
 // hand gives the claimed jobs to g's fetchers, oldest first, one each,
-// and releases at once those no fetcher waits for any more. An error
-// goes to every fetcher waiting.
+// and keeps the rest in the buffer for the FETCHes to come. An error goes
+// to every fetcher waiting.
 func (d *dispatcher) hand(g *fetchGroup, jobs []*backend.Job, err error) {
 	if err != nil {
 		d.answerAll(g, fetchAnswer{err: err})
@@ -239,15 +385,26 @@ func (d *dispatcher) hand(g *fetchGroup, jobs []*backend.Job, err error) {
 	}
 	d.mu.Lock()
 	k := min(len(jobs), len(g.waiters))
-	for i := range k {
-		g.waiters[i].ch <- fetchAnswer{job: jobs[i]}
-	}
+	served := slices.Clone(g.waiters[:k])
 	rest := copy(g.waiters, g.waiters[k:])
 	clear(g.waiters[rest:])
 	g.waiters = g.waiters[:rest]
+	var dropped []*backend.Job
+	if g.members > 0 {
+		at := time.Now()
+		for _, job := range jobs[k:] {
+			g.buf = append(g.buf, aheadJob{job: job, at: at})
+		}
+	} else {
+		dropped = jobs[k:]
+	}
 	d.mu.Unlock()
-	if k < len(jobs) {
-		d.l.releaseJobs(jobs[k:], g.wid)
+	for i, w := range served {
+		d.handOut(g, jobs[i])
+		w.ch <- fetchAnswer{job: jobs[i]}
+	}
+	if len(dropped) > 0 {
+		d.l.release(dropped)
 	}
 }
 
@@ -263,13 +420,38 @@ func (d *dispatcher) answerAll(g *fetchGroup, a fetchAnswer) {
 	g.waiters = g.waiters[:0]
 }
 
-// releaseJobs hands claimed jobs that no fetcher took back to their
-// queues, and forgets their leases.
+// handOut records job as run by g's worker, and has its lease extended
+// to its reserve_for, before FETCH answers with it.
+func (d *dispatcher) handOut(g *fetchGroup, job *backend.Job) {
+	l := d.l
+	now := l.cfg.Now()
+	expired := l.leases.put(jidOf(job), leaseEntry{jobID: job.ID, token: job.LeaseToken, attempt: job.Attempt, wid: g.wid, expires: job.LeaseExpiresAt}, now)
+	for _, e := range expired {
+		// Its worker never answered: it no longer runs the job.
+		l.workers.finished(e.wid, e.jobID, true)
+	}
+	l.workers.fetched(g.wid, g.queues, job.ID)
+	extend := job.Timeout
+	if extend <= 0 {
+		extend = backend.DefaultTimeout
+	}
+	l.extends.add(extension{jid: jidOf(job), lease: backend.Lease{JobID: job.ID, Token: job.LeaseToken}, extend: extend})
+}
+
+// releaseJobs hands claimed jobs that a fetcher got but did not take back
+// to their queues, and forgets their leases.
 func (l *Listener) releaseJobs(jobs []*backend.Job, wid string) {
-	leases := make([]backend.Lease, len(jobs))
-	for i, job := range jobs {
+	for _, job := range jobs {
 		l.leases.take(jidOf(job))
 		l.workers.finished(wid, job.ID, false)
+	}
+	l.release(jobs)
+}
+
+// release hands claimed jobs back to their queues.
+func (l *Listener) release(jobs []*backend.Job) {
+	leases := make([]backend.Lease, len(jobs))
+	for i, job := range jobs {
 		leases[i] = backend.Lease{JobID: job.ID, Token: job.LeaseToken}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), 10*time.Second)

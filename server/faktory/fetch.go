@@ -24,7 +24,9 @@ var errClientGone = errors.New("client closed the connection")
 // fetch answers FETCH: the first job claimable in the queues, in the
 // order given, leased for its reserve_for; or nil after FetchWait with
 // none. The dispatcher claims for it, with the other fetchers of its
-// worker waiting on the same queues. A worker told to quiet or stop gets
+// worker waiting on the same queues, or takes at once a job they claimed
+// ahead (its lease extended to its reserve_for just after the answer;
+// see dispatcher). A worker told to quiet or stop gets
 // nil after the wait, as it should fetch no more. A job claimed for a
 // fetcher that is gone (its client closed the connection, or shutdown)
 // goes back to its queue at once.
@@ -41,8 +43,11 @@ func (c *conn) fetch(ctx context.Context, queues []string) error {
 		}
 		return c.out.bulk(nil)
 	}
+	g, w, job := c.l.fetches.wait(&c.member, c.wid, queues)
+	if job != nil {
+		return c.answerJob(job)
+	}
 	gone, unwatch := c.watchGone()
-	g, w := c.l.fetches.wait(c.wid, queues)
 	var a fetchAnswer
 	select {
 	case a = <-w.ch:
@@ -74,9 +79,15 @@ func (c *conn) fetch(ctx context.Context, queues []string) error {
 	if a.job == nil {
 		return c.out.bulk(nil)
 	}
-	b, err := json.Marshal(wireOf(a.job))
+	return c.answerJob(a.job)
+}
+
+// answerJob answers FETCH with job; one that cannot be rendered goes back
+// to its queue.
+func (c *conn) answerJob(job *backend.Job) error {
+	b, err := json.Marshal(wireOf(job))
 	if err != nil {
-		c.l.releaseJobs([]*backend.Job{a.job}, c.wid)
+		c.l.releaseJobs([]*backend.Job{job}, c.wid)
 		return c.out.err("ERR", "FETCH: "+err.Error())
 	}
 	return c.out.bulk(b)

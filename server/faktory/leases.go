@@ -57,3 +57,21 @@ func (l *leases) take(jid string) (leaseEntry, bool) {
 	}
 	return e, ok
 }
+
+// holds reports whether jid's entry is the lease with token.
+func (l *leases) holds(jid string, token int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.m[jid]
+	return ok && e.token == token
+}
+
+// extended records that jid's lease with token now runs until expires.
+func (l *leases) extended(jid string, token int64, expires time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.m[jid]; ok && e.token == token {
+		e.expires = expires
+		l.m[jid] = e
+	}
+}

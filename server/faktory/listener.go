@@ -24,8 +24,10 @@ type Listener struct {
 	// acks and fails record ACKs and FAILs, many connections' at once.
 	acks  *batcher[backend.CompleteItem]
 	fails *batcher[backend.FailItem]
-	// fetches claims for the FETCHes waiting.
+	// fetches claims for the FETCHes waiting; extends extends the
+	// leases of the jobs they get.
 	fetches *dispatcher
+	extends *extender
 	// stopping is closed when Shutdown begins: waits end, and each
 	// connection closes after its command in flight.
 	stopping chan struct{}
@@ -68,6 +70,7 @@ func New(cfg Config) (*Listener, error) {
 		conns: map[net.Conn]struct{}{},
 	}
 	l.fetches = newDispatcher(l)
+	l.extends = &extender{l: l}
 	return l, nil
 }
 
@@ -191,8 +194,10 @@ func (l *Listener) shutdown(ctx context.Context) error {
 	go func() { l.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		// The claimers release what they claimed for fetchers gone.
+		// The claimers release what they claimed for fetchers gone and
+		// what waits in their buffers.
 		l.fetches.wg.Wait()
+		l.extends.wg.Wait()
 		l.cancel()
 		return nil
 	case <-ctx.Done():
@@ -205,6 +210,7 @@ func (l *Listener) shutdown(ctx context.Context) error {
 	l.mu.Unlock()
 	<-done
 	l.fetches.wg.Wait()
+	l.extends.wg.Wait()
 	return fmt.Errorf("faktory: shutdown: %w", ctx.Err())
 }
 

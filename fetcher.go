@@ -283,6 +283,9 @@ func (f *fetcher) run(ctx context.Context) {
 			wakeups.adopt(sub)
 			more = true
 		case <-poll.C:
+			// A waiting claim is renewed too: should its store have
+			// missed a job, the poll still finds it.
+			waiter.stop(f)
 			more, waitOK = true, true
 		case <-lingerC:
 			lingering, lingered = false, true

@@ -28,9 +28,20 @@ func (s *countingWaiter) ClaimWait(ctx context.Context, p backend.ClaimParams) (
 
 // An idle worker on a store that holds waiting claims gets its jobs
 // through them, each job once, and shuts down while a claim waits
-// without leaving a job behind.
+// without leaving a job behind; also when a short poll renews the waiting
+// claim all the time (a claim filled as it is renewed is released and
+// claimed again).
 func TestWorkerWaitingClaim(t *testing.T) {
 	t.Parallel()
+	for _, poll := range []time.Duration{time.Hour, time.Millisecond} {
+		t.Run(poll.String(), func(t *testing.T) {
+			t.Parallel()
+			workerWaitingClaim(t, poll)
+		})
+	}
+}
+
+func workerWaitingClaim(t *testing.T, poll time.Duration) {
 	s := &countingWaiter{Store: newPebble(t)}
 	c := kyu.NewClient(s, kyu.ClientConfig{WaitPollInterval: time.Hour})
 	var mu sync.Mutex
@@ -45,7 +56,7 @@ func TestWorkerWaitingClaim(t *testing.T) {
 			return nil
 		}),
 		Queues:        map[string]int{"default": 4},
-		PollInterval:  time.Hour,
+		PollInterval:  poll,
 		ShutdownGrace: kyu.NoShutdownGrace,
 	})
 	if err != nil {

@@ -197,6 +197,12 @@ func (f *fetcher) run(ctx context.Context) {
 	defer wakeups.close()
 	poll := time.NewTicker(f.w.cfg.PollInterval)
 	defer poll.Stop()
+	// waiter, when the store offers it, claims for the idle fetcher in the
+	// commit that makes a job pending; it is off after a failure until the
+	// next poll.
+	waiter := newWaitClaim(f)
+	defer waiter.stop(f)
+	waitOK := true
 
 	// more is true while the queue may hold claimable jobs.
 	more := true
@@ -207,7 +213,7 @@ func (f *fetcher) run(ctx context.Context) {
 	defer linger.Stop()
 	var lingering, lingered bool
 	for {
-		if more {
+		if more && !waiter.waiting() {
 			n, wait := f.slots.claimSize(f.batch, lingered)
 			switch {
 			case wait && !lingering:
@@ -240,16 +246,32 @@ func (f *fetcher) run(ctx context.Context) {
 		if f.slots.uncapped.Swap(false) {
 			more = true
 		}
-		if f.slots.setWant(more, f.batch) {
+		// A waiting claim holds the free slots: none is worth a wake-up.
+		if f.slots.setWant(more && !waiter.waiting(), f.batch) {
 			continue
 		}
 		var lingerC <-chan time.Time
 		if lingering {
 			lingerC = linger.C
 		}
+		if !more && !lingering && waitOK && waiter != nil && !waiter.waiting() {
+			if n, _ := f.slots.claimSize(f.batch, true); n > 0 {
+				waiter.start(ctx, f, n)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
+		case r := <-waiter.answer():
+			if err := waiter.ended(f, r); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				log.Error("kyu: waiting claim failed; claiming at the next poll", "error", err)
+				waitOK = false
+			}
+			// Look again: jobs may have come since the claim was filled.
+			more = true
 		case <-f.slots.freed:
 		case _, open := <-wakeups.signals():
 			if !open {
@@ -261,7 +283,10 @@ func (f *fetcher) run(ctx context.Context) {
 			wakeups.adopt(sub)
 			more = true
 		case <-poll.C:
-			more = true
+			// A waiting claim is renewed too: should its store have
+			// missed a job, the poll still finds it.
+			waiter.stop(f)
+			more, waitOK = true, true
 		case <-lingerC:
 			lingering, lingered = false, true
 		}

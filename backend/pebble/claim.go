@@ -52,7 +52,12 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	if err := wait(g); err != nil {
 		return backend.ClaimResult{}, err
 	}
+	return s.claimResult(got, truncated)
+}
 
+// claimResult is the answer to a claim that took got, once its write is
+// durable: the jobs with their payloads, in claim order.
+func (s *store) claimResult(got []claimed, truncated bool) (backend.ClaimResult, error) {
 	// Payloads are written once at enqueue and cannot go away while the
 	// job is active, so they are read outside the mutex.
 	res := backend.ClaimResult{Jobs: make([]*backend.Job, len(got)), Truncated: truncated}

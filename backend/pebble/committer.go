@@ -60,6 +60,7 @@ func (s *store) wake(queue string) {
 		g.wake = make(map[string]struct{})
 	}
 	g.wake[queue] = struct{}{}
+	s.wakeWaiting(queue)
 }
 
 // groupSince returns the group that holds the writes queued since mark (a

@@ -35,11 +35,15 @@ func (s *store) load(id jobID) (*backend.Job, side, error) {
 	return j, sd, nil
 }
 
-// unlock ends a section under mu begun by lockState: it closes the record
-// reader, which must not outlive the section (it would miss later
+// unlock ends a section under mu begun by lockState: it fills the claims
+// waiting for the jobs the section made pending (waitclaim.go), closes the
+// record reader, which must not outlive the section (it would miss later
 // commits), wakes the committer if it waits for this section, then
 // releases mu.
 func (s *store) unlock() {
+	if s.waiting.due != nil {
+		s.fillWaiting()
+	}
 	if err := s.records.Close(); err != nil {
 		_ = s.breakStore(err)
 	}

@@ -94,6 +94,8 @@ type store struct {
 	// waitLeft, when not zero, is the count of left the committer waits
 	// for before it takes the pending group.
 	waitLeft uint64
+	// waiting holds the claims waiting for work (waitclaim.go).
+	waiting  waitingClaims
 	stopping bool
 	// broken is set when a read or a commit failed; every later operation
 	// returns it, since memory and disk may disagree.
@@ -329,6 +331,8 @@ func closePebble(db *cpebble.DB) (err error) {
 // releases the directory. Later calls, and calls of any method after it,
 // return backend.ErrClosed.
 func (s *store) Close() error {
+	// A waiting claim holds its operation open: end it first.
+	s.closeWaiting()
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	if s.closed {

@@ -1,0 +1,317 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// waitClaimParams asks for up to max jobs of queues.
+func waitClaimParams(max int, queues ...string) backend.ClaimParams {
+	if len(queues) == 0 {
+		queues = []string{backend.DefaultQueue}
+	}
+	return backend.ClaimParams{Queues: queues, Max: max, Lease: time.Minute, WorkerID: "w", Now: t0}
+}
+
+// waitingCount is how many claims wait in s.
+func waitingCount(s *Store) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting.list)
+}
+
+// awaitWaiting waits until n claims wait in s.
+func awaitWaiting(t *testing.T, s *Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for waitingCount(s) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting claims = %d; want %d", waitingCount(s), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// claimAsync runs ClaimWait in a goroutine and hands back its answer.
+func claimAsync(ctx context.Context, s *Store, p backend.ClaimParams) <-chan waitClaimAnswer {
+	c := make(chan waitClaimAnswer, 1)
+	go func() {
+		res, err := s.ClaimWait(ctx, p)
+		c <- waitClaimAnswer{res, err}
+	}()
+	return c
+}
+
+type waitClaimAnswer struct {
+	res backend.ClaimResult
+	err error
+}
+
+// A claim waiting for work is filled by the enqueue of a job, with the
+// job's enqueue and its claim written in one commit.
+func TestClaimWaitFilledInEnqueueCommit(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir(), Options{})
+	answer := claimAsync(context.Background(), s, waitClaimParams(5))
+	awaitWaiting(t, s, 1)
+	s.mu.Lock()
+	before := s.commits
+	s.mu.Unlock()
+	id := enqueue(t, s, t0, backend.NewJob{Payload: []byte("p")})[0].ID
+	a := <-answer
+	if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id || string(a.res.Jobs[0].Payload) != "p" {
+		t.Fatalf("ClaimWait = %+v, %v; want the enqueued job with its payload", a.res, a.err)
+	}
+	s.mu.Lock()
+	commits := s.commits - before
+	s.mu.Unlock()
+	if commits != 1 {
+		t.Fatalf("enqueue and claim took %d commits; want 1", commits)
+	}
+	if j := get(t, s, id); j.State != backend.StateActive || j.Attempt != 1 || j.WorkerID != "w" {
+		t.Fatalf("job after the fill = %+v; want active, attempt 1, worker w", j)
+	}
+	if waitingCount(s) != 0 {
+		t.Fatal("a filled claim is still waiting")
+	}
+}
+
+// A waiting claim takes the jobs it is filled with in claim order: its
+// queues in order, then priority, run-at and id; and it leaves jobs of
+// other queues alone. Here a paused queue's jobs, enqueued at different
+// times, fill it when the queue resumes.
+func TestClaimWaitOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore(t, t.TempDir(), Options{})
+	paused, resumed := true, false
+	for _, q := range []string{"a", "b"} {
+		if _, err := s.UpdateQueue(ctx, backend.UpdateQueueParams{Queue: q, Paused: &paused, Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	late := enqueue(t, s, t0.Add(2*time.Second), backend.NewJob{Queue: "a"})[0].ID
+	early := enqueue(t, s, t0.Add(time.Second), backend.NewJob{Queue: "a"}, backend.NewJob{Queue: "a"})
+	high := enqueue(t, s, t0.Add(3*time.Second), backend.NewJob{Queue: "a", Priority: 5})[0].ID
+	other := enqueue(t, s, t0, backend.NewJob{Queue: "other", Priority: 9})[0].ID
+	bJob := enqueue(t, s, t0, backend.NewJob{Queue: "b", Priority: 9})[0].ID
+
+	answer := claimAsync(ctx, s, waitClaimParams(4, "a", "b"))
+	awaitWaiting(t, s, 1)
+	if _, err := s.UpdateQueue(ctx, backend.UpdateQueueParams{Queue: "b", Paused: &resumed, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	a := <-answer
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != bJob {
+		t.Fatalf("claim filled as b resumed = %v; want b's job", a.res.Jobs)
+	}
+
+	answer = claimAsync(ctx, s, waitClaimParams(4, "a", "b"))
+	awaitWaiting(t, s, 1)
+	if _, err := s.UpdateQueue(ctx, backend.UpdateQueueParams{Queue: "a", Paused: &resumed, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if a = <-answer; a.err != nil {
+		t.Fatal(a.err)
+	}
+	var got []string
+	for _, j := range a.res.Jobs {
+		got = append(got, j.ID)
+	}
+	want := []string{high, early[0].ID, early[1].ID, late}
+	if !slices.Equal(got, want) {
+		t.Fatalf("claim = %v; want %v (priority, run-at, id)", got, want)
+	}
+	if j := get(t, s, other); j.State != backend.StatePending {
+		t.Fatalf("job of another queue is %s; want pending", j.State)
+	}
+}
+
+// A claim that gives up before it is filled claims nothing; one filled as
+// it gives up hands its jobs back at once.
+func TestClaimWaitCancel(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir(), Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	answer := claimAsync(ctx, s, waitClaimParams(1))
+	awaitWaiting(t, s, 1)
+	cancel()
+	if a := <-answer; !errors.Is(a.err, context.Canceled) || len(a.res.Jobs) != 0 {
+		t.Fatalf("cancelled ClaimWait = %+v, %v; want context.Canceled", a.res, a.err)
+	}
+	if waitingCount(s) != 0 {
+		t.Fatal("a cancelled claim is still waiting")
+	}
+	id := enqueue(t, s, t0, backend.NewJob{})[0].ID
+	if j := get(t, s, id); j.State != backend.StatePending {
+		t.Fatalf("job after a cancelled claim is %s; want pending", j.State)
+	}
+
+	// Filled, then abandoned: released.
+	w := &waitingClaim{order: []string{backend.DefaultQueue}, p: waitClaimParams(1), since: time.Now(), filled: make(chan waitFill, 1)}
+	s.mu.Lock()
+	s.waiting.list = append(s.waiting.list, w)
+	s.mu.Unlock()
+	id2 := enqueue(t, s, t0, backend.NewJob{})[0].ID
+	f := <-w.filled
+	if f.err != nil || len(f.got) != 2 && len(f.got) != 1 {
+		t.Fatalf("fill = %+v", f)
+	}
+	if err := wait(f.g); err != nil {
+		t.Fatal(err)
+	}
+	s.releaseFill(context.Background(), &f)
+	for _, id := range []string{id, id2} {
+		if j := get(t, s, id); j.State != backend.StatePending || j.Attempt != 0 {
+			t.Fatalf("job %s after an abandoned fill = %s, attempt %d; want pending, attempt 0", id, j.State, j.Attempt)
+		}
+	}
+
+	// Cancelled as a job arrives: either the claim has the job or the
+	// job is pending again, never both, never neither.
+	for i := range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		answer := claimAsync(ctx, s, waitClaimParams(1, "race"))
+		awaitWaiting(t, s, 1)
+		go cancel()
+		id := enqueue(t, s, t0, backend.NewJob{Queue: "race"})[0].ID
+		a := <-answer
+		j := get(t, s, id)
+		switch {
+		case a.err == nil && len(a.res.Jobs) == 1 && a.res.Jobs[0].ID == id && j.State == backend.StateActive:
+			if _, err := s.Complete(context.Background(), backend.CompleteParams{Items: []backend.CompleteItem{{Lease: leaseOf(a.res.Jobs[0])}}, Now: t0}); err != nil {
+				t.Fatal(err)
+			}
+		case errors.Is(a.err, context.Canceled) && j.State == backend.StatePending:
+			if got := claim(t, s, t0, 1, "race"); len(got) != 1 {
+				t.Fatalf("round %d: released job not claimable", i)
+			}
+		default:
+			t.Fatalf("round %d: ClaimWait = %+v, %v with the job %s; want it claimed or pending", i, a.res, a.err, j.State)
+		}
+	}
+}
+
+// Close ends the waiting claims with ErrClosed.
+func TestClaimWaitClose(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := claimAsync(context.Background(), s, waitClaimParams(1))
+	awaitWaiting(t, s, 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-answer; !errors.Is(a.err, backend.ErrClosed) {
+		t.Fatalf("ClaimWait across Close = %v; want ErrClosed", a.err)
+	}
+}
+
+// Many producers and waiting claimers: every job is claimed exactly once.
+func TestClaimWaitExactlyOnce(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir(), Options{})
+	const producers, perProducer, claimers = 4, 100, 6
+	total := producers * perProducer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		seen    = make(map[string]int)
+		claimed atomic.Int64
+		wg      sync.WaitGroup
+		errs    = make(chan error, claimers+producers)
+	)
+	for c := range claimers {
+		wg.Go(func() {
+			for claimed.Load() < int64(total) {
+				p := waitClaimParams(1+c%3, "q1", "q2")
+				var res backend.ClaimResult
+				var err error
+				if c%3 == 2 {
+					res, err = s.Claim(ctx, p) // plain claims compete too
+				} else {
+					res, err = s.ClaimWait(ctx, p)
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				for _, j := range res.Jobs {
+					seen[j.ID]++
+				}
+				mu.Unlock()
+				if claimed.Add(int64(len(res.Jobs))) >= int64(total) {
+					cancel()
+				}
+				if len(res.Jobs) == 0 {
+					time.Sleep(time.Millisecond) // a plain claimer polls
+				}
+			}
+		})
+	}
+	var ids sync.Map
+	var pw sync.WaitGroup
+	for p := range producers {
+		pw.Go(func() {
+			for i := range perProducer {
+				q := []string{"q1", "q2"}[i%2]
+				res, err := s.Enqueue(context.Background(), backend.EnqueueParams{
+					Jobs: []backend.NewJob{{Type: "t", Queue: q, Title: fmt.Sprint(p, i)}}, Now: t0,
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids.Store(res.Jobs[0].ID, true)
+			}
+		})
+	}
+	pw.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case err := <-errs:
+		t.Fatal(err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("claimed %d of %d jobs", claimed.Load(), total)
+	}
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	n := 0
+	ids.Range(func(k, _ any) bool {
+		n++
+		id := k.(string)
+		if seen[id] != 1 {
+			t.Errorf("job %s claimed %d times", id, seen[id])
+		}
+		if j := get(t, s, id); j.State != backend.StateActive || j.Attempt != 1 {
+			t.Errorf("job %s is %s, attempt %d; want active, attempt 1", id, j.State, j.Attempt)
+		}
+		return true
+	})
+	if n != total || len(seen) != total {
+		t.Fatalf("enqueued %d, claimed %d distinct; want %d", n, len(seen), total)
+	}
+}

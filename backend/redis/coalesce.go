@@ -90,8 +90,10 @@ func (s *store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 	// to gatherCap jobs go in the run (see enqueueBatch.gathering).
 	// Otherwise it joins the batch that goes next.
 	b := l.next
+	alone := false
 	if b == nil {
 		gathering := l.calls < lineCalls
+		alone = l.calls == 0
 		if gathering {
 			l.calls++
 		}
@@ -107,6 +109,12 @@ func (s *store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 	ls.mu.Unlock()
 
 	switch {
+	case i == 0 && alone:
+		// No run of the queue is on its way, so no reply is about to wake
+		// callers that would join this one: the yield would only delay a
+		// lone producer (and wake an idle processor to look for work).
+		// It goes at once; a caller that comes meanwhile still joins.
+		s.sendBatch(ctx, q, l, b, p)
 	case i == 0 && b.gathering:
 		// The yield is what gathers. BenchmarkEnqueue (the store's side of
 		// kyu bench's single enqueue; go test -c of each build, six pairs,

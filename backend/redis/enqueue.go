@@ -87,14 +87,14 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 		}
 		calls := make([]call, len(groups))
 		for i, g := range groups {
-			sc := s.scripts.enqueue
+			sc, args := s.scripts.enqueue, g.args
 			switch {
 			case g.jids:
 				sc = s.scripts.enqueueJID
 			case g.lean:
-				sc = s.scripts.enqueueLean
+				sc, args = s.scripts.enqueueLean, g.leanArgs()
 			}
-			calls[i] = call{s: sc, keys: s.keysOf(sc, g.num), args: g.args}
+			calls[i] = call{s: sc, keys: s.keysOf(sc, g.num), args: args}
 		}
 		err := s.retry(ctx, func(int) error {
 			if own && len(calls) == 1 {
@@ -242,6 +242,19 @@ func (s *store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.En
 		}
 	}
 	return nil
+}
+
+// leanArgs is the ARGV of "enqueue lean" (lua/enqueue_lean.lua) for the
+// group's jobs, picked from args: the wake channel and the queue name,
+// then per job its id, score and record.
+func (g *enqueueGroup) leanArgs() []string {
+	out := make([]string, 2+3*len(g.pos))
+	out[0], out[1] = g.args[1], g.args[3]
+	for k := range g.pos {
+		a := g.args[enqueueHead+k*enqueueStride:]
+		out[2+3*k], out[3+3*k], out[4+3*k] = a[0], a[2], a[6]
+	}
+	return out
 }
 
 // The enqueue script's ARGV: enqueueHead values, then enqueueStride per job.

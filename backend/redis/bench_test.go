@@ -35,6 +35,21 @@ func BenchmarkEnqueue(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
 
+// BenchmarkEnqueueLone enqueues one job per call from one goroutine, as
+// a lone producer does: no other call is ever on its way.
+func BenchmarkEnqueueLone(b *testing.B) {
+	s := openTest(b, "")
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		_, err := s.Enqueue(ctx, backend.EnqueueParams{Now: time.Now(), Jobs: []backend.NewJob{{Type: "bench", Queue: "bench", Payload: benchPayload}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
 // BenchmarkEnqueueBatch enqueues 100 jobs per call from 10 goroutines;
 // one op is one call.
 func BenchmarkEnqueueBatch(b *testing.B) {

@@ -87,11 +87,14 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 		}
 		calls := make([]call, len(groups))
 		for i, g := range groups {
-			sc := s.scripts.enqueue
-			if g.jids {
+			sc, args := s.scripts.enqueue, g.args
+			switch {
+			case g.jids:
 				sc = s.scripts.enqueueJID
+			case g.lean:
+				sc, args = s.scripts.enqueueLean, g.leanArgs()
 			}
-			calls[i] = call{s: sc, keys: s.keysOf(sc, g.num), args: g.args}
+			calls[i] = call{s: sc, keys: s.keysOf(sc, g.num), args: args}
 		}
 		err := s.retry(ctx, func(int) error {
 			if own && len(calls) == 1 {
@@ -206,6 +209,10 @@ type enqueueGroup struct {
 	// jids is set when a job of the group has a JID: args then end with
 	// one JID per job (see lua/enqueue.lua).
 	jids bool
+	// lean is set when every job of the group is pending, with no
+	// deadline, unique key or JID: the group's call then runs "enqueue
+	// lean", which takes only the keys such jobs touch.
+	lean bool
 }
 
 // buildEnqueue gives the group's jobs their ids and records.
@@ -226,6 +233,7 @@ func (s *store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.En
 	if g.jids {
 		n += len(g.pos) // one JID per job after the jobs' values
 	}
+	g.lean = !g.jids // setJob clears it for a job that needs more keys
 	g.args = make([]string, n)
 	g.args[0], g.args[1], g.args[2], g.args[3] = strconv.FormatInt(p.Now.UnixMilli(), 10), s.keys.wakeChannel(g.name), strconv.Itoa(len(g.pos)), g.name
 	for k := range g.pos {
@@ -234,6 +242,19 @@ func (s *store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.En
 		}
 	}
 	return nil
+}
+
+// leanArgs is the ARGV of "enqueue lean" (lua/enqueue_lean.lua) for the
+// group's jobs, picked from args: the wake channel and the queue name,
+// then per job its id, score and record.
+func (g *enqueueGroup) leanArgs() []string {
+	out := make([]string, 2+3*len(g.pos))
+	out[0], out[1] = g.args[1], g.args[3]
+	for k := range g.pos {
+		a := g.args[enqueueHead+k*enqueueStride:]
+		out[2+3*k], out[3+3*k], out[4+3*k] = a[0], a[2], a[6]
+	}
+	return out
 }
 
 // The enqueue script's ARGV: enqueueHead values, then enqueueStride per job.
@@ -282,6 +303,9 @@ func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	}
 	at = len(buf)
 	buf = appendRecord(buf, &j)
+	if state != "p" || deadline != "" || nj.UniqueKey != "" {
+		g.lean = false
+	}
 	a := g.args[enqueueHead+k*enqueueStride:]
 	a[0], a[1], a[2], a[3], a[4], a[5], a[6] = j.ID, state, score, deadline, nj.UniqueKey, until, take(at)
 	if g.jids {

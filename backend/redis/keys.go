@@ -271,14 +271,15 @@ type keyLists struct {
 
 // keyList is the keys of one queue: all of them (queueKeys.all), and the
 // ones the enqueue script takes (its slots), without and with the JID
-// index.
+// index, and the few its lean variant takes.
 type keyList struct {
-	all, enqueue, enqueueJID []string
+	all, enqueue, enqueueJID, enqueueLean []string
 }
 
-// of returns the key lists of queue num; enqueueSlots and jidSlots are
-// the slots of the enqueue script and of its variant with JIDs.
-func (l *keyLists) of(k keys, num uint32, enqueueSlots, jidSlots []int) keyList {
+// of returns the key lists of queue num; enqueueSlots, jidSlots and
+// leanSlots are the slots of the enqueue script and of its variants with
+// JIDs and for plain pending jobs.
+func (l *keyLists) of(k keys, num uint32, enqueueSlots, jidSlots, leanSlots []int) keyList {
 	l.mu.RLock()
 	kl, ok := l.byNum[num]
 	l.mu.RUnlock()
@@ -286,7 +287,7 @@ func (l *keyLists) of(k keys, num uint32, enqueueSlots, jidSlots []int) keyList 
 		return kl
 	}
 	all := k.queue(num).all()
-	kl = keyList{all: all, enqueue: slotKeys(all, enqueueSlots), enqueueJID: slotKeys(all, jidSlots)}
+	kl = keyList{all: all, enqueue: slotKeys(all, enqueueSlots), enqueueJID: slotKeys(all, jidSlots), enqueueLean: slotKeys(all, leanSlots)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byNum == nil {

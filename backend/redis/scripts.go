@@ -31,7 +31,7 @@ type scripts struct {
 	commandWorker                                        *script
 	register, marker, lead, resign                       *script
 	importJobs, importHomes, jidReserve, jidSwap         *script
-	enqueueJID                                           *script
+	enqueueJID, enqueueLean                              *script
 	// lib is every script as one function library.
 	lib *library
 }
@@ -60,6 +60,12 @@ func (s *scripts) specs() []scriptSpec {
 		// run (enqueueJobs in common.lua), pass it.
 		{&s.enqueue, "enqueue", true, []string{"jobs", "ready", "waiting", "deadlines", "unique", "unique_ends", "queue_name", "in_s"}},
 		{&s.enqueueJID, "enqueue jid", true, []string{"jobs", "ready", "waiting", "deadlines", "unique", "unique_ends", "queue_name", "in_s", "jids"}},
+		// "enqueue lean" is the same run for calls whose jobs are all
+		// pending, with no deadline, unique key or JID (most single
+		// enqueues): they touch only these three keys, and each key or
+		// argument left out saves Redis about a thousand instructions of
+		// a call's 82,000. Its own lines pass only what such jobs need.
+		{&s.enqueueLean, "enqueue lean", true, []string{"jobs", "ready", "queue_name"}},
 		{&s.claim, "claim", true, nil},
 		{&s.heartbeat, "heartbeat", true, nil},
 		{&s.complete, "complete", true, nil},

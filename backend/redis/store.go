@@ -98,7 +98,7 @@ var _ backend.Backend = (*store)(nil)
 // as its calls pass them (sc.keys); the list is shared and must not be
 // changed.
 func (s *store) keysOf(sc *script, num uint32) []string {
-	kl := s.keyLists.of(s.keys, num, s.scripts.enqueue.slots, s.scripts.enqueueJID.slots)
+	kl := s.keyLists.of(s.keys, num, s.scripts.enqueue.slots, s.scripts.enqueueJID.slots, s.scripts.enqueueLean.slots)
 	switch {
 	case sc.slots == nil:
 		return kl.all
@@ -106,6 +106,8 @@ func (s *store) keysOf(sc *script, num uint32) []string {
 		return kl.enqueue
 	case sc == s.scripts.enqueueJID:
 		return kl.enqueueJID
+	case sc == s.scripts.enqueueLean:
+		return kl.enqueueLean
 	}
 	return slotKeys(kl.all, sc.slots)
 }

@@ -1,0 +1,42 @@
+-- enqueue_lean.lua: writes new jobs of one queue that are all pending,
+-- with no deadline, unique key or JID, as enqueue.lua does, with only
+-- what such jobs need: each key and argument of a call costs Redis about
+-- a thousand instructions.
+--
+-- ARGV: 1 wake channel, 2 queue name, then per job 3 values: id, ready
+-- score, record.
+--
+-- Returns what enqueue.lua returns for such jobs: 0 when every job was
+-- written as asked (an id already holding this very job counts as
+-- written; see sameJob), else a list with per job 0 or 2 (the id is
+-- another job's; nothing was written for it). Publishes on the wake
+-- channel when it wrote a job. Fails with KYUSTALE or KYUUNMARKED (see
+-- checkQueue), writing nothing, unless the keys are marked as this
+-- queue's.
+--
+-- KEYS: only jobs, ready and queue_name (see its entry in scripts.go).
+-- Such jobs enter no in set and count nothing, so the run has nothing
+-- for finalize to write.
+
+local stale = checkQueue(ARGV[2], true)
+if stale then return stale end
+local out = {}
+local woke, asked = false, true
+for b = 3, #ARGV, 3 do
+  local id, score, rec = ARGV[b], ARGV[b + 1], ARGV[b + 2]
+  if redis.call('HSETNX', KEY_jobs, id, rec) == 0 then
+    if sameJob(redis.call('HGET', KEY_jobs, id), rec) then
+      out[#out + 1] = 0
+    else
+      out[#out + 1] = 2
+      asked = false
+    end
+  else
+    redis.call('ZADD', KEY_ready, score, id)
+    woke = true
+    out[#out + 1] = 0
+  end
+end
+if woke then redis.call('PUBLISH', ARGV[1], '1') end
+if asked then return 0 end
+return out

@@ -512,21 +512,22 @@ func (s *store) Delete(ctx context.Context, p backend.DeleteParams) error {
 	return nil
 }
 
-// step visits the jobs in order, at most limit of which fn may act on.
-func (s *store) step(p backend.MaintenanceParams, fn func(j *backend.Job) bool) {
-	all := make([]*backend.Job, 0, len(s.jobs))
+// step calls act on the jobs match picks, in claim order (before), at
+// most p.Limit of them. Only the jobs picked are sorted: a step that
+// finds little to do costs one pass over the jobs.
+func (s *store) step(p backend.MaintenanceParams, match func(j *backend.Job) bool, act func(j *backend.Job)) {
+	var js []*backend.Job
 	for _, j := range s.jobs {
-		all = append(all, j)
+		if match(j) {
+			js = append(js, j)
+		}
 	}
-	slices.SortFunc(all, before)
-	n := 0
-	for _, j := range all {
-		if p.Limit > 0 && n >= p.Limit {
-			return
-		}
-		if fn(j) {
-			n++
-		}
+	slices.SortFunc(js, before)
+	if p.Limit > 0 && len(js) > p.Limit {
+		js = js[:p.Limit]
+	}
+	for _, j := range js {
+		act(j)
 	}
 }
 
@@ -537,24 +538,24 @@ func (s *store) Promote(ctx context.Context, p backend.MaintenanceParams) (backe
 	}
 	defer s.mu.Unlock()
 	var res backend.MaintenanceResult
-	s.step(p, func(j *backend.Job) bool {
+	match := func(j *backend.Job) bool {
 		switch j.State {
 		case backend.StateScheduled, backend.StatePending, backend.StateRetry:
 		default:
 			return false
 		}
+		pastDeadline := !j.Deadline.IsZero() && !p.Now.Before(j.Deadline)
+		return pastDeadline || j.State != backend.StatePending && !p.Now.Before(j.RunAt)
+	}
+	s.step(p, match, func(j *backend.Job) {
 		if s.cancelForDeadline(j, p.Now) {
 			res.Cancelled++
-			return true
+			return
 		}
-		if j.State != backend.StatePending && !p.Now.Before(j.RunAt) {
-			j.State = backend.StatePending
-			s.index(j)
-			res.Moved++
-			s.signal(j.Queue)
-			return true
-		}
-		return false
+		j.State = backend.StatePending
+		s.index(j)
+		res.Moved++
+		s.signal(j.Queue)
 	})
 	return res, nil
 }
@@ -566,10 +567,10 @@ func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 	}
 	defer s.mu.Unlock()
 	var res backend.MaintenanceResult
-	s.step(p, func(j *backend.Job) bool {
-		if j.State != backend.StateActive || p.Now.Before(j.LeaseExpiresAt) {
-			return false
-		}
+	match := func(j *backend.Job) bool {
+		return j.State == backend.StateActive && !p.Now.Before(j.LeaseExpiresAt)
+	}
+	s.step(p, match, func(j *backend.Job) {
 		j.Errors = append(j.Errors, backend.AttemptError{Attempt: j.Attempt, At: p.Now, Kind: backend.AttemptLeaseExpired, Message: "lease expired"})
 		j.LeaseExpiresAt, j.WorkerID = time.Time{}, ""
 		res.Moved++
@@ -584,7 +585,6 @@ func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 			s.index(j)
 			s.signal(j.Queue)
 		}
-		return true
 	})
 	return res, nil
 }
@@ -597,13 +597,12 @@ func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams)
 	}
 	defer s.mu.Unlock()
 	var res backend.MaintenanceResult
-	s.step(p, func(j *backend.Job) bool {
-		if j.State.Final() && !j.ExpiresAt.IsZero() && !p.Now.Before(j.ExpiresAt) {
-			s.remove(j.ID)
-			res.Moved++
-			return true
-		}
-		return false
+	match := func(j *backend.Job) bool {
+		return j.State.Final() && !j.ExpiresAt.IsZero() && !p.Now.Before(j.ExpiresAt)
+	}
+	s.step(p, match, func(j *backend.Job) {
+		s.remove(j.ID)
+		res.Moved++
 	})
 	for k := range s.holds {
 		if s.holder(k[0], k[1], p.Now) == nil {

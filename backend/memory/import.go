@@ -35,7 +35,9 @@ func (s *store) Import(ctx context.Context, p backend.ImportParams) (backend.Imp
 				continue
 			}
 		}
-		s.jobs[j.ID] = j.Clone()
+		c := j.Clone()
+		s.jobs[j.ID] = c
+		s.index(c)
 		if j.JID != "" {
 			s.jids[j.JID] = j.ID
 		}

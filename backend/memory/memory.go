@@ -7,8 +7,9 @@
 // job as soon as it is enqueued and Client.Wait returns as soon as the
 // job ends, without polling.
 //
-// Every call takes one lock and looks at every job, so it suits thousands
-// of jobs, not millions. Memory is bounded as on any store by retention:
+// Every call takes one lock. Claim keeps each queue's waiting jobs
+// indexed and touches only the jobs it moves; maintenance and admin calls
+// look at every job, so the store suits thousands of jobs, not millions. Memory is bounded as on any store by retention:
 // a Worker's maintenance (or the caller's ApplyRetention) deletes final
 // jobs whose retention has run out, forgets expired unique keys, old
 // per-minute counters and expired worker entries.
@@ -61,6 +62,9 @@ type store struct {
 	leaders map[string]backend.Leadership
 	// queueMinutes counts ended attempts per queue and minute.
 	queueMinutes map[queueMinute]*[2]int64
+	// queueIndexes holds each queue's waiting jobs in the order Claim
+	// takes them.
+	queueIndexes map[string]*queueIndex
 }
 
 // queueMinute names one queue's counters of one minute.
@@ -87,6 +91,7 @@ func newStore() *store {
 		leaders:  map[string]backend.Leadership{},
 
 		queueMinutes: map[queueMinute]*[2]int64{},
+		queueIndexes: map[string]*queueIndex{},
 	}
 }
 
@@ -167,6 +172,7 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 			}
 			s.holds[[2]string{nj.Queue, nj.UniqueKey}] = h
 		}
+		s.index(j)
 		if j.State == backend.StatePending {
 			s.signal(j.Queue)
 		}
@@ -177,22 +183,6 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 
 func before(a, b *backend.Job) int {
 	return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
-}
-
-// readyJobs holds a queue's claimable jobs as a heap in claim order
-// (before): the next job is at index 0, and a claim of a few jobs among
-// many does not sort them all.
-type readyJobs []*backend.Job
-
-func (r readyJobs) Len() int           { return len(r) }
-func (r readyJobs) Less(i, j int) bool { return before(r[i], r[j]) < 0 }
-func (r readyJobs) Swap(i, j int)      { r[i], r[j] = r[j], r[i] }
-func (r *readyJobs) Push(x any)        { *r = append(*r, x.(*backend.Job)) }
-func (r *readyJobs) Pop() any {
-	old := *r
-	x := old[len(old)-1]
-	*r = old[:len(old)-1]
-	return x
 }
 
 // finish moves j to a final state at now and applies backend.Expiry:
@@ -270,48 +260,32 @@ func (s *store) cancelForDeadline(j *backend.Job, now time.Time) bool {
 	return true
 }
 
-// Claim leases claimable jobs (see backend.Backend).
+// Claim leases claimable jobs (see backend.Backend). It promotes the due
+// jobs of the queues named and takes the first pending jobs from their
+// indexes (queueIndex), so it touches only the jobs it moves.
 func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	if err := s.lock(); err != nil {
 		return backend.ClaimResult{}, err
 	}
 	defer s.mu.Unlock()
-	ready := map[string]readyJobs{}
-	for _, j := range s.jobs {
-		if s.queues[j.Queue].Paused {
-			continue
+	for _, q := range p.Queues {
+		if !s.queues[q].Paused {
+			s.promoteDue(q, p.Now)
 		}
-		due := (j.State == backend.StateScheduled || j.State == backend.StateRetry) && !j.RunAt.After(p.Now) && slices.Contains(p.Queues, j.Queue)
-		if due && !s.cancelForDeadline(j, p.Now) {
-			j.State = backend.StatePending
-		}
-		if len(p.Types) > 0 && !slices.Contains(p.Types, j.Type) {
-			continue // not claimable by this claim: left as it is
-		}
-		if j.State == backend.StatePending && slices.Contains(p.Queues, j.Queue) && !s.cancelForDeadline(j, p.Now) {
-			ready[j.Queue] = append(ready[j.Queue], j)
-		}
-	}
-	for q, js := range ready {
-		heap.Init(&js)
-		ready[q] = js
 	}
 	var res backend.ClaimResult
 	used := 0
 	for len(res.Jobs) < p.Max {
-		q := pick(p, ready)
-		if q == "" {
+		j := s.pick(p)
+		if j == nil {
 			break
 		}
-		j := ready[q][0]
 		if p.MaxBytes > 0 && len(res.Jobs) > 0 && used+len(j.Payload) > p.MaxBytes {
 			res.Truncated = true
 			break
 		}
 		used += len(j.Payload)
-		js := ready[q]
-		heap.Pop(&js)
-		ready[q] = js
+		heap.Pop(s.queueIndexes[j.Queue].ready[j.Type]) // j is its top
 		j.State = backend.StateActive
 		j.Attempt++
 		j.LeaseToken++
@@ -324,38 +298,66 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	return res, nil
 }
 
-func pick(p backend.ClaimParams, ready map[string]readyJobs) string {
+// head returns the pending job of queue that p would claim first, or nil.
+func (s *store) head(queue string, p backend.ClaimParams) *backend.Job {
+	qi := s.queueIndexes[queue]
+	if qi == nil || s.queues[queue].Paused {
+		return nil
+	}
+	var best *backend.Job
+	consider := func(typ string) {
+		if j := s.next(queue, typ, p.Now); j != nil && (best == nil || before(j, best) < 0) {
+			best = j
+		}
+	}
+	if len(p.Types) > 0 {
+		for _, typ := range p.Types {
+			consider(typ)
+		}
+	} else {
+		for typ := range qi.ready {
+			consider(typ)
+		}
+	}
+	return best
+}
+
+// pick returns the job p claims next: the head of the first queue that
+// has one, or of a queue drawn at random by weight (ClaimWeighted).
+func (s *store) pick(p backend.ClaimParams) *backend.Job {
 	if p.Mode != backend.ClaimWeighted {
 		for _, q := range p.Queues {
-			if len(ready[q]) > 0 {
-				return q
+			if j := s.head(q, p); j != nil {
+				return j
 			}
 		}
-		return ""
+		return nil
 	}
+	heads := make([]*backend.Job, len(p.Queues))
 	total := 0
-	weight := func(q string) int {
-		if len(ready[q]) == 0 {
+	weight := func(i int) int {
+		if heads[i] == nil {
 			return 0
 		}
-		if w, ok := p.Weights[q]; ok {
+		if w, ok := p.Weights[p.Queues[i]]; ok {
 			return w
 		}
 		return 1
 	}
-	for _, q := range p.Queues {
-		total += weight(q)
+	for i, q := range p.Queues {
+		heads[i] = s.head(q, p)
+		total += weight(i)
 	}
 	if total == 0 {
-		return ""
+		return nil
 	}
 	n := rand.IntN(total)
-	for _, q := range p.Queues {
-		if n -= weight(q); n < 0 {
-			return q
+	for i := range p.Queues {
+		if n -= weight(i); n < 0 {
+			return heads[i]
 		}
 	}
-	return ""
+	return nil
 }
 
 // live returns the job a lease names if the lease is live at now.
@@ -438,8 +440,10 @@ func (s *store) Fail(ctx context.Context, p backend.FailParams) (backend.BatchRe
 				s.finish(j, backend.StateFailed, p.Now)
 			case it.RetryAt.After(p.Now):
 				j.State, j.RunAt = backend.StateRetry, it.RetryAt
+				s.index(j)
 			default:
 				j.State, j.RunAt = backend.StatePending, p.Now
+				s.index(j)
 				s.signal(j.Queue)
 			}
 		}
@@ -465,6 +469,7 @@ func (s *store) Release(ctx context.Context, p backend.ReleaseParams) (backend.B
 				s.endCancelled(j, backend.CancelReasonRequested, p.Now)
 			} else {
 				j.State = backend.StatePending
+				s.index(j)
 				s.signal(j.Queue)
 			}
 		}
@@ -507,21 +512,22 @@ func (s *store) Delete(ctx context.Context, p backend.DeleteParams) error {
 	return nil
 }
 
-// step visits the jobs in order, at most limit of which fn may act on.
-func (s *store) step(p backend.MaintenanceParams, fn func(j *backend.Job) bool) {
-	all := make([]*backend.Job, 0, len(s.jobs))
+// step calls act on the jobs match picks, in claim order (before), at
+// most p.Limit of them. Only the jobs picked are sorted: a step that
+// finds little to do costs one pass over the jobs.
+func (s *store) step(p backend.MaintenanceParams, match func(j *backend.Job) bool, act func(j *backend.Job)) {
+	var js []*backend.Job
 	for _, j := range s.jobs {
-		all = append(all, j)
+		if match(j) {
+			js = append(js, j)
+		}
 	}
-	slices.SortFunc(all, before)
-	n := 0
-	for _, j := range all {
-		if p.Limit > 0 && n >= p.Limit {
-			return
-		}
-		if fn(j) {
-			n++
-		}
+	slices.SortFunc(js, before)
+	if p.Limit > 0 && len(js) > p.Limit {
+		js = js[:p.Limit]
+	}
+	for _, j := range js {
+		act(j)
 	}
 }
 
@@ -532,23 +538,24 @@ func (s *store) Promote(ctx context.Context, p backend.MaintenanceParams) (backe
 	}
 	defer s.mu.Unlock()
 	var res backend.MaintenanceResult
-	s.step(p, func(j *backend.Job) bool {
+	match := func(j *backend.Job) bool {
 		switch j.State {
 		case backend.StateScheduled, backend.StatePending, backend.StateRetry:
 		default:
 			return false
 		}
+		pastDeadline := !j.Deadline.IsZero() && !p.Now.Before(j.Deadline)
+		return pastDeadline || j.State != backend.StatePending && !p.Now.Before(j.RunAt)
+	}
+	s.step(p, match, func(j *backend.Job) {
 		if s.cancelForDeadline(j, p.Now) {
 			res.Cancelled++
-			return true
+			return
 		}
-		if j.State != backend.StatePending && !p.Now.Before(j.RunAt) {
-			j.State = backend.StatePending
-			res.Moved++
-			s.signal(j.Queue)
-			return true
-		}
-		return false
+		j.State = backend.StatePending
+		s.index(j)
+		res.Moved++
+		s.signal(j.Queue)
 	})
 	return res, nil
 }
@@ -560,10 +567,10 @@ func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 	}
 	defer s.mu.Unlock()
 	var res backend.MaintenanceResult
-	s.step(p, func(j *backend.Job) bool {
-		if j.State != backend.StateActive || p.Now.Before(j.LeaseExpiresAt) {
-			return false
-		}
+	match := func(j *backend.Job) bool {
+		return j.State == backend.StateActive && !p.Now.Before(j.LeaseExpiresAt)
+	}
+	s.step(p, match, func(j *backend.Job) {
 		j.Errors = append(j.Errors, backend.AttemptError{Attempt: j.Attempt, At: p.Now, Kind: backend.AttemptLeaseExpired, Message: "lease expired"})
 		j.LeaseExpiresAt, j.WorkerID = time.Time{}, ""
 		res.Moved++
@@ -575,9 +582,9 @@ func (s *store) RecoverLeases(ctx context.Context, p backend.MaintenanceParams) 
 			s.finish(j, backend.StateFailed, p.Now)
 		} else {
 			j.State = backend.StatePending
+			s.index(j)
 			s.signal(j.Queue)
 		}
-		return true
 	})
 	return res, nil
 }
@@ -590,13 +597,12 @@ func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams)
 	}
 	defer s.mu.Unlock()
 	var res backend.MaintenanceResult
-	s.step(p, func(j *backend.Job) bool {
-		if j.State.Final() && !j.ExpiresAt.IsZero() && !p.Now.Before(j.ExpiresAt) {
-			s.remove(j.ID)
-			res.Moved++
-			return true
-		}
-		return false
+	match := func(j *backend.Job) bool {
+		return j.State.Final() && !j.ExpiresAt.IsZero() && !p.Now.Before(j.ExpiresAt)
+	}
+	s.step(p, match, func(j *backend.Job) {
+		s.remove(j.ID)
+		res.Moved++
 	})
 	for k := range s.holds {
 		if s.holder(k[0], k[1], p.Now) == nil {
@@ -644,6 +650,7 @@ func (s *store) Close() error {
 	s.closed = true
 	// Let the jobs go even if the caller keeps the store.
 	s.jobs, s.holds, s.queues, s.workers, s.minutes = nil, nil, nil, nil, nil
+	s.queueIndexes = nil
 	return nil
 }
 
@@ -688,6 +695,7 @@ func (s *store) retry(j *backend.Job, now time.Time) error {
 	if !j.Deadline.IsZero() && !j.Deadline.After(now) {
 		j.Deadline = time.Time{}
 	}
+	s.index(j)
 	s.signal(j.Queue)
 	return nil
 }
@@ -722,6 +730,7 @@ func (s *store) RunNow(ctx context.Context, p backend.RunNowParams) (*backend.Jo
 		return nil, &backend.StateError{Op: "run now", ID: j.ID, State: j.State}
 	}
 	j.State, j.RunAt = backend.StatePending, p.Now
+	s.index(j)
 	s.signal(j.Queue)
 	return j.Clone(), nil
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // nodeJobsEnv names the job count of TestNodeProducerAndWorker (default
-// 1000; the figure is 10000).
+// 10000).
 const nodeJobsEnv = "KYU_TEST_NODE_JOBS"
 
 // TestNodeProducerAndWorker: a Node producer pushes jobs (PUSHB), every
@@ -27,7 +27,7 @@ const nodeJobsEnv = "KYU_TEST_NODE_JOBS"
 // failures show as a second attempt with the first one's error.
 func TestNodeProducerAndWorker(t *testing.T) {
 	e := newNodeEnv(t)
-	n := envInt(t, nodeJobsEnv, 1000)
+	n := envInt(t, nodeJobsEnv, 10000)
 	w := e.start("worker.js", "CONCURRENCY=20", "WID=node-main")
 	w.waitEvents("ready", 1, 30*time.Second)
 	start := time.Now()

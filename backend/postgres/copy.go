@@ -3,7 +3,6 @@ package postgres
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -83,89 +82,42 @@ func canCopy(r runner) (pgxRunner, bool) {
 	return pgxRunner{}, false
 }
 
-// pgEpoch is PostgreSQL's time zero, 2000-01-01 UTC, in Unix microseconds.
-const pgEpoch = 946684800000000
-
 // encodeCopy encodes rows of insertRow, each followed by the creation time
-// now, in PostgreSQL's binary COPY format (a header, per row the count of
-// fields and each as its length, -1 for NULL, and its binary value; a
-// trailer of -1).
+// now, as a binary COPY stream (copyStream).
 func encodeCopy(rows [][]any, now time.Time) ([]byte, error) {
-	b := make([]byte, 0, 19+len(rows)*320)
-	b = append(b, "PGCOPY\n\377\r\n\000"...)
-	b = binary.BigEndian.AppendUint32(b, 0) // flags
-	b = binary.BigEndian.AppendUint32(b, 0) // header extension
-	field := func(v []byte) {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-		b = append(b, v...)
-	}
-	text := func(v string) {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-		b = append(b, v...)
-	}
-	null := func() { b = binary.BigEndian.AppendUint32(b, 0xFFFFFFFF) }
-	i16 := func(v int16) {
-		b = binary.BigEndian.AppendUint32(b, 2)
-		b = binary.BigEndian.AppendUint16(b, uint16(v))
-	}
-	i32 := func(v int32) {
-		b = binary.BigEndian.AppendUint32(b, 4)
-		b = binary.BigEndian.AppendUint32(b, uint32(v))
-	}
-	i64 := func(v int64) {
-		b = binary.BigEndian.AppendUint32(b, 8)
-		b = binary.BigEndian.AppendUint64(b, uint64(v))
-	}
-	ts := func(t pgtype.Timestamptz) {
-		if !t.Valid {
-			null()
-			return
+	c := newCopyStream(len(rows) * 320)
+	ts := func(t pgtype.Timestamptz) { c.timestamp(t.Time, t.Valid) }
+	nullText := func(t pgtype.Text) {
+		if t.Valid {
+			c.text(t.String)
+		} else {
+			c.null()
 		}
-		// As pgx encodes it: microseconds, the nanoseconds truncated.
-		i64(t.Time.Unix()*1000000 + int64(t.Time.Nanosecond())/1000 - pgEpoch)
 	}
-	jsonb := func(v []byte) {
-		if v == nil {
-			null()
-			return
-		}
-		b = binary.BigEndian.AppendUint32(b, uint32(len(v)+1))
-		b = append(b, 1) // jsonb's binary format version
-		b = append(b, v...)
-	}
-	created := pgtype.Timestamptz{Time: now, Valid: true}
 	for _, r := range rows {
 		id, err := uuid.Parse(r[0].(string))
 		if err != nil {
 			return nil, fmt.Errorf("job id %q: %w", r[0], err)
 		}
-		b = binary.BigEndian.AppendUint16(b, 18)
-		field(id[:])
-		text(r[1].(string))
-		text(r[2].(string))
-		field(r[3].([]byte))
-		text(r[4].(string))
-		i16(r[5].(int16))
-		text(r[6].(string))
-		i32(r[7].(int32))
+		c.row(18)
+		c.field(id[:])
+		c.text(r[1].(string))
+		c.text(r[2].(string))
+		c.field(r[3].([]byte))
+		c.text(r[4].(string))
+		c.i16(r[5].(int16))
+		c.text(r[6].(string))
+		c.i32(r[7].(int32))
 		ts(r[8].(pgtype.Timestamptz))
-		i64(r[9].(int64))
+		c.i64(r[9].(int64))
 		ts(r[10].(pgtype.Timestamptz))
-		if k := r[11].(pgtype.Text); k.Valid {
-			text(k.String)
-		} else {
-			null()
-		}
-		i64(r[12].(int64))
-		jsonb(r[13].([]byte))
-		jsonb(r[14].([]byte))
-		i64(r[15].(int64))
-		if jid := r[16].(pgtype.Text); jid.Valid {
-			text(jid.String)
-		} else {
-			null()
-		}
-		ts(created)
+		nullText(r[11].(pgtype.Text))
+		c.i64(r[12].(int64))
+		c.jsonb(r[13].([]byte))
+		c.jsonb(r[14].([]byte))
+		c.i64(r[15].(int64))
+		nullText(r[16].(pgtype.Text))
+		c.timestamp(now, true)
 	}
-	return binary.BigEndian.AppendUint16(b, 0xFFFF), nil
+	return c.end(), nil
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,62 +62,21 @@ func (s *store) importByCopy(ctx context.Context, p backend.ImportParams, items 
 	return true, pending, nil
 }
 
-// encodeImportCopy encodes whole jobs in PostgreSQL's binary COPY format
-// (see encodeCopy), with the values importColumns gives.
+// encodeImportCopy encodes whole jobs as a binary COPY stream
+// (copyStream), with the values importCopyColumns names.
 func encodeImportCopy(jobs []*backend.Job) ([]byte, error) {
-	b := make([]byte, 0, 21+len(jobs)*512)
-	b = append(b, "PGCOPY\n\377\r\n\000"...)
-	b = binary.BigEndian.AppendUint32(b, 0) // flags
-	b = binary.BigEndian.AppendUint32(b, 0) // header extension
-	field := func(v []byte) {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-		b = append(b, v...)
-	}
-	null := func() { b = binary.BigEndian.AppendUint32(b, 0xFFFFFFFF) }
-	text := func(v string) {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-		b = append(b, v...)
-	}
-	nullText := func(v string) {
-		if v == "" {
-			null()
-			return
-		}
-		text(v)
-	}
-	i16 := func(v int16) {
-		b = binary.BigEndian.AppendUint32(b, 2)
-		b = binary.BigEndian.AppendUint16(b, uint16(v))
-	}
-	i32 := func(v int32) {
-		b = binary.BigEndian.AppendUint32(b, 4)
-		b = binary.BigEndian.AppendUint32(b, uint32(v))
-	}
-	i64 := func(v int64) {
-		b = binary.BigEndian.AppendUint32(b, 8)
-		b = binary.BigEndian.AppendUint64(b, uint64(v))
-	}
-	ts := func(t time.Time) {
-		if t.IsZero() {
-			null()
-			return
-		}
-		// As pgx encodes it: microseconds, the nanoseconds truncated.
-		i64(t.Unix()*1000000 + int64(t.Nanosecond())/1000 - pgEpoch)
-	}
+	c := newCopyStream(len(jobs) * 512)
+	ts := func(t time.Time) { c.timestamp(t, !t.IsZero()) }
 	jsonb := func(v any, empty bool) error {
 		if empty {
-			null()
+			c.null()
 			return nil
 		}
-		at := len(b)
-		b = append(b, 0, 0, 0, 0, 1) // length, then jsonb's format version
 		enc, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
-		b = append(b, enc...)
-		binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+		c.jsonb(enc)
 		return nil
 	}
 	for _, j := range jobs {
@@ -126,55 +84,46 @@ func encodeImportCopy(jobs []*backend.Job) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job id %q: %w", j.ID, err)
 		}
-		b = binary.BigEndian.AppendUint16(b, 31)
-		field(id[:])
-		text(j.Type)
-		text(j.Queue)
-		field(j.Payload)
-		text(j.Title)
-		i16(int16(j.Priority))
-		text(string(j.State))
-		i32(int32(j.Attempt))
-		i32(int32(j.MaxAttempts))
+		c.row(31)
+		c.field(id[:])
+		c.text(j.Type)
+		c.text(j.Queue)
+		c.field(j.Payload)
+		c.text(j.Title)
+		c.i16(int16(j.Priority))
+		c.text(string(j.State))
+		c.i32(int32(j.Attempt))
+		c.i32(int32(j.MaxAttempts))
 		ts(j.RunAt)
-		i64(int64(j.Timeout))
+		c.i64(int64(j.Timeout))
 		ts(j.Deadline)
-		nullText(j.UniqueKey)
-		i64(int64(j.UniqueFor))
+		c.nullText(j.UniqueKey)
+		c.i64(int64(j.UniqueFor))
 		if err := jsonb(j.Tags, len(j.Tags) == 0); err != nil {
 			return nil, fmt.Errorf("job %s: %w", j.ID, err)
 		}
 		if err := jsonb(j.Metadata, len(j.Metadata) == 0); err != nil {
 			return nil, fmt.Errorf("job %s: %w", j.ID, err)
 		}
-		i64(int64(j.Retention))
+		c.i64(int64(j.Retention))
 		ts(j.CreatedAt)
 		ts(j.StartedAt)
 		ts(j.FinishedAt)
-		nullText(j.WorkerID)
-		i64(j.LeaseToken)
+		c.nullText(j.WorkerID)
+		c.i64(j.LeaseToken)
 		ts(j.LeaseExpiresAt)
 		if err := jsonb(j.Errors, len(j.Errors) == 0); err != nil {
 			return nil, fmt.Errorf("job %s: %w", j.ID, err)
 		}
-		if j.Result == nil {
-			null()
-		} else {
-			field(j.Result)
-		}
-		nullText(j.CancelReason)
-		b = binary.BigEndian.AppendUint32(b, 1)
-		if j.CancelRequested {
-			b = append(b, 1)
-		} else {
-			b = append(b, 0)
-		}
+		c.nullBytes(j.Result)
+		c.nullText(j.CancelReason)
+		c.boolean(j.CancelRequested)
 		if err := jsonb(j.Progress, j.Progress == nil); err != nil {
 			return nil, fmt.Errorf("job %s: %w", j.ID, err)
 		}
-		i32(int32(len(j.Logs)))
-		i32(int32(j.LogsDropped))
+		c.i32(int32(len(j.Logs)))
+		c.i32(int32(j.LogsDropped))
 		ts(j.ExpiresAt)
 	}
-	return binary.BigEndian.AppendUint16(b, 0xFFFF), nil
+	return c.end(), nil
 }

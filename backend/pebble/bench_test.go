@@ -127,42 +127,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	b.ReportAllocs()
 	cpu0 := cputime.Process()
 	b.ResetTimer()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	drained := 0
-	for range workers {
-		wg.Go(func() {
-			for {
-				res, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{backend.DefaultQueue}, Max: batch, Lease: time.Minute, Now: t0, MaxBytes: benchClaimMaxBytes()})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if len(res.Jobs) == 0 {
-					return
-				}
-				items := make([]backend.CompleteItem, len(res.Jobs))
-				for i, j := range res.Jobs {
-					items[i] = backend.CompleteItem{Lease: leaseOf(j)}
-				}
-				r, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: t0})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				for _, e := range r.Errors {
-					if e != nil {
-						b.Error(e)
-						return
-					}
-				}
-				mu.Lock()
-				drained += len(items)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	drained := drainQueue(b, s, workers, batch, benchClaimMaxBytes())
 	b.StopTimer()
 	if drained != total {
 		b.Fatalf("drained %d of %d jobs", drained, total)
@@ -383,4 +348,48 @@ func BenchmarkStatsCounts(b *testing.B) {
 func benchClaimMaxBytes() int {
 	n, _ := strconv.Atoi(os.Getenv("KYU_BENCH_CLAIM_MAX_BYTES"))
 	return n
+}
+
+// drainQueue claims (Max batch, MaxBytes maxBytes) and completes the
+// pending jobs of the default queue with workers goroutines until none is
+// left, and returns how many it completed.
+func drainQueue(tb testing.TB, s *Store, workers, batch, maxBytes int) int {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	drained := 0
+	for range workers {
+		wg.Go(func() {
+			for {
+				res, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{backend.DefaultQueue}, Max: batch, Lease: time.Minute, WorkerID: "w", Now: t0, MaxBytes: maxBytes})
+				if err != nil {
+					tb.Error(err)
+					return
+				}
+				if len(res.Jobs) == 0 {
+					return
+				}
+				items := make([]backend.CompleteItem, len(res.Jobs))
+				for i, j := range res.Jobs {
+					items[i] = backend.CompleteItem{Lease: leaseOf(j)}
+				}
+				r, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: t0})
+				if err != nil {
+					tb.Error(err)
+					return
+				}
+				for _, e := range r.Errors {
+					if e != nil {
+						tb.Error(e)
+						return
+					}
+				}
+				mu.Lock()
+				drained += len(items)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return drained
 }

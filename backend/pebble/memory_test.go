@@ -11,7 +11,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -117,44 +116,7 @@ func TestMemoryMillion(t *testing.T) {
 // drainAll claims and completes every pending job of the default queue
 // with 4 workers, 100 jobs per claim, and returns how many it completed.
 func drainAll(t *testing.T, s *Store) int {
-	ctx := context.Background()
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	drained := 0
-	for range 4 {
-		wg.Go(func() {
-			for {
-				res, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{backend.DefaultQueue}, Max: 100, Lease: time.Minute, WorkerID: "w", Now: t0})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if len(res.Jobs) == 0 {
-					return
-				}
-				items := make([]backend.CompleteItem, len(res.Jobs))
-				for i, j := range res.Jobs {
-					items[i] = backend.CompleteItem{Lease: leaseOf(j)}
-				}
-				r, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: t0})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				for _, e := range r.Errors {
-					if e != nil {
-						t.Error(e)
-						return
-					}
-				}
-				mu.Lock()
-				drained += len(items)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return drained
+	return drainQueue(t, s, 4, 100, 0)
 }
 
 // logMemory logs the process's resident memory, the Go heap and Pebble's

@@ -343,41 +343,8 @@ func stamp(t time.Time) string {
 }
 
 // normalize makes a comparable copy of j: times truncated to the
-// millisecond in UTC, empty slices and maps as nil.
-func normalize(j *backend.Job) *backend.Job {
-	c := j.Clone()
-	for _, p := range []*time.Time{&c.RunAt, &c.Deadline, &c.CreatedAt, &c.StartedAt, &c.FinishedAt, &c.LeaseExpiresAt, &c.ExpiresAt} {
-		*p = normTime(*p)
-	}
-	if c.Progress != nil {
-		c.Progress.At = normTime(c.Progress.At)
-	}
-	if len(c.Logs) == 0 {
-		c.Logs = nil
-	}
-	for i := range c.Logs {
-		c.Logs[i].At = normTime(c.Logs[i].At)
-	}
-	if len(c.Payload) == 0 {
-		c.Payload = nil
-	}
-	if len(c.Result) == 0 {
-		c.Result = nil
-	}
-	if len(c.Tags) == 0 {
-		c.Tags = nil
-	}
-	if len(c.Metadata) == 0 {
-		c.Metadata = nil
-	}
-	if len(c.Errors) == 0 {
-		c.Errors = nil
-	}
-	for i := range c.Errors {
-		c.Errors[i].At = normTime(c.Errors[i].At)
-	}
-	return c
-}
+// millisecond in UTC, empty slices and maps as nil (backend.NormalizeJobAt).
+func normalize(j *backend.Job) *backend.Job { return backend.NormalizeJobAt(j, time.Millisecond) }
 
 func normTime(t time.Time) time.Time {
 	if t.IsZero() {

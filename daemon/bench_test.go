@@ -112,18 +112,7 @@ func BenchmarkExec(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	start, cpu, self := time.Now(), cpuTime(), selfCPUTime()
-	done := make(chan error, 1)
-	go func() { done <- d.Run(context.Background()) }()
-	waitCount(b, int64(b.N), d.Jobs)
-	elapsed, cpu, self := time.Since(start), cpuTime()-cpu, selfCPUTime()-self
-	b.StopTimer()
-	d.Stop()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	report(b, b.N, elapsed, cpu, self)
+	runDaemon(b, d)
 }
 
 // BenchmarkGoHandler is BenchmarkExec's baseline: the same jobs drained by
@@ -194,18 +183,7 @@ func BenchmarkHTTP(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	start, cpu, self := time.Now(), cpuTime(), selfCPUTime()
-	done := make(chan error, 1)
-	go func() { done <- d.Run(context.Background()) }()
-	waitCount(b, int64(b.N), d.Jobs)
-	elapsed, cpu, self := time.Since(start), cpuTime()-cpu, selfCPUTime()-self
-	b.StopTimer()
-	d.Stop()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	report(b, b.N, elapsed, cpu, self)
+	runDaemon(b, d)
 }
 
 // BenchmarkPrefork drains b.N jobs from the embedded store through the
@@ -230,6 +208,15 @@ func benchPrefork(b *testing.B, prefetch int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	cpu0 := runDaemon(b, d)
+	// The children are reaped once the daemon has stopped: their CPU time
+	// counts from then on.
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "children-incl-µs/job")
+}
+
+// runDaemon runs d until it has run b.N jobs, timing that alone, stops it
+// and reports the figures; it returns the process's CPU time at the start.
+func runDaemon(b *testing.B, d *daemon.Daemon) time.Duration {
 	b.ResetTimer()
 	start, cpu, self := time.Now(), cpuTime(), selfCPUTime()
 	cpu0 := cpu
@@ -243,7 +230,5 @@ func benchPrefork(b *testing.B, prefetch int) {
 		b.Fatal(err)
 	}
 	report(b, b.N, elapsed, cpu, self)
-	// The children are reaped once the daemon has stopped: their CPU time
-	// counts from then on.
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "children-incl-µs/job")
+	return cpu0
 }

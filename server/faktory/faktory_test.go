@@ -271,6 +271,10 @@ func TestBeatCommands(t *testing.T) {
 	if err != nil || len(ws) != 1 || ws[0].ID != "wk" || ws[0].Host != "box" || ws[0].PID != 7 || ws[0].DeadAt.Sub(ws[0].LastSeen) != 60*time.Second {
 		t.Fatalf("registry %+v %v", ws, err)
 	}
+	// Silent for 60 s, the worker counts as gone.
+	if ws, err := store.Workers(t.Context(), backend.WorkersParams{Now: ws[0].LastSeen.Add(61 * time.Second)}); err != nil || len(ws) != 1 || !ws[0].Dead {
+		t.Fatalf("registry 61 s after the worker's HELLO: %+v %v; want it listed dead", ws, err)
+	}
 	c.cmd("BEAT", map[string]any{"wid": "wk"}).ok(t)
 	if _, err := store.CommandWorker(t.Context(), backend.CommandWorkerParams{ID: "wk", Command: backend.CommandQuiet, Now: time.Now()}); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,12 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		return backend.ClaimResult{}, err
 	}
 	defer s.leave()
+	return s.claim(ctx, s.client, p)
+}
+
+// claim is Claim through d: the shared client, or a connection of its own
+// (waitclaim.go).
+func (s *store) claim(ctx context.Context, d rueidis.CoreClient, p backend.ClaimParams) (backend.ClaimResult, error) {
 	var res backend.ClaimResult
 	if p.Max <= 0 || len(p.Queues) == 0 {
 		return res, nil
@@ -56,7 +62,7 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		if len(p.Types) > 0 {
 			args = append(append(args, strconv.Itoa(backend.ClaimTypeScan)), p.Types...)
 		}
-		got, err := s.claimQueue(ctx, q, args)
+		got, err := s.claimQueue(ctx, d, q, args)
 		if err != nil {
 			return res, err
 		}
@@ -69,10 +75,11 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	return res, nil
 }
 
-// claimQueue runs the claim script on one queue. When the queue's keys are
-// not marked as its own (the data was lost, and the cached number may be
-// another queue's now), it asks the registry again, once.
-func (s *store) claimQueue(ctx context.Context, q string, args []string) (queueClaim, error) {
+// claimQueue runs the claim script on one queue, through d. When the
+// queue's keys are not marked as its own (the data was lost, and the
+// cached number may be another queue's now), it asks the registry again,
+// once.
+func (s *store) claimQueue(ctx context.Context, d rueidis.CoreClient, q string, args []string) (queueClaim, error) {
 	for try := 0; ; try++ {
 		num, ok, err := s.queues.number(ctx, q, false)
 		if err != nil || !ok {
@@ -80,7 +87,7 @@ func (s *store) claimQueue(ctx context.Context, q string, args []string) (queueC
 		}
 		var reply rueidis.RedisResult
 		err = s.retry(ctx, func(int) error {
-			reply = s.eval(ctx, s.scripts.claim, s.keysOf(s.scripts.claim, num), args)
+			reply = s.evalOn(ctx, d, call{s: s.scripts.claim, keys: s.keysOf(s.scripts.claim, num), args: args})
 			return reply.Error()
 		})
 		if staleQueue(err) {

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -81,5 +82,59 @@ func TestIDCollision(t *testing.T) {
 	}
 	if again, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute, Now: now}); err != nil || len(again.Jobs) != 0 {
 		t.Fatalf("Claim after enqueueing a claimed job again = %d jobs, %v; want none", len(again.Jobs), err)
+	}
+}
+
+// The lean enqueue script answers 0 when it wrote every job, else one
+// outcome per job, in order, also for the jobs before the first taken id.
+func TestIDCollisionLean(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{{Type: "first", Queue: "q"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := res.Jobs[0].ID
+	num, _ := queueNumOf(taken)
+	p := backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{{Type: "a", Queue: "q"}, {Type: "b", Queue: "q"}, {Type: "c", Queue: "q"}}}
+	if err := p.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	g := &enqueueGroup{name: "q", num: num, pos: []int{0, 1, 2}}
+	if err := s.buildEnqueue(ctx, g, &p); err != nil {
+		t.Fatal(err)
+	}
+	if !g.lean {
+		t.Fatal("plain pending jobs do not go by the lean script")
+	}
+	run := func() []int64 {
+		t.Helper()
+		reply := s.eval(ctx, s.scripts.enqueueLean, s.keysOf(s.scripts.enqueueLean, num), g.leanArgs())
+		items, asked, err := g.replyItems(reply)
+		if err != nil {
+			t.Fatalf("lean enqueue script: %v", err)
+		}
+		if asked {
+			return nil
+		}
+		out := make([]int64, len(items))
+		for i, it := range items {
+			if out[i], err = it.AsInt64(); err != nil {
+				t.Fatalf("lean enqueue script: outcome %s, want a number", it.String())
+			}
+		}
+		return out
+	}
+	k := enqueueHead + enqueueStride // the second job's values
+	own := g.args[k]
+	g.args[k] = taken
+	if got := run(); !slices.Equal(got, []int64{0, 2, 0}) {
+		t.Fatalf("lean enqueue with the second id taken: outcomes %v, want [0 2 0]", got)
+	}
+	g.args[k] = own
+	if got := run(); got != nil {
+		t.Fatalf("lean enqueue written again with its own ids: outcomes %v, want a bare 0", got)
 	}
 }

@@ -189,7 +189,8 @@ func BenchmarkRedisCPU(b *testing.B) {
 	b.ReportMetric(float64(cs.completed.Load())/float64(max(1, cs.completes.Load())), "jobs/complete")
 }
 
-// countingStore counts the Claim and Complete calls a worker makes.
+// countingStore counts the Claim (and ClaimWait) and Complete calls a
+// worker makes.
 type countingStore struct {
 	*Store
 	claims, claimed, completes, completed atomic.Int64
@@ -197,6 +198,13 @@ type countingStore struct {
 
 func (c *countingStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	res, err := c.Store.Claim(ctx, p)
+	c.claims.Add(1)
+	c.claimed.Add(int64(len(res.Jobs)))
+	return res, err
+}
+
+func (c *countingStore) ClaimWait(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+	res, err := c.Store.ClaimWait(ctx, p)
 	c.claims.Add(1)
 	c.claimed.Add(int64(len(res.Jobs)))
 	return res, err

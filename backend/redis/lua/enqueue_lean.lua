@@ -20,23 +20,27 @@
 
 local stale = checkQueue(ARGV[2], true)
 if stale then return stale end
-local out = {}
-local woke, asked = false, true
+-- out, the per-job list, is made only once a job's id turns out taken:
+-- most calls write every job and return 0.
+local out
+local woke = false
 for b = 3, #ARGV, 3 do
   local id, score, rec = ARGV[b], ARGV[b + 1], ARGV[b + 2]
   if redis.call('HSETNX', KEY_jobs, id, rec) == 0 then
-    if sameJob(redis.call('HGET', KEY_jobs, id), rec) then
-      out[#out + 1] = 0
-    else
+    if not sameJob(redis.call('HGET', KEY_jobs, id), rec) then
+      if not out then
+        out = {}
+        for k = 1, (b - 3) / 3 do out[k] = 0 end
+      end
       out[#out + 1] = 2
-      asked = false
+    elseif out then
+      out[#out + 1] = 0
     end
   else
     redis.call('ZADD', KEY_ready, score, id)
     woke = true
-    out[#out + 1] = 0
+    if out then out[#out + 1] = 0 end
   end
 end
 if woke then redis.call('PUBLISH', ARGV[1], '1') end
-if asked then return 0 end
-return out
+return out or 0

@@ -93,6 +93,25 @@ func (g *signals) signalLocked(queues []string) {
 	}
 }
 
+// bumpStatement is the statement that bumps the versions of queues, in
+// one shard drawn at random, with its arguments; ok is false when there
+// is no queue to bump. Rows go in queue order, so that two transactions
+// take their locks in the same order.
+func (g *signals) bumpStatement(queues []string) (query string, args []any, ok bool) {
+	if len(queues) == 0 {
+		return "", nil, false
+	}
+	queues = slices.Sorted(slices.Values(queues))
+	args = make([]any, 0, 2*len(queues))
+	vals := make([]string, 0, len(queues))
+	shard := rand.IntN(8)
+	for _, q := range queues {
+		args = append(args, q, shard)
+		vals = append(vals, "(?, ?, 1)")
+	}
+	return fmt.Sprintf(g.s.sqls.bump, strings.Join(vals, ", ")), args, true
+}
+
 // bumpTimeout bounds one bump statement.
 const bumpTimeout = 5 * time.Second
 
@@ -111,16 +130,13 @@ func (g *signals) bumpLoop(ctx context.Context) {
 		}
 		clear(g.bumps)
 		g.mu.Unlock()
-		slices.Sort(queues)
-		args := make([]any, 0, 2*len(queues))
-		vals := make([]string, 0, len(queues))
-		shard := rand.IntN(8)
-		for _, q := range queues {
-			args = append(args, q, shard)
-			vals = append(vals, "(?, ?, 1)")
+		query, args, ok := g.bumpStatement(queues)
+		if !ok {
+			// An earlier round took the queues of this kick.
+			continue
 		}
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bumpTimeout)
-		_, err := g.s.db.ExecContext(bctx, fmt.Sprintf(g.s.sqls.bump, strings.Join(vals, ", ")), args...)
+		_, err := g.s.db.ExecContext(bctx, query, args...)
 		cancel()
 		if err != nil {
 			g.s.log.Warn("kyu/mysql: could not bump queue versions; other processes' workers wake at their next poll", "err", err)

@@ -32,9 +32,6 @@ type jobRun struct {
 	attempt     int
 	maxAttempts int
 	timeout     time.Duration
-	// started is when the handler was started, on the real (monotonic)
-	// clock: timeouts run on real time whatever the Clock says.
-	started time.Time
 	// f is the fetcher that claimed the job, q its queue in f's pool.
 	f *fetcher
 	q *poolQueue
@@ -77,10 +74,17 @@ type jobRun struct {
 	lastReport   *backend.ReportItem
 	logLines     int
 
-	// The outcome, written by the handler goroutine before it hands the
-	// run to the completer: err nil means success.
-	err     error
-	failure backend.FailItem
+	// failure is the outcome, written by the handler goroutine before it
+	// hands the run to the completer: nil means success. Only a failed
+	// attempt allocates it, which keeps a run within a smaller size class.
+	failure *runFailure
+}
+
+// runFailure is a failed attempt: the handler's error and what the store
+// is told.
+type runFailure struct {
+	err  error
+	item backend.FailItem
 }
 
 // w is the worker running r.
@@ -123,11 +127,11 @@ func newRun(rec *backend.Job, f *fetcher, q *poolQueue) *jobRun {
 // loop.
 func (w *Worker) startJob(f *fetcher, q *poolQueue, rec *backend.Job) {
 	run := newRun(rec, f, q)
-	run.started = time.Now()
 	run.ctx.Context, run.ctx.run, run.ctx.index = w.jobsCtx, run, -1
 	if rec.Timeout > 0 {
-		run.ctx.deadline = run.started.Add(rec.Timeout)
-		run.ctx.never = w.never
+		// On the real (monotonic) clock: timeouts run on real time
+		// whatever the Clock says.
+		run.ctx.deadline = time.Now().Add(rec.Timeout)
 	}
 	// The cancellable context is the one handed out, so a cancel's cause
 	// is what the handler sees; the timeout (see runContext) ends it from
@@ -245,8 +249,7 @@ func (w *Worker) settle(run *jobRun, err error, stack string) {
 
 // setFailure records err as the run's outcome, with its retry time.
 func (w *Worker) setFailure(run *jobRun, err error, stack string) {
-	run.err = err
-	run.failure = w.failItem(run, err, stack)
+	run.failure = &runFailure{err: err, item: w.failItem(run, err, stack)}
 }
 
 // failItem builds the backend's record of a failed attempt; its message

@@ -121,10 +121,10 @@ func newRun(rec *backend.Job, f *fetcher, q *poolQueue) *jobRun {
 	return r
 }
 
-// startJob begins a claimed job: it hands the job to one of f's handler
-// goroutines waiting for work, or starts a new one when none is waiting.
-// The job's slot in f's pool is already taken for q. Called only from f's
-// loop.
+// startJob begins a claimed job: it queues the job to f's handler
+// goroutines (see handoff), and starts one if none is waiting and none is
+// on its way. The job's slot in f's pool is already taken for q. Called
+// only from f's loop.
 func (w *Worker) startJob(f *fetcher, q *poolQueue, rec *backend.Job) {
 	run := newRun(rec, f, q)
 	run.ctx.Context, run.ctx.run, run.ctx.index = w.jobsCtx, run, -1
@@ -139,38 +139,48 @@ func (w *Worker) startJob(f *fetcher, q *poolQueue, rec *backend.Job) {
 	run.handlerCtx, run.cancel = context.WithCancelCause(&run.ctx)
 	w.track(run)
 	w.stats.running.Add(1)
-	select {
-	case f.idle <- run:
-	default:
-		f.goroutines.Add(1)
-		go w.handlerLoop(f, run)
+	if f.handoff.put(run) {
+		w.startHandler(f)
 	}
 }
 
-// handlerLoop runs run, then every job f hands it, until f's loop has
-// stopped or f has more handler goroutines than its concurrency. Reusing
-// goroutines spares each job a goroutine's start and the growth of its
-// stack. A handler that calls runtime.Goexit ends its goroutine; one whose
-// timeout is overrun keeps it, and f starts others meanwhile. A handler
-// that locks its OS thread or sets pprof labels must undo it before it
-// returns (Handler says so).
+// startHandler starts a handler goroutine of f, called to its queue.
+func (w *Worker) startHandler(f *fetcher) {
+	f.goroutines.Add(1)
+	go w.handlerLoop(f)
+}
+
+// handlerLoop runs the jobs f queues, one after the other, until f's loop
+// has stopped and no job is left, or f has more handler goroutines than
+// its concurrency. Reusing goroutines spares each job a goroutine's start
+// and the growth of its stack, and taking the next queued job before
+// waiting spares most jobs of a batch a wake-up (see handoff). A handler
+// that calls runtime.Goexit ends its goroutine; one whose timeout is
+// overrun keeps it, and f starts others meanwhile. A handler that locks
+// its OS thread or sets pprof labels must undo it before it returns
+// (Handler says so).
 //
 // Kept for speed over a plain goroutine per job, which drained
 // BenchmarkWorkerOverhead/rtt=0s at 375k jobs/s instead of 517k (CPU
 // 2.7 instead of 1.8 µs/job) and BenchmarkDrain50 on the embedded store
 // at 44k instead of 65k jobs/s (go test -bench 'Drain|WorkerOverhead'
 // -benchtime 20000x, medians of 3 alternating rounds, 2 loaded CPUs).
-func (w *Worker) handlerLoop(f *fetcher, run *jobRun) {
+func (w *Worker) handlerLoop(f *fetcher) {
 	defer f.goroutines.Add(-1)
+	coming := true // started by a call to the queue
 	for {
+		run, start := f.handoff.take(coming)
+		if run == nil {
+			return
+		}
+		if start {
+			w.startHandler(f)
+		}
 		w.execute(run.handlerCtx, run)
 		if f.goroutines.Load() > f.slots.limit {
 			return
 		}
-		var ok bool
-		if run, ok = <-f.idle; !ok {
-			return
-		}
+		coming = false
 	}
 }
 

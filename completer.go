@@ -176,12 +176,12 @@ func (c *completer) flush(ctx context.Context) {
 			c.reported = append(c.reported, run)
 			c.reports = append(c.reports, *run.lastReport)
 		}
-		if run.err == nil {
+		if run.failure == nil {
 			c.done = append(c.done, run)
 			c.completes = append(c.completes, backend.CompleteItem{Lease: run.lease, Result: run.takeResult()})
 		} else {
 			c.failed = append(c.failed, run)
-			c.fails = append(c.fails, run.failure)
+			c.fails = append(c.fails, run.failure.item)
 		}
 	}
 	complete := func() {
@@ -256,11 +256,11 @@ func (c *completer) account(runs []*jobRun, res backend.BatchResult, err error, 
 			itemErr = res.Errors[i]
 		}
 		switch {
-		case itemErr == nil && run.err == nil:
+		case itemErr == nil && run.failure == nil:
 			w.stats.succeeded.Add(1)
 		case itemErr == nil:
 			w.stats.failed.Add(1)
-			if errors.Is(run.err, ErrNoHandler) {
+			if errors.Is(run.failure.err, ErrNoHandler) {
 				w.stats.unknownType.Add(1)
 			}
 			w.logFailure(run)
@@ -277,13 +277,14 @@ func (c *completer) account(runs []*jobRun, res backend.BatchResult, err error, 
 // when it will be retried (retries are routine) and at Debug when the
 // handler cancelled it.
 func (w *Worker) logFailure(run *jobRun) {
-	attrs := []any{"job_id", run.lease.JobID, "type", run.jobType, "attempt", run.attempt, "error", run.err}
+	f := run.failure
+	attrs := []any{"job_id", run.lease.JobID, "type", run.jobType, "attempt", run.attempt, "error", f.err}
 	switch {
-	case run.failure.Cancel:
+	case f.item.Cancel:
 		w.log.Debug("kyu: job cancelled by its handler", attrs...)
-	case run.failure.Final || run.attempt >= run.maxAttempts:
+	case f.item.Final || run.attempt >= run.maxAttempts:
 		w.log.Error("kyu: job failed for good", attrs...)
 	default:
-		w.log.Info("kyu: job attempt failed; it will be retried", append(attrs, "retry_at", run.failure.RetryAt)...)
+		w.log.Info("kyu: job attempt failed; it will be retried", append(attrs, "retry_at", f.item.RetryAt)...)
 	}
 }

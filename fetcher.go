@@ -33,11 +33,11 @@ type fetcher struct {
 	batch    int32 // most jobs per claim
 	loop     lifecycle.Loop
 
-	// idle hands a job to a handler goroutine waiting for one (see
+	// handoff passes claimed jobs to the handler goroutines (see
 	// Worker.handlerLoop); it is closed when the fetcher's loop ends, which
 	// ends the waiting goroutines. goroutines counts the handler
 	// goroutines, running a handler or waiting.
-	idle       chan *jobRun
+	handoff    *handoff
 	goroutines atomic.Int32
 
 	// order, names and parts are reused by claimPlan; only the loop uses
@@ -57,7 +57,7 @@ func newFetcher(w *Worker, queues []*poolQueue, weighted bool, concurrency, batc
 		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		slots:    newSlots(concurrency),
 		batch:    int32(batch),
-		idle:     make(chan *jobRun),
+		handoff:  newHandoff(),
 	}
 }
 
@@ -186,7 +186,7 @@ func weightedOrder(rng *rand.Rand, queues []*poolQueue) {
 
 func (f *fetcher) run(ctx context.Context) {
 	// Only this loop hands jobs to handler goroutines.
-	defer close(f.idle)
+	defer f.handoff.close()
 	names := f.queueNames()
 	log := f.w.log.With("queue", names[0])
 	if len(names) > 1 {

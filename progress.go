@@ -41,10 +41,6 @@ type runContext struct {
 	run *jobRun
 	// deadline is when the job's timeout ends, zero without a timeout.
 	deadline time.Time
-	// never is a channel that is never closed: Done returns it when there
-	// is a timeout, so that a child context registers through AfterFunc
-	// (it is never waited on: only the handler's context is handed out).
-	never <-chan struct{}
 	// timedOut is set when the timeout has fired, before the child is
 	// cancelled.
 	timedOut atomic.Bool
@@ -63,12 +59,15 @@ func (c *runContext) Deadline() (time.Time, bool) {
 	return c.deadline, true
 }
 
-// Done is nil without a timeout; see runContext.
+// Done is nil without a timeout. With one it is the worker's channel that
+// is never closed, so that the handler's context registers through
+// AfterFunc (it is never waited on: only the handler's context is handed
+// out); see runContext.
 func (c *runContext) Done() <-chan struct{} {
 	if c.deadline.IsZero() {
 		return c.Context.Done()
 	}
-	return c.never
+	return c.run.w().never
 }
 
 // Err is context.DeadlineExceeded once the timeout has fired.

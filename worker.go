@@ -37,14 +37,15 @@ const outcomeTimeout = 10 * time.Second
 //
 // For each pool (a queue of Queues, or the queues of Pool) a fetcher
 // claims jobs in batches, as slots free up, when the backend signals new
-// work, or every PollInterval. Each job runs on a
-// handler goroutine, reused from job to job; one heartbeater extends all leases (and passes on cancel
-// requests), one completer records outcomes of many jobs in one backend
-// call, one reporter sends handlers' progress and log lines in batches, one
-// loop keeps the worker's entry in the registry, one enqueues the periodic
-// jobs if there are any, and unless disabled one maintainer promotes due
-// jobs, recovers expired leases and applies retention while the store
-// elects it (internal/maintenance), standing by otherwise.
+// work, or every PollInterval. Each job runs on a handler goroutine,
+// reused from job to job (see handoff); one heartbeater extends all
+// leases (and passes on cancel requests), one completer records outcomes
+// of many jobs in one backend call, one reporter sends handlers' progress
+// and log lines in batches, one loop keeps the worker's entry in the
+// registry, one enqueues the periodic jobs if there are any, and unless
+// disabled one maintainer promotes due jobs, recovers expired leases and
+// applies retention while the store elects it (internal/maintenance),
+// standing by otherwise.
 type Worker struct {
 	b   WorkerBackend
 	cfg WorkerConfig

@@ -32,9 +32,6 @@ type jobRun struct {
 	attempt     int
 	maxAttempts int
 	timeout     time.Duration
-	// started is when the handler was started, on the real (monotonic)
-	// clock: timeouts run on real time whatever the Clock says.
-	started time.Time
 	// f is the fetcher that claimed the job, q its queue in f's pool.
 	f *fetcher
 	q *poolQueue
@@ -77,10 +74,17 @@ type jobRun struct {
 	lastReport   *backend.ReportItem
 	logLines     int
 
-	// The outcome, written by the handler goroutine before it hands the
-	// run to the completer: err nil means success.
-	err     error
-	failure backend.FailItem
+	// failure is the outcome, written by the handler goroutine before it
+	// hands the run to the completer: nil means success. Only a failed
+	// attempt allocates it, which keeps a run within a smaller size class.
+	failure *runFailure
+}
+
+// runFailure is a failed attempt: the handler's error and what the store
+// is told.
+type runFailure struct {
+	err  error
+	item backend.FailItem
 }
 
 // w is the worker running r.
@@ -117,17 +121,17 @@ func newRun(rec *backend.Job, f *fetcher, q *poolQueue) *jobRun {
 	return r
 }
 
-// startJob begins a claimed job: it hands the job to one of f's handler
-// goroutines waiting for work, or starts a new one when none is waiting.
-// The job's slot in f's pool is already taken for q. Called only from f's
-// loop.
+// startJob begins a claimed job: it queues the job to f's handler
+// goroutines (see handoff), and starts one if none is waiting and none is
+// on its way. The job's slot in f's pool is already taken for q. Called
+// only from f's loop.
 func (w *Worker) startJob(f *fetcher, q *poolQueue, rec *backend.Job) {
 	run := newRun(rec, f, q)
-	run.started = time.Now()
 	run.ctx.Context, run.ctx.run, run.ctx.index = w.jobsCtx, run, -1
 	if rec.Timeout > 0 {
-		run.ctx.deadline = run.started.Add(rec.Timeout)
-		run.ctx.never = w.never
+		// On the real (monotonic) clock: timeouts run on real time
+		// whatever the Clock says.
+		run.ctx.deadline = time.Now().Add(rec.Timeout)
 	}
 	// The cancellable context is the one handed out, so a cancel's cause
 	// is what the handler sees; the timeout (see runContext) ends it from
@@ -135,38 +139,48 @@ func (w *Worker) startJob(f *fetcher, q *poolQueue, rec *backend.Job) {
 	run.handlerCtx, run.cancel = context.WithCancelCause(&run.ctx)
 	w.track(run)
 	w.stats.running.Add(1)
-	select {
-	case f.idle <- run:
-	default:
-		f.goroutines.Add(1)
-		go w.handlerLoop(f, run)
+	if f.handoff.put(run) {
+		w.startHandler(f)
 	}
 }
 
-// handlerLoop runs run, then every job f hands it, until f's loop has
-// stopped or f has more handler goroutines than its concurrency. Reusing
-// goroutines spares each job a goroutine's start and the growth of its
-// stack. A handler that calls runtime.Goexit ends its goroutine; one whose
-// timeout is overrun keeps it, and f starts others meanwhile. A handler
-// that locks its OS thread or sets pprof labels must undo it before it
-// returns (Handler says so).
+// startHandler starts a handler goroutine of f, called to its queue.
+func (w *Worker) startHandler(f *fetcher) {
+	f.goroutines.Add(1)
+	go w.handlerLoop(f)
+}
+
+// handlerLoop runs the jobs f queues, one after the other, until f's loop
+// has stopped and no job is left, or f has more handler goroutines than
+// its concurrency. Reusing goroutines spares each job a goroutine's start
+// and the growth of its stack, and taking the next queued job before
+// waiting spares most jobs of a batch a wake-up (see handoff). A handler
+// that calls runtime.Goexit ends its goroutine; one whose timeout is
+// overrun keeps it, and f starts others meanwhile. A handler that locks
+// its OS thread or sets pprof labels must undo it before it returns
+// (Handler says so).
 //
 // Kept for speed over a plain goroutine per job, which drained
 // BenchmarkWorkerOverhead/rtt=0s at 375k jobs/s instead of 517k (CPU
 // 2.7 instead of 1.8 µs/job) and BenchmarkDrain50 on the embedded store
 // at 44k instead of 65k jobs/s (go test -bench 'Drain|WorkerOverhead'
 // -benchtime 20000x, medians of 3 alternating rounds, 2 loaded CPUs).
-func (w *Worker) handlerLoop(f *fetcher, run *jobRun) {
+func (w *Worker) handlerLoop(f *fetcher) {
 	defer f.goroutines.Add(-1)
+	coming := true // started by a call to the queue
 	for {
+		run, start := f.handoff.take(coming)
+		if run == nil {
+			return
+		}
+		if start {
+			w.startHandler(f)
+		}
 		w.execute(run.handlerCtx, run)
 		if f.goroutines.Load() > f.slots.limit {
 			return
 		}
-		var ok bool
-		if run, ok = <-f.idle; !ok {
-			return
-		}
+		coming = false
 	}
 }
 
@@ -245,8 +259,7 @@ func (w *Worker) settle(run *jobRun, err error, stack string) {
 
 // setFailure records err as the run's outcome, with its retry time.
 func (w *Worker) setFailure(run *jobRun, err error, stack string) {
-	run.err = err
-	run.failure = w.failItem(run, err, stack)
+	run.failure = &runFailure{err: err, item: w.failItem(run, err, stack)}
 }
 
 // failItem builds the backend's record of a failed attempt; its message

@@ -1,0 +1,115 @@
+package kyu
+
+import "sync"
+
+// handoff passes a fetcher's claimed jobs to its handler goroutines.
+//
+// The fetcher queues each job it claims; a handler goroutine that has
+// returned from a job takes the next queued one before it waits, so
+// while jobs are queued a goroutine goes from one to the next without
+// parking. A job never waits behind a running handler: while jobs are
+// queued, one goroutine is always on its way to them (coming), a waiting
+// one woken or a new one started, and each that takes a job calls the
+// next while more are queued. So a batch of short jobs is run by as many
+// goroutines as keep up with it, not woken one per job, and a batch of
+// long ones still starts every job at once, each goroutine waking the
+// next.
+type handoff struct {
+	mu   sync.Mutex
+	wait sync.Cond // L is &mu; signalled once per goroutine called
+	// runs[head:] are the jobs queued, oldest first.
+	runs []*jobRun
+	head int
+	// parked counts the goroutines waiting in take; coming counts those
+	// woken or started that have not looked at runs yet (at most one,
+	// except at close).
+	parked, coming int
+	// closed is set when the fetcher's loop has ended: goroutines finding
+	// no job end.
+	closed bool
+}
+
+func newHandoff() *handoff {
+	h := &handoff{}
+	h.wait.L = &h.mu
+	return h
+}
+
+// put queues a claimed job. It reports whether the caller must start a
+// goroutine, which then calls take with coming set: none waits to be
+// woken, and none is on its way.
+func (h *handoff) put(run *jobRun) (start bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.runs = append(h.runs, run)
+	return h.call()
+}
+
+// call makes sure a goroutine is on its way to the queue: none if one
+// already is, else a waiting one woken; it reports whether there is none
+// to wake, and the caller must start one. Under mu.
+func (h *handoff) call() (start bool) {
+	if h.coming > 0 {
+		return false
+	}
+	h.coming++
+	if h.parked > 0 {
+		h.wait.Signal()
+		return false
+	}
+	return true
+}
+
+// take returns the next queued job, waiting for one, or nil once the
+// handoff is closed and empty. coming says that the caller was called
+// (started by put's or take's report); take likewise reports whether
+// the caller must start a goroutine for the jobs still queued.
+func (h *handoff) take(coming bool) (run *jobRun, start bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for {
+		if coming {
+			h.coming--
+		}
+		if h.head < len(h.runs) {
+			run = h.runs[h.head]
+			h.runs[h.head] = nil
+			h.head++
+			if h.head == len(h.runs) {
+				h.runs, h.head = h.runs[:0], 0
+			} else if h.head >= cap(h.runs)/2 {
+				// Never emptied lately: move the queued jobs to the front
+				// rather than let append grow the array.
+				n := copy(h.runs, h.runs[h.head:])
+				clear(h.runs[n:])
+				h.runs, h.head = h.runs[:n], 0
+			}
+			if h.head < len(h.runs) {
+				start = h.call()
+			}
+			return run, start
+		}
+		if h.closed {
+			// Let the next waiting goroutine see it too.
+			if h.parked > 0 {
+				h.call()
+			}
+			return nil, false
+		}
+		h.parked++
+		h.wait.Wait()
+		h.parked--
+		coming = true
+	}
+}
+
+// close ends the goroutines that find no job, once the queued jobs are
+// taken; no job may be put after it.
+func (h *handoff) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	if h.parked > 0 {
+		h.call()
+	}
+}

@@ -2,6 +2,8 @@ package kyu
 
 import (
 	"context"
+	"errors"
+	"runtime"
 
 	"github.com/kyuhq/kyu/backend"
 )
@@ -14,10 +16,11 @@ import (
 // loop calls its methods. While it waits, the fetcher makes no other
 // claim, so the slots it asked for stay free for it.
 type waitClaim struct {
-	wc     backend.WaitingClaimer
-	cancel context.CancelFunc
-	// done receives the claim's answer; nil while no claim waits.
+	wc backend.WaitingClaimer
+	// done holds the claim's answer; nil while there is none to take.
 	done chan waitClaimResult
+	// answered is the channel done is set to, reused.
+	answered chan waitClaimResult
 }
 
 // waitClaimResult is a waiting claim's answer.
@@ -49,27 +52,39 @@ func newWaitClaim(f *fetcher) *waitClaim {
 }
 
 // start registers a claim of up to n jobs from the pool's queues, in the
-// claim order of this round.
+// claim order of this round, and waits for its answer on the fetcher's
+// own goroutine, until a job comes, ctx ends or the poll interval passes
+// (the poll renews the claim: should its store have missed a job, the
+// next claim finds it). Waiting here rather than on a goroutine of its
+// own spares each job a goroutine handoff between the store's commit and
+// the handler. While it waits the fetcher serves nothing else, which
+// loses nothing: its free slots are the claim's, wake-up signals coalesce,
+// and a subscription obtained meanwhile waits to be adopted.
 func (c *waitClaim) start(ctx context.Context, f *fetcher, n int32) {
 	parts := f.claimPlan(n)
 	if len(parts) != 1 {
 		return
 	}
 	p := backend.ClaimParams{
-		Queues:   append([]string(nil), f.names[parts[0].from:parts[0].to]...),
+		Queues:   f.names[parts[0].from:parts[0].to],
 		Mode:     backend.ClaimStrict,
 		Max:      int(n),
 		Lease:    f.w.cfg.Lease,
 		WorkerID: f.w.cfg.ID,
 		Now:      f.w.cfg.Clock.Now(),
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan waitClaimResult, 1)
-	c.cancel, c.done = cancel, done
-	go func() {
-		res, err := c.wc.ClaimWait(wctx, p)
-		done <- waitClaimResult{res: res, err: err}
-	}()
+	if c.answered == nil {
+		c.answered = make(chan waitClaimResult, 1)
+	}
+	wctx, cancel := context.WithTimeout(ctx, f.w.cfg.PollInterval)
+	res, err := c.wc.ClaimWait(wctx, p)
+	cancel()
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		// The poll interval passed with no job: not a failure.
+		err = nil
+	}
+	c.done = c.answered
+	c.done <- waitClaimResult{res: res, err: err}
 }
 
 // waiting says whether a claim waits.
@@ -88,12 +103,18 @@ func (c *waitClaim) answer() <-chan waitClaimResult {
 // started, even if ctx has ended meanwhile (they are ours, as in
 // fetcher.claim).
 func (c *waitClaim) ended(f *fetcher, r waitClaimResult) error {
-	c.cancel()
-	c.cancel, c.done = nil, nil
+	c.done = nil
 	for _, rec := range r.res.Jobs {
 		q := f.queueOf(rec.Queue)
 		f.slots.acquire(q)
 		f.w.startJob(f, q, rec)
+	}
+	if len(r.res.Jobs) > 0 {
+		// Let the handler goroutine just handed a job run before the
+		// fetcher's next claim: it waits on this P's run queue, and would
+		// otherwise start only once that claim and the next waiting claim
+		// have been made.
+		runtime.Gosched()
 	}
 	return r.err
 }
@@ -104,6 +125,5 @@ func (c *waitClaim) stop(f *fetcher) {
 	if !c.waiting() {
 		return
 	}
-	c.cancel()
 	_ = c.ended(f, <-c.done)
 }

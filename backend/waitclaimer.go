@@ -13,6 +13,7 @@ type WaitingClaimer interface {
 	// took then (their lease starts when they are taken). If ctx ends, or
 	// the store closes, before the claim is filled, it returns the error
 	// and has claimed nothing: jobs taken for it as it gave up are released
-	// at once. p is checked as Claim checks it.
+	// at once. A claim filled before ctx ends returns its jobs, even when
+	// writing them ends after. p is checked as Claim checks it.
 	ClaimWait(ctx context.Context, p ClaimParams) (ClaimResult, error)
 }

@@ -27,6 +27,8 @@ type commitGroup struct {
 	// queueMinutes names the queue minutes whose counters changed,
 	// written likewise.
 	queueMinutes []queueMinute
+	// fills are the waiting claims filled in this group (waitclaim.go).
+	fills []groupFill
 	// seq is the group's number (Store.commits), set when it is taken.
 	seq  uint64
 	done chan struct{}
@@ -151,6 +153,7 @@ func (s *store) commitLoop() {
 		}
 		g.err = err
 		close(g.done)
+		deliverFills(g) // waitclaim.go
 		if err == nil {
 			s.synced.Store(g.seq)
 			select {

@@ -39,9 +39,7 @@ type waitFill struct {
 	got       []claimed
 	truncated bool
 	g         *commitGroup
-	// now is the time the jobs were leased at.
-	now time.Time
-	err error
+	err       error
 }
 
 // ClaimWait is Claim that waits for work (see backend.WaitingClaimer):
@@ -57,23 +55,12 @@ func (s *Store) ClaimWait(ctx context.Context, p backend.ClaimParams) (backend.C
 }
 
 func (s *store) claimWait(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
-	res, abandoned, err := s.claimWaiting(ctx, p)
-	if abandoned != nil {
-		// Released outside the operation: Release begins its own.
-		s.releaseFill(context.WithoutCancel(ctx), abandoned)
-	}
-	return res, err
-}
-
-// claimWaiting is ClaimWait within one operation; a claim filled as ctx
-// ended comes back in abandoned, for the caller to release.
-func (s *store) claimWaiting(ctx context.Context, p backend.ClaimParams) (res backend.ClaimResult, abandoned *waitFill, err error) {
 	if err := s.begin(ctx); err != nil {
-		return backend.ClaimResult{}, nil, err
+		return backend.ClaimResult{}, err
 	}
 	defer s.end()
 	if p.Max <= 0 || len(p.Queues) == 0 {
-		return backend.ClaimResult{}, nil, nil
+		return backend.ClaimResult{}, nil
 	}
 	order := distinct(p.Queues)
 	if p.Mode == backend.ClaimWeighted {
@@ -81,7 +68,7 @@ func (s *store) claimWaiting(ctx context.Context, p backend.ClaimParams) (res ba
 	}
 
 	if err := s.lockState(); err != nil {
-		return backend.ClaimResult{}, nil, err
+		return backend.ClaimResult{}, err
 	}
 	mark := s.writes
 	got, truncated, err := s.claimLocked(order, p, p.Now)
@@ -91,15 +78,14 @@ func (s *store) claimWaiting(ctx context.Context, p backend.ClaimParams) (res ba
 		s.unlock()
 		switch {
 		case err != nil:
-			return backend.ClaimResult{}, nil, err
+			return backend.ClaimResult{}, err
 		case len(got) == 0 && closed:
-			return backend.ClaimResult{}, nil, backend.ErrClosed
+			return backend.ClaimResult{}, backend.ErrClosed
 		}
 		if err := wait(g); err != nil {
-			return backend.ClaimResult{}, nil, err
+			return backend.ClaimResult{}, err
 		}
-		res, err = s.claimResult(got, truncated)
-		return res, nil, err
+		return s.claimResult(got, truncated)
 	}
 	w := &waitingClaim{order: order, p: p, since: time.Now(), filled: make(chan waitFill, 1)}
 	s.waiting.list = append(s.waiting.list, w)
@@ -116,34 +102,20 @@ func (s *store) claimWaiting(ctx context.Context, p backend.ClaimParams) (res ba
 		}
 		s.mu.Unlock()
 		if i >= 0 {
-			return backend.ClaimResult{}, nil, ctx.Err()
+			return backend.ClaimResult{}, ctx.Err()
 		}
-		// Filled as it gave up: the jobs go back.
-		if f = <-w.filled; f.err == nil {
-			abandoned = &f
-		}
-		return backend.ClaimResult{}, abandoned, ctx.Err()
+		// Filled before it gave up: its jobs are handed over once their
+		// commit ends (see deliverFills), and are the caller's, as a
+		// Claim's are once it has taken them.
+		f = <-w.filled
 	}
 	if f.err != nil {
-		return backend.ClaimResult{}, nil, f.err
+		return backend.ClaimResult{}, f.err
 	}
 	if err := wait(f.g); err != nil {
-		return backend.ClaimResult{}, nil, err
+		return backend.ClaimResult{}, err
 	}
-	res, err = s.claimResult(f.got, f.truncated)
-	return res, nil, err
-}
-
-// releaseFill hands back the jobs of a waiting claim filled as it gave up;
-// should that fail (the store broke or closed), their leases expire.
-func (s *store) releaseFill(ctx context.Context, f *waitFill) {
-	leases := make([]backend.Lease, len(f.got))
-	for i, c := range f.got {
-		leases[i] = backend.Lease{JobID: c.job.ID, Token: c.job.LeaseToken}
-	}
-	if _, err := s.Release(ctx, backend.ReleaseParams{Leases: leases, Now: f.now}); err != nil {
-		s.log.Warn("release of an abandoned waiting claim failed; its jobs wait for their leases to expire", "err", err)
-	}
+	return s.claimResult(f.got, f.truncated)
 }
 
 // wakeWaiting notes that a job of queue became pending, for unlock to fill
@@ -180,8 +152,31 @@ func (s *store) fillWaiting() {
 			continue
 		}
 		s.waiting.list = slices.Delete(s.waiting.list, i, i+1)
-		w.filled <- waitFill{got: got, truncated: truncated, g: s.pending, now: now, err: err}
+		f := waitFill{got: got, truncated: truncated, g: s.pending, err: err}
+		if err != nil || f.g == nil {
+			w.filled <- f
+			continue
+		}
+		// Handed over by the committer once the group is durable, so the
+		// claim's goroutine wakes once, after the sync, not also before.
+		f.g.fills = append(f.g.fills, groupFill{w: w, f: f})
 	}
+}
+
+// groupFill is a waiting claim filled in a group, handed its jobs once
+// the group is durable (see deliverFills).
+type groupFill struct {
+	w *waitingClaim
+	f waitFill
+}
+
+// deliverFills hands the waiting claims filled in g their jobs, once g's
+// commit has ended (g.err says how).
+func deliverFills(g *commitGroup) {
+	for _, d := range g.fills {
+		d.w.filled <- d.f
+	}
+	g.fills = nil
 }
 
 // closeWaiting ends every waiting claim with backend.ErrClosed, and any

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -138,8 +139,8 @@ func TestClaimWaitOrder(t *testing.T) {
 	}
 }
 
-// A claim that gives up before it is filled claims nothing; one filled as
-// it gives up hands its jobs back at once.
+// A claim that gives up before it is filled claims nothing; one filled
+// before it gives up returns its jobs, even when their commit ends after.
 func TestClaimWaitCancel(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, t.TempDir(), Options{})
@@ -156,26 +157,6 @@ func TestClaimWaitCancel(t *testing.T) {
 	id := enqueue(t, s, t0, backend.NewJob{})[0].ID
 	if j := get(t, s, id); j.State != backend.StatePending {
 		t.Fatalf("job after a cancelled claim is %s; want pending", j.State)
-	}
-
-	// Filled, then abandoned: released.
-	w := &waitingClaim{order: []string{backend.DefaultQueue}, p: waitClaimParams(1), since: time.Now(), filled: make(chan waitFill, 1)}
-	s.mu.Lock()
-	s.waiting.list = append(s.waiting.list, w)
-	s.mu.Unlock()
-	id2 := enqueue(t, s, t0, backend.NewJob{})[0].ID
-	f := <-w.filled
-	if f.err != nil || len(f.got) != 2 && len(f.got) != 1 {
-		t.Fatalf("fill = %+v", f)
-	}
-	if err := wait(f.g); err != nil {
-		t.Fatal(err)
-	}
-	s.releaseFill(context.Background(), &f)
-	for _, id := range []string{id, id2} {
-		if j := get(t, s, id); j.State != backend.StatePending || j.Attempt != 0 {
-			t.Fatalf("job %s after an abandoned fill = %s, attempt %d; want pending, attempt 0", id, j.State, j.Attempt)
-		}
 	}
 
 	// Cancelled as a job arrives: either the claim has the job or the
@@ -200,6 +181,51 @@ func TestClaimWaitCancel(t *testing.T) {
 		default:
 			t.Fatalf("round %d: ClaimWait = %+v, %v with the job %s; want it claimed or pending", i, a.res, a.err, j.State)
 		}
+	}
+}
+
+// A claim filled before its ctx ends keeps its jobs though ctx ends
+// while their commit is under way: it is handed them once they are
+// durable, with no error, and the job is active, claimed once.
+func TestClaimWaitFilledThenCancelled(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir(), Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	answer := claimAsync(ctx, s, waitClaimParams(1))
+	awaitWaiting(t, s, 1)
+	enqueued := make(chan string, 1)
+	go func() {
+		res, err := s.Enqueue(context.Background(), backend.EnqueueParams{Jobs: []backend.NewJob{{Type: "t"}}, Now: t0})
+		if err != nil {
+			t.Error(err)
+			enqueued <- ""
+			return
+		}
+		enqueued <- res.Jobs[0].ID
+	}()
+	// Once the claim is filled (it leaves the list in the enqueue's
+	// section), hold mu, under which the committer hands the fill over
+	// after the sync, while ctx ends.
+	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+		s.mu.Lock()
+		if len(s.waiting.list) == 0 {
+			break
+		}
+		s.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("the claim was not filled")
+		}
+	}
+	cancel()
+	s.mu.Unlock()
+	a := <-answer
+	id := <-enqueued
+	if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
+		t.Fatalf("ClaimWait filled, then cancelled = %+v, %v; want job %s", a.res, a.err, id)
+	}
+	if j := get(t, s, id); j.State != backend.StateActive || j.Attempt != 1 {
+		t.Fatalf("job = %s, attempt %d; want active, attempt 1", j.State, j.Attempt)
 	}
 }
 

@@ -62,7 +62,7 @@ func (s *store) claim(ctx context.Context, d rueidis.CoreClient, p backend.Claim
 		if len(p.Types) > 0 {
 			args = append(append(args, strconv.Itoa(backend.ClaimTypeScan)), p.Types...)
 		}
-		got, err := s.claimQueue(ctx, d, q, args)
+		got, err := s.claimQueue(ctx, d, q, args, p.WorkerID)
 		if err != nil {
 			return res, err
 		}
@@ -79,7 +79,7 @@ func (s *store) claim(ctx context.Context, d rueidis.CoreClient, p backend.Claim
 // queue's keys are not marked as its own (the data was lost, and the
 // cached number may be another queue's now), it asks the registry again,
 // once.
-func (s *store) claimQueue(ctx context.Context, d rueidis.CoreClient, q string, args []string) (queueClaim, error) {
+func (s *store) claimQueue(ctx context.Context, d rueidis.CoreClient, q string, args []string, workerID string) (queueClaim, error) {
 	for try := 0; ; try++ {
 		num, ok, err := s.queues.number(ctx, q, false)
 		if err != nil || !ok {
@@ -102,7 +102,7 @@ func (s *store) claimQueue(ctx context.Context, d rueidis.CoreClient, q string, 
 		if err != nil {
 			return queueClaim{}, fmt.Errorf("kyu/redis: claim from queue %q: %w", q, err)
 		}
-		return s.claimed(q, reply)
+		return s.claimed(q, reply, args[3], workerID)
 	}
 }
 
@@ -114,9 +114,11 @@ type queueClaim struct {
 	stopped bool // stopped for the byte budget
 }
 
-// claimed decodes a claim script's reply. The jobs share one allocation
-// (and their strings the reply's), as they come and go together.
-func (s *store) claimed(queue string, reply rueidis.RedisResult) (queueClaim, error) {
+// claimed decodes a claim script's reply; workerHex and workerID are the
+// claimer's id as the records hold it and as it is. The jobs share one
+// allocation, their payloads another, their strings the reply's and the
+// worker id, as they come and go together.
+func (s *store) claimed(queue string, reply rueidis.RedisResult, workerHex, workerID string) (queueClaim, error) {
 	flat, err := reply.AsStrSlice()
 	if err != nil || len(flat) < 2 || (len(flat)-2)%3 != 0 {
 		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply %s", reply.String())
@@ -129,6 +131,10 @@ func (s *store) claimed(queue string, reply rueidis.RedisResult) (queueClaim, er
 	flat = flat[2:]
 	all := make([]backend.Job, len(flat)/3)
 	jobs := make([]*backend.Job, 0, len(all))
+	sh := &recordShare{workerHex: workerHex, workerID: workerID}
+	for i := 1; i < len(flat); i += 3 {
+		sh.rest += len(flat[i])
+	}
 	for i := 0; i < len(flat); i += 3 {
 		id, rec, errs := flat[i], flat[i+1], flat[i+2]
 		if rec == "" {
@@ -137,7 +143,8 @@ func (s *store) claimed(queue string, reply rueidis.RedisResult) (queueClaim, er
 		}
 		res.taken++
 		j := &all[i/3]
-		err := decodeRecordTo(j, id, queue, rec)
+		err := decodeRecordTo(j, id, queue, rec, sh)
+		sh.rest -= len(rec)
 		if err == nil {
 			j.Errors, err = decodeErrors(id, errs)
 		}

@@ -235,15 +235,44 @@ func decodeDuration(v int64) time.Duration {
 // not parse is reported as ErrCorrupt, naming the job and the field.
 func decodeRecord(id, queue, rec string) (*backend.Job, error) {
 	j := new(backend.Job)
-	if err := decodeRecordTo(j, id, queue, rec); err != nil {
+	if err := decodeRecordTo(j, id, queue, rec, nil); err != nil {
 		return nil, err
 	}
 	return j, nil
 }
 
+// recordShare is what the records of one reply share when they are
+// decoded together (a claim's): the worker id that leased them, so each
+// job takes that string instead of decoding a copy of its own, and room
+// for their payloads, so the copies take one allocation.
+type recordShare struct {
+	workerHex, workerID string // the worker id as records hold it, and as it is
+	payloads            []byte // the payload copies made, within its capacity
+	// rest is the length of the records still to decode, this one's
+	// included: it bounds their payloads, and sizes the room when the
+	// first payload comes (records without one take none).
+	rest int
+}
+
+// payload copies p into the room of sh (or its own allocation, with sh
+// nil). The copy's capacity ends with it, so growing one job's payload
+// never writes over the next one's.
+func (sh *recordShare) payload(p string) []byte {
+	if sh == nil {
+		return []byte(p)
+	}
+	if cap(sh.payloads)-len(sh.payloads) < len(p) {
+		sh.payloads = make([]byte, 0, max(sh.rest, len(p)))
+	}
+	n := len(sh.payloads)
+	sh.payloads = append(sh.payloads, p...)
+	return sh.payloads[n:len(sh.payloads):len(sh.payloads)]
+}
+
 // decodeRecordTo is decodeRecord into *j. The job's strings (type, title,
-// unique key, tags) share rec's memory; its payload is a copy.
-func decodeRecordTo(j *backend.Job, id, queue, rec string) error {
+// unique key, tags) share rec's memory; its payload is a copy. sh, when
+// set, is what the records decoded with this one share.
+func decodeRecordTo(j *backend.Job, id, queue, rec string, sh *recordShare) error {
 	bad := func(what string) error {
 		return fmt.Errorf("%w: job %s: %s", ErrCorrupt, id, what)
 	}
@@ -300,7 +329,9 @@ func decodeRecordTo(j *backend.Job, id, queue, rec string) error {
 	if j.RunAt.IsZero() {
 		return bad("run_at is missing")
 	}
-	if wh := h[hWorker-1]; wh != "" {
+	if wh := h[hWorker-1]; sh != nil && wh != "" && wh == sh.workerHex {
+		j.WorkerID = sh.workerID
+	} else if wh != "" {
 		w, err := hex.DecodeString(wh)
 		if err != nil {
 			return bad("worker id is not hex")
@@ -327,7 +358,7 @@ func decodeRecordTo(j *backend.Job, id, queue, rec string) error {
 		return bad("unique key length out of range")
 	}
 	j.UniqueKey, rest = rest[:ulen], rest[ulen:]
-	if err := decodeBody(j, rest); err != nil {
+	if err := decodeBody(j, rest, sh); err != nil {
 		return bad(err.Error())
 	}
 	return nil
@@ -394,7 +425,7 @@ func (r *bodyReader) str() string {
 }
 
 // decodeBody reads what appendBody wrote.
-func decodeBody(j *backend.Job, body string) error {
+func decodeBody(j *backend.Job, body string, sh *recordShare) error {
 	if len(body) == 0 || body[0] != bodyVersion && body[0] != bodyVersionJID {
 		return fmt.Errorf("body has an unknown version")
 	}
@@ -412,7 +443,7 @@ func decodeBody(j *backend.Job, body string) error {
 	r := bodyReader{b: body[1:]}
 	j.Type = r.str()
 	if p := r.str(); p != "" {
-		j.Payload = []byte(p)
+		j.Payload = sh.payload(p)
 	}
 	j.Title = r.str()
 	j.Timeout = decodeDuration(r.varint())

@@ -135,3 +135,65 @@ func TestAppendID(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordShare: records decoded together share the worker id string
+// and one allocation for their payloads, yet each payload is the job's
+// own: growing one leaves the next as it was. A record of another worker
+// decodes its own id; records without a payload take no room.
+func TestRecordShare(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	var recs []string
+	var ids []string
+	for i, w := range []string{"w1", "w1", "other", "w1"} {
+		id, err := newJobID(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := &backend.Job{ID: id, Queue: "q", Type: "t", State: backend.StateActive, MaxAttempts: 3, Attempt: 1, LeaseToken: 1,
+			RunAt: now, CreatedAt: now, StartedAt: now, LeaseExpiresAt: now.Add(time.Minute), WorkerID: w,
+			Payload: []byte(strings.Repeat(string(rune('a'+i)), 10))}
+		if i == 3 {
+			j.Payload = nil
+		}
+		ids, recs = append(ids, id), append(recs, encodeRecord(j))
+	}
+	room := 0
+	for _, r := range recs {
+		room += len(r)
+	}
+	workerHex := "7731" // hex of "w1", as Claim passes it
+	sh := &recordShare{workerHex: workerHex, workerID: "w1", rest: room}
+	got := make([]backend.Job, len(recs))
+	for i, r := range recs {
+		if err := decodeRecordTo(&got[i], ids[i], "q", r, sh); err != nil {
+			t.Fatal(err)
+		}
+		sh.rest -= len(r)
+	}
+	if cap(sh.payloads) != room {
+		t.Errorf("payload room %d bytes, want the records' %d", cap(sh.payloads), room)
+	}
+	for i, want := range []string{"w1", "w1", "other", "w1"} {
+		if got[i].WorkerID != want {
+			t.Errorf("job %d: worker %q, want %q", i, got[i].WorkerID, want)
+		}
+	}
+	if got[3].Payload != nil {
+		t.Errorf("job 3: payload %q, want none", got[3].Payload)
+	}
+	none := &recordShare{rest: len(recs[3])}
+	if err := decodeRecordTo(&got[3], ids[3], "q", recs[3], none); err != nil {
+		t.Fatal(err)
+	}
+	if none.payloads != nil {
+		t.Errorf("a record without a payload took %d bytes of room", cap(none.payloads))
+	}
+	got[0].Payload = append(got[0].Payload, "zzzzzzzzzz"...)
+	got[0].Payload[0] = 'Z'
+	for i, want := range []string{"Zaaaaaaaaazzzzzzzzzz", "bbbbbbbbbb", "cccccccccc"} {
+		if string(got[i].Payload) != want {
+			t.Errorf("job %d: payload %q, want %q", i, got[i].Payload, want)
+		}
+	}
+}

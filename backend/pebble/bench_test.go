@@ -138,6 +138,52 @@ func BenchmarkClaimComplete(b *testing.B) {
 	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(total), "cpu-ns/job")
 }
 
+// BenchmarkDrainNoop is the storage side of the root package's
+// BenchmarkDrain50: b.N payload-less jobs kept with the default retention
+// are drained by 2 workers, each claiming 50 at a time (a worker with
+// 50 handlers) and completing them in one batch. Besides the rate it
+// reports the process's CPU per job (the store's whole cost of a claim and
+// a completion, Pebble's flushes and compactions included) and the group
+// commits (syncs) per job, and the page faults per job where the system
+// counts them (fresh memory: Pebble's memtables fill pages never touched
+// before until the store has run a while).
+func BenchmarkDrainNoop(b *testing.B) {
+	const batch, workers = 50, 2
+	st := openStore(b, b.TempDir(), Options{})
+	ctx := context.Background()
+	for done := 0; done < b.N; done += 1000 {
+		jobs := make([]backend.NewJob, min(1000, b.N-done))
+		for i := range jobs {
+			jobs[i] = backend.NewJob{Type: "noop"}
+		}
+		if _, err := st.Enqueue(ctx, backend.EnqueueParams{Jobs: jobs, Now: t0}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	st.mu.Lock()
+	commits0 := st.commits
+	st.mu.Unlock()
+	faults0 := minorFaults()
+	cpu0 := cputime.Process()
+	b.ResetTimer()
+	drained := drainQueue(b, st, workers, batch, 0)
+	b.StopTimer()
+	faults := minorFaults() - faults0
+	if drained != b.N {
+		b.Fatalf("drained %d of %d jobs", drained, b.N)
+	}
+	st.mu.Lock()
+	commits := st.commits - commits0
+	st.mu.Unlock()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N), "cpu-µs/job")
+	b.ReportMetric(float64(commits)/float64(b.N), "syncs/job")
+	if faults > 0 {
+		b.ReportMetric(float64(faults)/float64(b.N), "faults/job")
+	}
+}
+
 // BenchmarkPendingMillion enqueues a million pending jobs and reports the
 // process's resident memory. It is skipped unless KYU_BENCH_MILLION=1, since
 // it takes a while.

@@ -293,6 +293,10 @@ func openPebble(fs vfs.FS, dir string, opts Options, fault *engineFault, trim *c
 			TableDeleted: func(cpebble.TableDeleteInfo) { trim.note() },
 		},
 	}
+	// A claim reads the records of the pending jobs it pops, which sit
+	// side by side in id order, and every block read is a pread and an
+	// allocation in the block cache: see tableBlockSize.
+	po.Levels[0].BlockSize = tableBlockSize
 	db, err = cpebble.Open(dir, po)
 	if ferr := fault.failed(); ferr != nil {
 		if err == nil {
@@ -317,6 +321,16 @@ func openPebble(fs vfs.FS, dir string, opts Options, fault *engineFault, trim *c
 	}
 	return db, nil
 }
+
+// tableBlockSize is the size of the blocks Pebble writes its tables in,
+// at every level (the others take L0's), instead of Pebble's 4 KiB: a
+// drain reads its jobs' records in id order, block by block, and four
+// times bigger blocks take it four times fewer block reads
+// (BenchmarkDrainNoop: the reads' CPU falls from about 2.4 µs a job to
+// 1.8; 32 KiB gave 1.4 but left the memory test nearer its bar). A
+// point read that misses the block cache reads and decompresses the
+// bigger block.
+const tableBlockSize = 16 << 10
 
 func closePebble(db *cpebble.DB) (err error) {
 	defer func() {

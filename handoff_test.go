@@ -7,39 +7,72 @@ import (
 	"time"
 )
 
+// testHandlers runs handler goroutines on a handoff as handlerLoop does,
+// each calling do with the jobs it takes.
+type testHandlers struct {
+	h          *handoff
+	do         func(*jobRun)
+	wg         sync.WaitGroup
+	goroutines atomic.Int32
+}
+
+// put queues a job, starting a goroutine when the handoff asks for one.
+func (th *testHandlers) put(run *jobRun) {
+	if th.h.put(run) {
+		th.start()
+	}
+}
+
+func (th *testHandlers) start() {
+	th.wg.Add(1)
+	th.goroutines.Add(1)
+	go th.loop()
+}
+
+func (th *testHandlers) loop() {
+	defer th.wg.Done()
+	coming := true
+	for {
+		run, start := th.h.take(coming)
+		if run == nil {
+			return
+		}
+		if start {
+			th.start()
+		}
+		th.do(run)
+		coming = false
+	}
+}
+
+// closeAndWait closes the handoff and waits for every goroutine to end.
+func (th *testHandlers) closeAndWait(t *testing.T) {
+	t.Helper()
+	th.h.close()
+	done := make(chan struct{})
+	go func() { th.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler goroutines did not end after close")
+	}
+}
+
 // Jobs queued to the handler goroutines all start while every handler
 // blocks: none waits behind a running one. Run twice, so that the second
 // batch goes to goroutines from the first, which are reused (a put while
 // a goroutine is between jobs may still start one more).
 func TestHandoffStartsEveryJobAtOnce(t *testing.T) {
 	const n = 50
-	h := newHandoff()
 	started := make(chan *jobRun)
-	var goroutines atomic.Int32
-	var wg sync.WaitGroup
 	release := make(chan struct{}) // one value lets one handler return
-	var loop func()
-	loop = func() {
-		defer wg.Done()
-		coming := true
-		for {
-			run, start := h.take(coming)
-			if run == nil {
-				return
-			}
-			if start {
-				spawn(&wg, &goroutines, loop)
-			}
-			started <- run
-			<-release
-			coming = false
-		}
-	}
+	th := &testHandlers{h: newHandoff(), do: func(run *jobRun) {
+		started <- run
+		<-release
+	}}
 	for round := range 2 {
 		for range n {
-			if h.put(&jobRun{}) {
-				spawn(&wg, &goroutines, loop)
-			}
+			th.put(&jobRun{})
 		}
 		seen := map[*jobRun]bool{}
 		deadline := time.After(10 * time.Second)
@@ -55,53 +88,19 @@ func TestHandoffStartsEveryJobAtOnce(t *testing.T) {
 			release <- struct{}{}
 		}
 	}
-	h.close()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("handler goroutines did not end after close")
-	}
-	if g := goroutines.Load(); g < n || g >= 2*n {
+	th.closeAndWait(t)
+	if g := th.goroutines.Load(); g < n || g >= 2*n {
 		t.Errorf("%d goroutines ran two rounds of %d jobs at a time, want from %d, reused", g, n, n)
 	}
-}
-
-func spawn(wg *sync.WaitGroup, count *atomic.Int32, f func()) {
-	wg.Add(1)
-	count.Add(1)
-	go f()
 }
 
 // Jobs queued before close still run, and every goroutine ends once they
 // have.
 func TestHandoffCloseRunsQueuedJobs(t *testing.T) {
-	h := newHandoff()
 	var ran atomic.Int32
-	var wg sync.WaitGroup
-	var loop func()
-	loop = func() {
-		defer wg.Done()
-		coming := true
-		for {
-			run, start := h.take(coming)
-			if run == nil {
-				return
-			}
-			if start {
-				wg.Add(1)
-				go loop()
-			}
-			ran.Add(1)
-			coming = false
-		}
-	}
+	th := &testHandlers{h: newHandoff(), do: func(*jobRun) { ran.Add(1) }}
 	for range 3 {
-		if h.put(&jobRun{}) {
-			wg.Add(1)
-			go loop()
-		}
+		th.put(&jobRun{})
 	}
 	// Let the goroutines run out of jobs and wait, then queue more and
 	// close at once.
@@ -112,19 +111,9 @@ func TestHandoffCloseRunsQueuedJobs(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	for range 5 {
-		if h.put(&jobRun{}) {
-			wg.Add(1)
-			go loop()
-		}
+		th.put(&jobRun{})
 	}
-	h.close()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("handler goroutines did not end after close")
-	}
+	th.closeAndWait(t)
 	if n := ran.Load(); n != 8 {
 		t.Errorf("%d jobs ran, want 8", n)
 	}

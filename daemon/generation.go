@@ -290,8 +290,11 @@ func (g *generation) doStop() {
 		}
 		// Once no handler runs a child any more, the parked ones (never
 		// run, or interrupted and their group gone) are handed back by
-		// ending Shutdown's wait.
-		if g.active.Load() == 0 && g.parked.Load() > 0 {
+		// ending Shutdown's wait. A handler that has just left active
+		// has not yet returned to the worker, whose outcome would be
+		// dropped and its job handed back: the wait ends only when the
+		// worker has no other handler running than the parked ones.
+		if parked := g.parked.Load(); g.active.Load() == 0 && parked > 0 && g.w.Stats().Running <= parked {
 			cancel()
 		}
 	}

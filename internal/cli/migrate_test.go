@@ -77,9 +77,26 @@ func TestMigrateMySQL(t *testing.T) {
 		t.Fatalf("open the migrated store without automigrate: %v", err)
 	}
 	defer s.Close()
+	// Every table of the prefix, whatever the migrations made.
+	rows, err := s.DB().QueryContext(context.Background(),
+		"SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE ?", prefix+"%")
+	if err != nil {
+		t.Fatalf("list the tables: %v", err)
+	}
+	defer rows.Close()
 	var names []string
-	for _, tb := range []string{"schema_versions", "jobs", "unique_keys", "queues", "job_logs", "counters", "final_counts", "signals", "workers"} {
-		names = append(names, "`"+prefix+tb+"`")
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatalf("list the tables: %v", err)
+		}
+		names = append(names, "`"+name+"`")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("list the tables: %v", err)
+	}
+	if len(names) == 0 {
+		t.Fatalf("no table has the prefix %s", prefix)
 	}
 	if _, err := s.DB().ExecContext(context.Background(), "DROP TABLE IF EXISTS "+strings.Join(names, ", ")); err != nil {
 		t.Errorf("drop tables: %v", err)

@@ -130,6 +130,14 @@ func (g *generation) ProcessJob(ctx context.Context, job *kyu.Job) error {
 	if g.gate != nil {
 		select {
 		case g.gate <- struct{}{}:
+			// A place freed as the stop began may win over stopping in
+			// this select: a job that waited is handed back all the same.
+			select {
+			case <-g.stopping:
+				<-g.gate
+				return g.park(ctx)
+			default:
+			}
 		case <-g.stopping:
 			return g.park(ctx)
 		case <-g.kill:

@@ -34,10 +34,7 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	if p.Max <= 0 || len(p.Queues) == 0 {
 		return backend.ClaimResult{}, nil
 	}
-	order := distinct(p.Queues)
-	if p.Mode == backend.ClaimWeighted {
-		order = weightedOrder(order, p.Weights)
-	}
+	order := claimOrder(p)
 
 	if err := s.lockState(); err != nil {
 		return backend.ClaimResult{}, err
@@ -259,4 +256,14 @@ func weightedOrder(queues []string, weights map[string]int) []string {
 		rest = slices.Delete(rest, i, i+1)
 	}
 	return out
+}
+
+// claimOrder is the order in which a claim of p looks at its queues: each
+// named once, weighted when p asks for it.
+func claimOrder(p backend.ClaimParams) []string {
+	order := distinct(p.Queues)
+	if p.Mode == backend.ClaimWeighted {
+		order = weightedOrder(order, p.Weights)
+	}
+	return order
 }

@@ -62,10 +62,7 @@ func (s *store) claimWait(ctx context.Context, p backend.ClaimParams) (backend.C
 	if p.Max <= 0 || len(p.Queues) == 0 {
 		return backend.ClaimResult{}, nil
 	}
-	order := distinct(p.Queues)
-	if p.Mode == backend.ClaimWeighted {
-		order = weightedOrder(order, p.Weights)
-	}
+	order := claimOrder(p)
 
 	if err := s.lockState(); err != nil {
 		return backend.ClaimResult{}, err

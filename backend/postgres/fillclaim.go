@@ -20,11 +20,12 @@ import (
 // (priority, run-at, the other processes' jobs, paused queues, deadlines,
 // types, budget), perhaps another job than the new one.
 //
-// When the enqueue is one statement and each claim it fills reads one
-// queue (the common case), the statements go in one pipeline whose
-// implicit transaction commits at its end: one round trip, as the enqueue
-// alone. Otherwise they go in a transaction: the enqueue's statements,
-// then each claim queue by queue, as Claim makes them.
+// When the enqueue is one INSERT and each claim it fills reads one queue
+// (the common case), the statements go in one pipeline whose implicit
+// transaction commits at its end: one round trip, as the enqueue alone.
+// Otherwise (unique keys, JIDs, a COPY, claims of several queues) they go
+// in a transaction: the enqueue's statements, then each claim queue by
+// queue, as Claim makes them.
 //
 // Callers in a user's transaction (EnqueueTx) fill no claim: their jobs are
 // not visible until that transaction commits, and its commit is theirs.
@@ -81,6 +82,10 @@ func (s *store) enqueueFilling(ctx context.Context, op string, plans []*enqueueP
 	}
 	for _, p := range plans {
 		single = single && len(p.keyed) == 0 && !p.hasJID
+	}
+	if len(plans) == 1 && len(plans[0].jobs) >= copyMinJobs {
+		// Written with COPY, which cannot join a pipeline.
+		single = false
 	}
 	write := func(r runner) error {
 		if len(plans) == 1 {

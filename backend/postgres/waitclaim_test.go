@@ -381,3 +381,45 @@ func TestClaimWaitFilledWakesNoOne(t *testing.T) {
 		t.Fatalf("ClaimWait = %+v, %v; want a job", a.res.Jobs, a.err)
 	}
 }
+
+// An enqueue large enough for COPY fills a waiting claim in its
+// transaction too.
+func TestClaimWaitFilledByCopy(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{})
+	answer := claimAsync(context.Background(), s, waitClaimParams(5, "q"))
+	awaitWaiting(t, s, 1)
+	jobs := make([]backend.NewJob, copyMinJobs+5)
+	for i := range jobs {
+		jobs[i] = backend.NewJob{Queue: "q", Type: "t"}
+	}
+	res := enqueueJobs(t, s, jobs...)
+	a := answerOf(t, answer)
+	if a.err != nil || len(a.res.Jobs) != 5 {
+		t.Fatalf("ClaimWait = %d jobs, %v; want 5", len(a.res.Jobs), a.err)
+	}
+	claimed := map[string]bool{}
+	for _, j := range a.res.Jobs {
+		claimed[j.ID] = true
+	}
+	var xmins []int64
+	active := 0
+	for _, r := range res {
+		st, x := rowVersion(t, s, r.ID)
+		if st == "active" {
+			active++
+			if !claimed[r.ID] {
+				t.Fatalf("job %s is active but not the claim's", r.ID)
+			}
+		}
+		xmins = append(xmins, x)
+	}
+	if active != 5 {
+		t.Fatalf("%d jobs active; want 5", active)
+	}
+	for _, x := range xmins {
+		if x != xmins[0] {
+			t.Fatalf("rows written by transactions %d and %d; want one", xmins[0], x)
+		}
+	}
+}

@@ -24,50 +24,16 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		return backend.ClaimResult{}, err
 	}
 	defer s.end()
-	queues := distinct(p.Queues)
+	queues := claimOrder(p)
 	if p.Max <= 0 || len(queues) == 0 {
 		return backend.ClaimResult{}, nil
-	}
-	if p.Mode == backend.ClaimWeighted {
-		queues = weightedOrder(queues, p.Weights)
-		if len(queues) == 0 {
-			return backend.ClaimResult{}, nil
-		}
-	}
-	expires := p.Now.Add(p.Lease)
-	worker := nullText(p.WorkerID)
-	// query claims from one queue, the jobs given claimed already; with a
-	// budget it says whether the claim stopped for it.
-	query := func(q string, claimed []*backend.Job) (string, []any) {
-		if p.MaxBytes <= 0 && len(p.Types) == 0 {
-			return s.sqls.claim, []any{p.Now, q, p.Max - len(claimed), worker, expires}
-		}
-		left := int64(math.MaxInt64)
-		if p.MaxBytes > 0 {
-			left = int64(p.MaxBytes)
-			for _, j := range claimed {
-				left -= int64(len(j.Payload))
-			}
-		}
-		args := []any{p.Now, q, p.Max - len(claimed), worker, expires, left, len(claimed) > 0}
-		if len(p.Types) > 0 {
-			return s.sqls.claimTyped, append(args, p.Types)
-		}
-		return s.sqls.claimBounded, args
-	}
-	collect := func(rows pgx.Rows) ([]*backend.Job, bool, error) {
-		if p.MaxBytes <= 0 && len(p.Types) == 0 {
-			jobs, err := collectJobs(rows)
-			return jobs, false, err
-		}
-		return collectClaimed(rows)
 	}
 
 	// One round trip for the common case: the step and the first queue's
 	// claim go together in a pipeline.
 	batch := &pgx.Batch{}
 	batch.Queue(s.sqls.step, p.Now, queues, s.opts.MaintenanceLimit, s.channel)
-	sql, args := query(queues[0], nil)
+	sql, args := s.claimStatement(p, queues[0], nil)
 	batch.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, batch)
 	var promoted, cancelled, notified int64
@@ -80,7 +46,7 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		br.Close()
 		return backend.ClaimResult{}, s.wrap("claim", err)
 	}
-	jobs, stopped, err := collect(rows)
+	jobs, stopped, err := collectClaim(p, rows)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -88,22 +54,80 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		s.handBack(ctx, jobs, p.Now)
 		return backend.ClaimResult{}, s.wrap("claim", err)
 	}
+	res, err := s.claimRest(ctx, s.pool, p, queues, jobs, stopped)
+	if err != nil {
+		s.handBack(ctx, res.Jobs, p.Now)
+		return backend.ClaimResult{}, s.wrap("claim", err)
+	}
+	return res, nil
+}
+
+// claimOrder is the order in which a claim for p visits its queues: p's
+// order without repeats, or one drawn by weight for ClaimWeighted.
+func claimOrder(p backend.ClaimParams) []string {
+	queues := distinct(p.Queues)
+	if p.Mode == backend.ClaimWeighted {
+		queues = weightedOrder(queues, p.Weights)
+	}
+	return queues
+}
+
+// claimStatement is the statement, with its arguments, that claims for p
+// from queue q, the jobs claimed taken from p's earlier queues already.
+func (s *store) claimStatement(p backend.ClaimParams, q string, claimed []*backend.Job) (string, []any) {
+	expires := p.Now.Add(p.Lease)
+	worker := nullText(p.WorkerID)
+	if p.MaxBytes <= 0 && len(p.Types) == 0 {
+		return s.sqls.claim, []any{p.Now, q, p.Max - len(claimed), worker, expires}
+	}
+	left := int64(math.MaxInt64)
+	if p.MaxBytes > 0 {
+		left = int64(p.MaxBytes)
+		for _, j := range claimed {
+			left -= int64(len(j.Payload))
+		}
+	}
+	args := []any{p.Now, q, p.Max - len(claimed), worker, expires, left, len(claimed) > 0}
+	if len(p.Types) > 0 {
+		return s.sqls.claimTyped, append(args, p.Types)
+	}
+	return s.sqls.claimBounded, args
+}
+
+// collectClaim reads the rows of claimStatement for p and closes them: the
+// jobs in claim order, and whether the claim stopped for its byte budget.
+func collectClaim(p backend.ClaimParams, rows pgx.Rows) ([]*backend.Job, bool, error) {
+	var jobs []*backend.Job
+	var stopped bool
+	var err error
+	if p.MaxBytes <= 0 && len(p.Types) == 0 {
+		jobs, err = collectJobs(rows)
+	} else {
+		jobs, stopped, err = collectClaimed(rows)
+	}
 	sortClaimed(jobs)
-	for _, q := range queues[1:] {
+	return jobs, stopped, err
+}
+
+// claimRest goes on with a claim for p on q (the pool, or a transaction)
+// once the first queue of order gave jobs, stopped saying whether that
+// claim stopped for its budget: it claims from the next queues until p.Max
+// is reached, and returns the jobs highest priority first. On an error it
+// returns the jobs claimed so far with it.
+func (s *store) claimRest(ctx context.Context, q pgxQuerier, p backend.ClaimParams, order []string, jobs []*backend.Job, stopped bool) (backend.ClaimResult, error) {
+	for _, queue := range order[1:] {
 		if len(jobs) >= p.Max || stopped {
 			break
 		}
-		sql, args := query(q, jobs)
-		rows, err := s.pool.Query(ctx, sql, args...)
+		sql, args := s.claimStatement(p, queue, jobs)
+		rows, err := q.Query(ctx, sql, args...)
 		var more []*backend.Job
 		if err == nil {
-			more, stopped, err = collect(rows)
+			more, stopped, err = collectClaim(p, rows)
 		}
 		if err != nil {
-			s.handBack(ctx, append(jobs, more...), p.Now)
-			return backend.ClaimResult{}, s.wrap("claim", err)
+			return backend.ClaimResult{Jobs: append(jobs, more...)}, err
 		}
-		sortClaimed(more)
 		jobs = append(jobs, more...)
 	}
 	s.vacuum.note(len(jobs))

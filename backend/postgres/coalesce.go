@@ -175,10 +175,11 @@ func (s *store) runGroup(ctx context.Context, g *enqueueGroup, plans []*enqueueP
 	case 1:
 		_, g.err = s.enqueueAlone(ctx, plans[0])
 	default:
-		if g.err = s.writeGroup(ctx, plans); g.err == nil {
+		var filled map[string]bool
+		if filled, g.err = s.writeGroup(ctx, plans); g.err == nil {
 			var pending []string
 			for _, p := range plans {
-				for _, q := range p.pendingQueues() {
+				for _, q := range p.pendingQueues(filled) {
 					if !slices.Contains(pending, q) {
 						pending = append(pending, q)
 					}
@@ -197,16 +198,22 @@ func (s *store) runGroup(ctx context.Context, g *enqueueGroup, plans []*enqueueP
 
 // writeGroup writes the plans of several callers atomically: with one
 // INSERT when none takes a unique key or has a JID, else in a
-// transaction.
-func (s *store) writeGroup(ctx context.Context, plans []*enqueuePlan) error {
+// transaction; that transaction also fills the claims waiting for their
+// jobs (fillclaim.go), and filled names the jobs they took.
+func (s *store) writeGroup(ctx context.Context, plans []*enqueuePlan) (filled map[string]bool, err error) {
 	op := fmt.Sprintf("enqueue (%d calls coalesced)", len(plans))
+	if ws := s.takeWaiting(plans); ws != nil {
+		if filled, done, err := s.enqueueFilling(ctx, op, plans, ws); done {
+			return filled, err
+		}
+	}
 	keyed := slices.ContainsFunc(plans, func(p *enqueuePlan) bool { return len(p.keyed) > 0 || p.hasJID })
 	if !keyed {
-		return s.wrap(op, s.enqueueGroupIn(ctx, pgxRunner{s.pool}, plans))
+		return nil, s.wrap(op, s.enqueueGroupIn(ctx, pgxRunner{s.pool}, plans))
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return s.wrap(op, err)
+		return nil, s.wrap(op, err)
 	}
 	err = s.enqueueGroupIn(ctx, pgxRunner{tx}, plans)
 	if err == nil {
@@ -214,9 +221,9 @@ func (s *store) writeGroup(ctx context.Context, plans []*enqueuePlan) error {
 	}
 	if err != nil {
 		tx.Rollback(ctx) //nolint:errcheck // the first error is the one to report
-		return s.wrap(op, err)
+		return nil, s.wrap(op, err)
 	}
-	return nil
+	return nil, nil
 }
 
 // groupItem is item i of plan, in a coalesced group.

@@ -35,9 +35,19 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 	return s.enqueueAlone(ctx, plan)
 }
 
-// enqueueAlone writes one call's plan in a transaction of its own and
-// notifies the queues that got pending jobs.
+// enqueueAlone writes one call's plan in a transaction of its own, which
+// also fills the claims waiting for its jobs (fillclaim.go), and notifies
+// the queues that got pending jobs.
 func (s *store) enqueueAlone(ctx context.Context, plan *enqueuePlan) (backend.EnqueueResult, error) {
+	if ws := s.takeWaiting([]*enqueuePlan{plan}); ws != nil {
+		if filled, done, err := s.enqueueFilling(ctx, "enqueue", []*enqueuePlan{plan}, ws); done {
+			if err != nil {
+				return backend.EnqueueResult{}, err
+			}
+			s.notifyPending(plan.pendingQueues(filled))
+			return plan.result(), nil
+		}
+	}
 	if len(plan.keyed) == 0 && !plan.hasJID {
 		// One statement: its own transaction.
 		if err := s.insert(ctx, pgxRunner{s.pool}, plan, false); err != nil {
@@ -57,7 +67,7 @@ func (s *store) enqueueAlone(ctx context.Context, plan *enqueuePlan) (backend.En
 			return backend.EnqueueResult{}, s.wrap("enqueue", err)
 		}
 	}
-	s.notifyPending(plan.pendingQueues())
+	s.notifyPending(plan.pendingQueues(nil))
 	return plan.result(), nil
 }
 
@@ -174,11 +184,12 @@ func (plan *enqueuePlan) fresh() []int {
 	return out
 }
 
-// pendingQueues lists the queues that got a pending job.
-func (plan *enqueuePlan) pendingQueues() []string {
+// pendingQueues lists the queues that got a pending job, leaving out the
+// jobs of filled, those a waiting claim took in the enqueue's commit.
+func (plan *enqueuePlan) pendingQueues(filled map[string]bool) []string {
 	var qs []string
 	for i, r := range plan.res {
-		if !r.Duplicate && r.State == backend.StatePending && !slices.Contains(qs, plan.jobs[i].Queue) {
+		if !r.Duplicate && r.State == backend.StatePending && !filled[r.ID] && !slices.Contains(qs, plan.jobs[i].Queue) {
 			qs = append(qs, plan.jobs[i].Queue)
 		}
 	}

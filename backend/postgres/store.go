@@ -46,6 +46,9 @@ type store struct {
 
 	// line coalesces concurrent small Enqueue calls (see coalesce.go).
 	line enqueueLine
+	// waiting holds the claims waiting for an enqueue to fill them (see
+	// waitclaim.go).
+	waiting waitingClaims
 
 	listen   *listener
 	notifier *notifier
@@ -172,8 +175,9 @@ func (s *store) open(ctx context.Context) error {
 	return s.checkSchema(ctx)
 }
 
-// Close waits for the operations in flight, stops the subscriptions and
-// closes the connections. Later calls return ErrClosed; a second Close does
+// Close waits for the operations in flight, ends the claims waiting for
+// work (ClaimWait) with ErrClosed, stops the subscriptions and closes the
+// connections. Later calls return ErrClosed; a second Close does
 // nothing.
 func (s *store) Close() error {
 	s.closeMu.Lock()
@@ -183,6 +187,7 @@ func (s *store) Close() error {
 	}
 	s.closed = true
 	s.closeMu.Unlock()
+	s.waiting.close()
 	s.listen.stop()
 	s.notifier.stop()
 	s.vacuum.stop()

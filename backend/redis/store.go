@@ -83,6 +83,8 @@ type store struct {
 	// runs go on connections of their own (runConns, runconn.go).
 	lines    lines
 	runConns runConns
+	// handoffs are the waiting claims an enqueue may fill (handoff.go).
+	handoffs handoffs
 
 	// ops counts calls in flight, so Close waits for them.
 	ops    sync.WaitGroup

@@ -110,6 +110,37 @@ func TestEnqueueFillsWaitingClaimsInTurn(t *testing.T) {
 	}
 }
 
+// A batch of one queue fills a waiting claim with its jobs, as a single
+// enqueue does.
+func TestEnqueueBatchFillsWaitingClaim(t *testing.T) {
+	s := openTest(t, "")
+	deafen(t, s)
+	ctx := context.Background()
+	batch := func(queues ...string) []backend.EnqueuedJob {
+		jobs := make([]backend.NewJob, len(queues))
+		for i, q := range queues {
+			jobs[i] = backend.NewJob{Type: "t", Queue: q}
+		}
+		res, err := s.Enqueue(ctx, backend.EnqueueParams{Jobs: jobs, Now: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Jobs
+	}
+	answer := claimAsync(ctx, s, waitClaimParams(5, "q"))
+	awaitHandoffs(t, s, 1)
+	jobs := batch("q", "q", "q")
+	a := <-answer
+	if a.err != nil || len(a.res.Jobs) != 3 {
+		t.Fatalf("ClaimWait = %+v, %v; want the 3 jobs of the batch", a.res, a.err)
+	}
+	for _, j := range jobs {
+		if st := jobState(t, s, j.ID); st != backend.StateActive {
+			t.Fatalf("job %s of the batch is %s; want active", j.ID, st)
+		}
+	}
+}
+
 // A waiting claim still wakes for another process's enqueue.
 func TestWaitingClaimHearsOtherStores(t *testing.T) {
 	s := openTest(t, "")

@@ -41,9 +41,6 @@ func (s *store) claim(ctx context.Context, d rueidis.CoreClient, p backend.Claim
 	if p.Mode == backend.ClaimWeighted {
 		queues = weightedOrder(p.Queues, p.Weights)
 	}
-	nowS := strconv.FormatInt(p.Now.UnixMilli(), 10)
-	exp := strconv.FormatInt(p.Now.Add(p.Lease).UnixMilli(), 10)
-	worker := hex.EncodeToString([]byte(p.WorkerID))
 	seen := map[string]bool{}
 	used, taken := 0, 0 // payload bytes and jobs taken, as the scripts count them
 	for _, q := range queues {
@@ -51,17 +48,7 @@ func (s *store) claim(ctx context.Context, d rueidis.CoreClient, p backend.Claim
 			continue
 		}
 		seen[q] = true
-		left, took := "", "0"
-		if p.MaxBytes > 0 {
-			left = strconv.Itoa(p.MaxBytes - used)
-		}
-		if taken > 0 {
-			took = "1"
-		}
-		args := []string{nowS, strconv.Itoa(p.Max - len(res.Jobs)), exp, worker, strconv.Itoa(promoteBound), q, left, took}
-		if len(p.Types) > 0 {
-			args = append(append(args, strconv.Itoa(backend.ClaimTypeScan)), p.Types...)
-		}
+		args := claimArgs(p, q, len(res.Jobs), used, taken)
 		got, err := s.claimQueue(ctx, d, q, args, p.WorkerID)
 		if err != nil {
 			return res, err
@@ -73,6 +60,26 @@ func (s *store) claim(ctx context.Context, d rueidis.CoreClient, p backend.Claim
 	}
 	slices.SortStableFunc(res.Jobs, func(a, b *backend.Job) int { return cmp.Compare(b.Priority, a.Priority) })
 	return res, nil
+}
+
+// claimArgs is the claim script's ARGV for queue q of claim p, after
+// earlier queues of the claim gave it got jobs, used payload bytes and
+// taken jobs as the scripts count them.
+func claimArgs(p backend.ClaimParams, q string, got, used, taken int) []string {
+	left, took := "", "0"
+	if p.MaxBytes > 0 {
+		left = strconv.Itoa(p.MaxBytes - used)
+	}
+	if taken > 0 {
+		took = "1"
+	}
+	args := []string{strconv.FormatInt(p.Now.UnixMilli(), 10), strconv.Itoa(p.Max - got),
+		strconv.FormatInt(p.Now.Add(p.Lease).UnixMilli(), 10), hex.EncodeToString([]byte(p.WorkerID)),
+		strconv.Itoa(promoteBound), q, left, took}
+	if len(p.Types) > 0 {
+		args = append(append(args, strconv.Itoa(backend.ClaimTypeScan)), p.Types...)
+	}
+	return args
 }
 
 // claimQueue runs the claim script on one queue, through d. When the

@@ -65,6 +65,10 @@ func TestCluster(t *testing.T) {
 		}
 	}
 
+	// Waiting claims are filled by enqueues in the slot of their queue.
+	deafen(t, s)
+	enqueueFillsWaitingClaim(t, s, "ha", "hb", "hc", "hd", "he", "hf")
+
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		return openTest(t, url)
 	})

@@ -96,9 +96,10 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 			}
 			calls[i] = call{s: sc, keys: s.keysOf(sc, g.num), args: args}
 		}
+		first := groups[0] // not groups, which the closure would move to the heap
 		err := s.retry(ctx, func(int) error {
-			if own && len(calls) == 1 {
-				replies = []rueidis.RedisResult{s.evalOwn(ctx, calls[0])}
+			if len(calls) == 1 {
+				replies = []rueidis.RedisResult{s.runEnqueueOne(ctx, calls[0], first, own)}
 			} else {
 				replies = s.runEnqueue(ctx, calls)
 			}

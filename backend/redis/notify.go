@@ -55,6 +55,10 @@ type waiter struct {
 	queues []string
 	ids    map[string]bool
 	c      chan struct{}
+	// handoff, when set, is the waiting claim this subscription wakes: a
+	// wake-up that comes while an enqueue fills it goes with its answer
+	// (handoff.go).
+	handoff *handoffClaim
 }
 
 func newNotifier(s *store, pattern, probeChannel string, route func(channel, message string) func(*waiter) bool) *notifier {
@@ -208,6 +212,9 @@ func (n *notifier) signal(match func(*waiter) bool) {
 	defer n.mu.Unlock()
 	for w := range n.subs {
 		if match(w) {
+			if w.handoff != nil && n.s.handoffs.hold(w.handoff) {
+				continue
+			}
 			select {
 			case w.c <- struct{}{}:
 			default:

@@ -21,7 +21,9 @@
 // in the store-wide index that Enqueue and Import take before they write
 // (a client that dies between the two leaves the JID held by no job for
 // Options.RetryFor plus ten seconds). Idle workers wake, and
-// watchers of a job hear its end, through Pub/Sub (notify.go). Calls
+// watchers of a job hear its end, through Pub/Sub (notify.go); an idle
+// worker's waiting claim is filled by an enqueue of the same Store in
+// that enqueue's round trip (handoff.go). Calls
 // retry with backoff while the server restarts or fails over
 // (Options.RetryFor).
 package redis
@@ -83,6 +85,8 @@ type store struct {
 	// runs go on connections of their own (runConns, runconn.go).
 	lines    lines
 	runConns runConns
+	// handoffs are the waiting claims an enqueue may fill (handoff.go).
+	handoffs handoffs
 
 	// ops counts calls in flight, so Close waits for them.
 	ops    sync.WaitGroup

@@ -18,7 +18,9 @@ import (
 // fetcher that hears the wake-up and claims through the shared,
 // pipelined connection: the signal goes straight to the claiming
 // goroutine, and rueidis writes the claim and reads its reply in that
-// goroutine instead of its writer's and reader's.
+// goroutine instead of its writer's and reader's. An enqueue of this
+// Store fills the claim without a wake-up, with its claim sent behind its
+// own script in one round trip (handoff.go).
 func (s *Store) ClaimWait(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	if err := p.Check(); err != nil {
 		return backend.ClaimResult{}, err
@@ -36,32 +38,78 @@ func (s *store) claimWait(ctx context.Context, p backend.ClaimParams) (backend.C
 	}
 	// Subscribed before the first claim: a job that becomes pending after
 	// that claim looked signals the subscription.
-	w := &waiter{queues: slices.Clone(p.Queues), c: make(chan struct{}, 1)}
+	began, at := time.Now(), p.Now
+	// An enqueue of this store may fill the claim while it waits
+	// (handoff.go).
+	hc := newHandoffClaim(p, began)
+	w := &waiter{queues: slices.Clone(p.Queues), c: make(chan struct{}, 1), handoff: hc}
 	sub, err := s.notify.add(ctx, w)
 	if err != nil {
 		return backend.ClaimResult{}, err
 	}
 	defer sub.Close()
-	began, at := time.Now(), p.Now
-	for {
-		// A claim filled later leases its jobs from when it is filled.
-		p.Now = at.Add(time.Since(began))
-		res, err := s.claimOwn(ctx, p)
-		if err != nil || len(res.Jobs) > 0 {
-			if len(res.Jobs) > 0 && ctx.Err() != nil {
-				s.releaseClaimed(res, p.Now)
-				return backend.ClaimResult{}, ctx.Err()
+	var filled chan handoffFill
+	if hc != nil {
+		filled = hc.filled
+		defer s.handoffs.withdraw(hc)
+	}
+	for claim := true; ; {
+		if claim {
+			// A claim filled later leases its jobs from when it is filled.
+			p.Now = at.Add(time.Since(began))
+			res, err := s.claimOwn(ctx, p)
+			if err != nil || len(res.Jobs) > 0 {
+				return s.claimedWaiting(ctx, res, err, p.Now)
 			}
-			return res, err
 		}
+		if hc != nil {
+			s.handoffs.register(hc)
+		}
+		var end error
 		select {
 		case <-w.c:
+			claim = true
+			if hc == nil || s.handoffs.withdraw(hc) {
+				continue
+			}
+			// An enqueue took the claim: its answer is on its way, and the
+			// claim is made again if it got nothing.
+		case f := <-filled:
+			if len(f.res.Jobs) > 0 {
+				return s.claimedWaiting(ctx, f.res, nil, time.Now())
+			}
+			claim = f.signalled
+			continue
 		case <-ctx.Done():
-			return backend.ClaimResult{}, ctx.Err()
+			end = ctx.Err()
 		case <-s.done:
-			return backend.ClaimResult{}, backend.ErrClosed
+			end = backend.ErrClosed
 		}
+		if end != nil && (hc == nil || s.handoffs.withdraw(hc)) {
+			return backend.ClaimResult{}, end
+		}
+		// An enqueue took the claim and answers soon: the claim is in
+		// flight, and what it took is returned or released as a claim of
+		// this loop's is.
+		f := <-filled
+		if len(f.res.Jobs) > 0 {
+			return s.claimedWaiting(ctx, f.res, nil, time.Now())
+		}
+		if end != nil {
+			return backend.ClaimResult{}, end
+		}
+		claim = claim || f.signalled
 	}
+}
+
+// claimedWaiting ends a waiting claim with jobs res it took (at now) or
+// error err: the jobs are returned, or released when ctx has ended.
+func (s *store) claimedWaiting(ctx context.Context, res backend.ClaimResult, err error, now time.Time) (backend.ClaimResult, error) {
+	if len(res.Jobs) > 0 && ctx.Err() != nil {
+		s.releaseClaimed(res, now)
+		return backend.ClaimResult{}, ctx.Err()
+	}
+	return res, err
 }
 
 // claimOwn is one claim of ClaimWait: on a connection of its own when one

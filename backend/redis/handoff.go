@@ -1,0 +1,216 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"encoding/hex"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/redis/rueidis"
+)
+
+// handoffs are the waiting claims (ClaimWait) of this Store that an
+// enqueue of the Store may fill: an enqueue that makes a job pending in a
+// queue a waiting claim begins with takes that claim and sends it, the
+// ordinary claim script with the claim's parameters, right behind its own
+// script in the same write on the same connection. Both replies come back
+// in one round trip, and the enqueueing goroutine hands the claimed jobs
+// to the waiting one: an idle worker's job starts one round trip (and a
+// Pub/Sub message) sooner than when the worker hears the wake-up and
+// claims.
+//
+// A claim is taken by one enqueue at a time and always given back: with
+// the jobs it got, or with none (it then waits again). Its Pub/Sub
+// subscription stays meanwhile, so other processes' enqueues still wake
+// it. Only a claim in strict order is registered, and only an enqueue to
+// its first queue fills it, so the claim takes jobs in the order Claim
+// would; it claims that queue only (Claim may take fewer than Max).
+type handoffs struct {
+	// n counts the claims registered: an enqueue looks no further while
+	// it is 0, which costs the enqueue of a store without waiting claims
+	// one atomic load.
+	n  atomic.Int32
+	mu sync.Mutex
+	// list holds the claims registered, oldest first: the oldest is
+	// filled first.
+	list []*handoffClaim
+}
+
+// handoffClaim is one waiting claim an enqueue may fill.
+type handoffClaim struct {
+	p     backend.ClaimParams
+	queue string // the first queue of its claim order
+	// began is when the claim began, on the local clock: a claim filled
+	// later leases its jobs at p.Now plus the time waited.
+	began time.Time
+	// filled receives the claim's answer, once per taking.
+	filled chan handoffFill
+	// taken is set while an enqueue fills the claim; missed, when a
+	// wake-up came meanwhile, which then goes with the answer (hold)
+	// instead of waking the claim's goroutine before its answer is in.
+	// Both are guarded by handoffs.mu.
+	taken, missed bool
+}
+
+// handoffFill is what an enqueue's claim got for a waiting claim: jobs,
+// or none (also when the claim failed; the waiting claim then waits
+// again, and claims itself on the next wake-up).
+type handoffFill struct {
+	res backend.ClaimResult
+	// signalled is set when the claim failed, or a wake-up came for the
+	// claim while it was filled: a job may be pending that it missed, and
+	// the waiting claim claims again when the answer has no jobs.
+	signalled bool
+}
+
+// newHandoffClaim returns p's claim for registering, or nil when p is not
+// one an enqueue may fill: one whose claim order is not p.Queues as
+// given (weighted order).
+func newHandoffClaim(p backend.ClaimParams, began time.Time) *handoffClaim {
+	if p.Mode == backend.ClaimWeighted || len(p.Queues) == 0 {
+		return nil
+	}
+	return &handoffClaim{p: p, queue: p.Queues[0], began: began, filled: make(chan handoffFill, 1)}
+}
+
+// register makes c available to enqueues.
+func (h *handoffs) register(c *handoffClaim) {
+	h.mu.Lock()
+	h.list = append(h.list, c)
+	h.n.Add(1)
+	h.mu.Unlock()
+}
+
+// withdraw takes c back from enqueues; false means an enqueue took it,
+// and its answer comes on c.filled.
+func (h *handoffs) withdraw(c *handoffClaim) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i := slices.Index(h.list, c)
+	if i < 0 {
+		return false
+	}
+	h.list = slices.Delete(h.list, i, i+1)
+	h.n.Add(-1)
+	return true
+}
+
+// take removes and returns the oldest claim that begins with queue, or
+// nil.
+func (h *handoffs) take(queue string) *handoffClaim {
+	if h.n.Load() == 0 {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, c := range h.list {
+		if c.queue == queue {
+			h.list = slices.Delete(h.list, i, i+1)
+			h.n.Add(-1)
+			c.taken = true
+			return c
+		}
+	}
+	return nil
+}
+
+// hold reports whether c is being filled, noting a wake-up for it: the
+// wake-up then goes with its answer (see handoffFill.signalled).
+func (h *handoffs) hold(c *handoffClaim) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c.missed = c.missed || c.taken
+	return c.taken
+}
+
+// fill gives c, taken, its answer f.
+func (h *handoffs) fill(c *handoffClaim, f handoffFill) {
+	h.mu.Lock()
+	f.signalled = f.signalled || c.missed
+	c.taken, c.missed = false, false
+	h.mu.Unlock()
+	c.filled <- f
+}
+
+// runEnqueueOne runs the one enqueue call of group g (own as enqueue
+// says): when g makes a job pending and a waiting claim of this store
+// begins with g's queue, with that claim behind it (enqueueHandoff).
+func (s *store) runEnqueueOne(ctx context.Context, c call, g *enqueueGroup, own bool) rueidis.RedisResult {
+	if s.handoffs.n.Load() != 0 && g.makesPending() {
+		if w := s.handoffs.take(g.name); w != nil {
+			return s.enqueueHandoff(ctx, c, g, w)
+		}
+	}
+	if own {
+		return s.evalOwn(ctx, c)
+	}
+	return s.eval(ctx, c.s, c.keys, c.args)
+}
+
+// makesPending reports whether a job of the group is to be pending.
+func (g *enqueueGroup) makesPending() bool {
+	if g.lean {
+		return true
+	}
+	for k := range g.pos {
+		if g.args[enqueueHead+k*enqueueStride+1] == "p" {
+			return true
+		}
+	}
+	return false
+}
+
+// enqueueHandoff runs enqueue call c of group g with waiting claim w's
+// claim of g's queue behind it, in one write on a connection of its own
+// when one is free (else the shared one), hands w what the claim got and
+// returns the enqueue's reply.
+//
+// Once sent, the pair is not abandoned for ctx, neither its cancellation
+// nor its deadline: the claim may take jobs, which w then must get.
+// The connection's timeouts bound it.
+func (s *store) enqueueHandoff(ctx context.Context, c call, g *enqueueGroup, w *handoffClaim) rueidis.RedisResult {
+	octx := context.WithoutCancel(ctx)
+	p := w.p
+	p.Now = p.Now.Add(time.Since(w.began))
+	cc := call{s: s.scripts.claim, keys: s.keysOf(s.scripts.claim, g.num), args: claimArgs(p, g.name, 0, 0, 0)}
+	var d rueidis.CoreClient = s.client
+	var rc *runConn
+	if !s.opts.Cluster {
+		if rc = s.runConns.take(s.client); rc != nil {
+			d = rc.c
+		}
+	}
+	replies := d.DoMulti(octx, s.scriptCmd(c), s.scriptCmd(cc))
+	enq, claimed := replies[0], replies[1]
+	// A claim that failed may have missed the job: w claims again.
+	fill := handoffFill{signalled: true}
+	if claimed.Error() == nil {
+		got, err := s.claimed(g.name, claimed, hex.EncodeToString([]byte(p.WorkerID)), p.WorkerID)
+		if err == nil {
+			slices.SortStableFunc(got.jobs, func(a, b *backend.Job) int { return cmp.Compare(b.Priority, a.Priority) })
+			fill = handoffFill{res: backend.ClaimResult{Jobs: got.jobs, Truncated: got.stopped}, signalled: len(got.jobs) == 0 && enq.Error() != nil}
+		}
+	}
+	if err := enq.Error(); noScript(err) || noFunction(err) {
+		// The server lacked the script (or the library): the enqueue goes
+		// again alone, loading it, and publishes its wake-up.
+		enq = s.evalOn(octx, d, c)
+	}
+	if rc != nil {
+		s.runConns.give(rc, enq.Error() != nil)
+	}
+	s.handoffs.fill(w, fill)
+	return enq
+}
+
+// scriptCmd is c as FCALL when the server runs functions, else EVALSHA.
+func (s *store) scriptCmd(c call) rueidis.Completed {
+	if cmd, ok := s.fcallCmd(c); ok {
+		return cmd
+	}
+	return s.evalCmd(c, false)
+}

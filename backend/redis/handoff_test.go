@@ -1,0 +1,378 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// awaitHandoffs waits until n waiting claims of s are registered for
+// enqueues to fill.
+func awaitHandoffs(t *testing.T, s *Store, n int) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "registered waiting claims", func() bool { return int(s.handoffs.n.Load()) == n })
+}
+
+// deafen stops s's wake-ups once they work: a waiting claim can then only
+// be filled by an enqueue of s.
+func deafen(t *testing.T, s *Store) {
+	t.Helper()
+	sub, err := s.Subscribe(context.Background(), backend.SubscribeParams{Queues: []string{"none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Close()
+	s.notify.stop()
+}
+
+func enqueueJob(t *testing.T, s *Store, nj backend.NewJob) backend.EnqueuedJob {
+	t.Helper()
+	res, err := s.Enqueue(context.Background(), backend.EnqueueParams{Jobs: []backend.NewJob{nj}, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Jobs[0]
+}
+
+// An enqueue fills a waiting claim of its store in its own round trip:
+// the job is active when Enqueue returns, and the waiting claim has it,
+// without a wake-up. Failed before handoff.go: the claim waited for a
+// wake-up that never came, and the job stayed pending.
+func TestEnqueueFillsWaitingClaim(t *testing.T) {
+	s := openTest(t, "")
+	deafen(t, s)
+	enqueueFillsWaitingClaim(t, s, "q", "q", "q")
+}
+
+// enqueueFillsWaitingClaim checks, one queue after another, that a
+// waiting claim of the queue has its job when Enqueue returns; s must
+// be deaf (TestCluster runs it too, over queues of several slots).
+func enqueueFillsWaitingClaim(t *testing.T, s *Store, queues ...string) {
+	ctx := context.Background()
+	for round, q := range queues {
+		answer := claimAsync(ctx, s, waitClaimParams(5, q))
+		awaitHandoffs(t, s, 1)
+		before := time.Now().Truncate(time.Millisecond)
+		id := enqueueOneJob(t, s, q)
+		if st := jobState(t, s, id); st != backend.StateActive {
+			t.Fatalf("round %d: job is %s when Enqueue returns; want active", round, st)
+		}
+		select {
+		case a := <-answer:
+			if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
+				t.Fatalf("round %d: ClaimWait = %+v, %v; want job %s", round, a.res, a.err, id)
+			}
+			if exp := a.res.Jobs[0].LeaseExpiresAt; exp.Before(before.Add(time.Minute)) {
+				t.Fatalf("lease expires at %v; want a minute after the enqueue (%v) or later", exp, before)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the waiting claim was not filled", round)
+		}
+		awaitHandoffs(t, s, 0)
+	}
+}
+
+// Each enqueue takes one waiting claim, the oldest first; enqueues that
+// make no job pending (scheduled, or a duplicate of a unique key) leave
+// the claims waiting, or give them back at once.
+func TestEnqueueFillsWaitingClaimsInTurn(t *testing.T) {
+	s := openTest(t, "")
+	deafen(t, s)
+	ctx := context.Background()
+	first := claimAsync(ctx, s, waitClaimParams(1, "q"))
+	awaitHandoffs(t, s, 1)
+	second := claimAsync(ctx, s, waitClaimParams(1, "q"))
+	awaitHandoffs(t, s, 2)
+
+	enqueueJob(t, s, backend.NewJob{Type: "t", Queue: "q", RunAt: time.Now().Add(time.Hour)})
+	enqueueJob(t, s, backend.NewJob{Type: "t", Queue: "other"})
+	if n := s.handoffs.n.Load(); n != 2 {
+		t.Fatalf("waiting claims after enqueues that make no job of q pending = %d; want 2", n)
+	}
+	a := enqueueJob(t, s, backend.NewJob{Type: "t", Queue: "q", UniqueKey: "k", UniqueFor: time.Hour})
+	if got := <-first; got.err != nil || len(got.res.Jobs) != 1 || got.res.Jobs[0].ID != a.ID {
+		t.Fatalf("oldest waiting claim = %+v, %v; want job %s", got.res, got.err, a.ID)
+	}
+	dup := enqueueJob(t, s, backend.NewJob{Type: "t", Queue: "q", UniqueKey: "k", UniqueFor: time.Hour})
+	if !dup.Duplicate {
+		t.Fatalf("second enqueue of unique key k = %+v; want a duplicate", dup)
+	}
+	awaitHandoffs(t, s, 1) // the duplicate's claim got nothing: it waits again
+	b := enqueueOneJob(t, s, "q")
+	if got := <-second; got.err != nil || len(got.res.Jobs) != 1 || got.res.Jobs[0].ID != b {
+		t.Fatalf("second waiting claim = %+v, %v; want job %s", got.res, got.err, b)
+	}
+}
+
+// A batch of one queue fills a waiting claim with its jobs, as a single
+// enqueue does.
+func TestEnqueueBatchFillsWaitingClaim(t *testing.T) {
+	s := openTest(t, "")
+	deafen(t, s)
+	ctx := context.Background()
+	batch := func(queues ...string) []backend.EnqueuedJob {
+		jobs := make([]backend.NewJob, len(queues))
+		for i, q := range queues {
+			jobs[i] = backend.NewJob{Type: "t", Queue: q}
+		}
+		res, err := s.Enqueue(ctx, backend.EnqueueParams{Jobs: jobs, Now: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Jobs
+	}
+	answer := claimAsync(ctx, s, waitClaimParams(5, "q"))
+	awaitHandoffs(t, s, 1)
+	jobs := batch("q", "q", "q")
+	a := <-answer
+	if a.err != nil || len(a.res.Jobs) != 3 {
+		t.Fatalf("ClaimWait = %+v, %v; want the 3 jobs of the batch", a.res, a.err)
+	}
+	for _, j := range jobs {
+		if st := jobState(t, s, j.ID); st != backend.StateActive {
+			t.Fatalf("job %s of the batch is %s; want active", j.ID, st)
+		}
+	}
+}
+
+// A waiting claim still wakes for another process's enqueue.
+func TestWaitingClaimHearsOtherStores(t *testing.T) {
+	s := openTest(t, "")
+	o, err := Open(context.Background(), s.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	answer := claimAsync(context.Background(), s, waitClaimParams(1, "q"))
+	awaitHandoffs(t, s, 1)
+	id := enqueueOneJob(t, o, "q")
+	select {
+	case a := <-answer:
+		if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
+			t.Fatalf("ClaimWait = %+v, %v; want job %s", a.res, a.err, id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting claim did not wake for another store's enqueue")
+	}
+}
+
+// takeWaiting takes the one waiting claim of queue as an enqueue would,
+// enqueues a job there and claims it for the waiting claim, as the
+// enqueue's claim would; it returns the claim, the job and the fill.
+func takeWaiting(t *testing.T, s *Store, queue string) (*handoffClaim, string, handoffFill) {
+	t.Helper()
+	awaitHandoffs(t, s, 1)
+	hc := s.handoffs.take(queue)
+	if hc == nil {
+		t.Fatal("no waiting claim to take")
+	}
+	id := enqueueOneJob(t, s, queue) // no waiting claim left: stays pending
+	p := hc.p
+	p.Now = time.Now()
+	res, err := s.Claim(context.Background(), p)
+	if err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != id {
+		t.Fatalf("claim for the waiting claim = %+v, %v; want job %s", res, err, id)
+	}
+	return hc, id, handoffFill{res: res}
+}
+
+// A waiting claim whose ctx ends while an enqueue fills it waits for the
+// fill and releases what it got: no job is left active.
+func TestWaitingClaimCancelledWhileFilled(t *testing.T) {
+	s := openTest(t, "")
+	deafen(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	answer := claimAsync(ctx, s, waitClaimParams(1, "q"))
+	awaitHandoffs(t, s, 1)
+	hc, id, fill := takeWaiting(t, s, "q")
+	cancel()
+	select {
+	case a := <-answer:
+		t.Fatalf("ClaimWait returned %+v, %v before its fill", a.res, a.err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	hc.filled <- fill
+	if a := <-answer; !errors.Is(a.err, context.Canceled) || len(a.res.Jobs) != 0 {
+		t.Fatalf("ClaimWait cancelled while filled = %+v, %v; want context.Canceled", a.res, a.err)
+	}
+	if st := jobState(t, s, id); st != backend.StatePending {
+		t.Fatalf("job taken for a cancelled waiting claim is %s; want pending", st)
+	}
+}
+
+// A waiting claim whose fill failed claims again; one whose store closes
+// while it is filled returns the fill's jobs.
+func TestWaitingClaimFillFailedOrClosed(t *testing.T) {
+	s := openTest(t, "")
+	deafen(t, s)
+	ctx := context.Background()
+	answer := claimAsync(ctx, s, waitClaimParams(1, "q"))
+	awaitHandoffs(t, s, 1)
+	hc := s.handoffs.take("q")
+	id := enqueueOneJob(t, s, "q") // no waiting claim: stays pending
+	hc.filled <- handoffFill{signalled: true}
+	if a := <-answer; a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
+		t.Fatalf("ClaimWait after a failed fill = %+v, %v; want job %s", a.res, a.err, id)
+	}
+
+	answer = claimAsync(ctx, s, waitClaimParams(1, "q"))
+	hc, id, fill := takeWaiting(t, s, "q")
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case a := <-answer:
+		t.Fatalf("ClaimWait returned %+v, %v before its fill", a.res, a.err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	hc.filled <- fill
+	if a := <-answer; a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
+		t.Fatalf("ClaimWait filled as the store closed = %+v, %v; want job %s", a.res, a.err, id)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An enqueue whose pair fails (here: the server lost the scripts) still
+// writes its job, and the waiting claim it took claims again and gets it.
+func TestWaitingClaimAfterFailedPair(t *testing.T) {
+	ps := startServer(t, "--appendonly", "no")
+	s, err := Open(context.Background(), Options{Addrs: []string{ps.addr()}, RetryFor: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deafen(t, s)
+	enqueueOneJob(t, s, "q") // the queue is registered: the enqueue runs no other script
+	if res, err := s.Claim(context.Background(), waitClaimParams(1, "q")); err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("Claim = %+v, %v", res, err)
+	}
+	answer := claimAsync(context.Background(), s, waitClaimParams(1, "q"))
+	awaitHandoffs(t, s, 1)
+	for _, cmd := range [][]string{{"FUNCTION", "FLUSH"}, {"SCRIPT", "FLUSH"}} {
+		if out, err := ps.cli(cmd...); err != nil {
+			t.Fatalf("%v: %v %s", cmd, err, out)
+		}
+	}
+	id := enqueueOneJob(t, s, "q")
+	select {
+	case a := <-answer:
+		if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
+			t.Fatalf("ClaimWait = %+v, %v; want job %s", a.res, a.err, id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting claim taken by a failed pair never got the job")
+	}
+}
+
+// Cancelled as an enqueue fills it, a waiting claim either has the job or
+// leaves it pending.
+func TestWaitingClaimCancelRace(t *testing.T) {
+	s := openTest(t, "")
+	deafen(t, s)
+	for i := range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		answer := claimAsync(ctx, s, waitClaimParams(1, "race"))
+		awaitHandoffs(t, s, 1)
+		go cancel()
+		id := enqueueOneJob(t, s, "race")
+		a := <-answer
+		st := jobState(t, s, id)
+		switch {
+		case a.err == nil && len(a.res.Jobs) == 1 && a.res.Jobs[0].ID == id && st == backend.StateActive:
+			j := a.res.Jobs[0]
+			if _, err := s.Complete(context.Background(), backend.CompleteParams{Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}}}, Now: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		case errors.Is(a.err, context.Canceled) && st == backend.StatePending:
+			if res, err := s.Claim(context.Background(), waitClaimParams(1, "race")); err != nil || len(res.Jobs) != 1 {
+				t.Fatalf("round %d: job left by a cancelled claim not claimable: %+v, %v", i, res, err)
+			}
+		default:
+			t.Fatalf("round %d: ClaimWait = %+v, %v with the job %s; want it claimed or pending", i, a.res, a.err, st)
+		}
+		awaitHandoffs(t, s, 0)
+	}
+}
+
+// BenchmarkIdleEnqueueToClaim times one job at a time from before its
+// Enqueue to the return of the waiting claim that takes it (a lone
+// ClaimWait of one job, as an idle worker's), on a private server, and
+// counts the server's socket reads per job (INFO stats
+// total_reads_processed: a pipelined write is one) with the completion
+// of each job included, the process's CPU per job, and the median wait.
+// Jobs come 2ms apart, so that the claim waits for each.
+//
+//	go test -run '^$' -bench IdleEnqueueToClaim -benchtime 2000x ./backend/redis/
+func BenchmarkIdleEnqueueToClaim(b *testing.B) {
+	ps := startServer(b, "--appendonly", "no")
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Addrs: []string{ps.addr()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	claimed := make(chan time.Time)
+	completed := make(chan error)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for wctx.Err() == nil {
+			res, err := s.ClaimWait(wctx, waitClaimParams(1, "idle"))
+			if err != nil || len(res.Jobs) == 0 {
+				continue
+			}
+			claimed <- time.Now()
+			j := res.Jobs[0]
+			_, err = s.Complete(ctx, backend.CompleteParams{Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}}}, Now: time.Now()})
+			completed <- err
+		}
+	}()
+	one := func() time.Duration {
+		time.Sleep(2 * time.Millisecond) // idle: the claim is waiting
+		began := time.Now()
+		if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: time.Now(), Jobs: []backend.NewJob{{Type: "t", Queue: "idle", Payload: benchPayload}}}); err != nil {
+			b.Fatal(err)
+		}
+		at := <-claimed
+		if err := <-completed; err != nil {
+			b.Fatal(err)
+		}
+		return at.Sub(began)
+	}
+	for range 20 { // warm up: connections, scripts, the queue's number
+		one()
+	}
+	reads := func() float64 {
+		out, err := ps.cli("INFO", "stats")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for line := range strings.Lines(out) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_reads_processed:"); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				return n
+			}
+		}
+		b.Fatal("INFO stats has no total_reads_processed")
+		return 0
+	}
+	waits := make([]time.Duration, 0, b.N)
+	r0, cpu0 := reads(), processCPU()
+	b.ResetTimer()
+	for range b.N {
+		waits = append(waits, one())
+	}
+	b.StopTimer()
+	cpu1, r1 := processCPU(), reads()
+	slices.Sort(waits)
+	b.ReportMetric((r1-r0-1)/float64(b.N), "server-reads/job") // less the INFO call's own read
+	b.ReportMetric((cpu1-cpu0)/float64(b.N), "go-cpu-µs/job")
+	b.ReportMetric(float64(waits[len(waits)/2].Microseconds()), "p50-µs")
+}

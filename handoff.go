@@ -35,13 +35,13 @@ func newHandoff() *handoff {
 	return h
 }
 
-// put queues a claimed job. It reports whether the caller must start a
+// put queues claimed jobs. It reports whether the caller must start a
 // goroutine, which then calls take with coming set: none waits to be
 // woken, and none is on its way.
-func (h *handoff) put(run *jobRun) (start bool) {
+func (h *handoff) put(runs []*jobRun) (start bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.runs = append(h.runs, run)
+	h.runs = append(h.runs, runs...)
 	return h.call()
 }
 

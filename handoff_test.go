@@ -18,7 +18,7 @@ type testHandlers struct {
 
 // put queues a job, starting a goroutine when the handoff asks for one.
 func (th *testHandlers) put(run *jobRun) {
-	if th.h.put(run) {
+	if th.h.put([]*jobRun{run}) {
 		th.start()
 	}
 }

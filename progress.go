@@ -79,14 +79,14 @@ func (c *runContext) Err() error {
 }
 
 // AfterFunc arranges for f to run at the deadline: the handler's context
-// calls it once, as it is made, to be cancelled then. The returned stop
-// does nothing: the run leaves the worker's timeouts when its handler
-// returns (settle), which the handler context's cancel precedes.
+// calls it once, as it is made, to be cancelled then. The context enters the
+// worker's timeouts with the others of its claim (Worker.startJobs),
+// before its handler may start. The returned stop does nothing: the run
+// leaves the worker's timeouts when its handler returns (settle), which
+// the handler context's cancel precedes.
 func (c *runContext) AfterFunc(f func()) (stop func() bool) {
-	w := c.run.w()
 	c.onTimeout = f
-	w.timeouts.add(c)
-	return w.noStop
+	return c.run.w().noStop
 }
 
 // expire ends the handler's context at its deadline.

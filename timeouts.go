@@ -20,14 +20,24 @@ type timeouts struct {
 	armed time.Time
 }
 
-// add starts c's wait for its deadline; c.onTimeout is called then.
-func (t *timeouts) add(c *runContext) {
+// add starts the contexts' waits for their deadlines; each one's
+// onTimeout is called then.
+func (t *timeouts) add(cs ...*runContext) {
+	if len(cs) == 0 {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	heap.Push(&t.heap, c)
-	if t.armed.IsZero() || c.deadline.Before(t.armed) {
-		t.armed = c.deadline
-		d := time.Until(c.deadline)
+	var first time.Time
+	for _, c := range cs {
+		heap.Push(&t.heap, c)
+		if first.IsZero() || c.deadline.Before(first) {
+			first = c.deadline
+		}
+	}
+	if !first.IsZero() && (t.armed.IsZero() || first.Before(t.armed)) {
+		t.armed = first
+		d := time.Until(first)
 		if t.timer == nil {
 			t.timer = time.AfterFunc(d, t.fire)
 		} else {

@@ -353,11 +353,13 @@ func (w *Worker) releaseAbandoned(runs []*jobRun) error {
 	return err
 }
 
-// track registers a run until its outcome is recorded.
-func (w *Worker) track(run *jobRun) {
+// track registers runs until their outcome is recorded.
+func (w *Worker) track(runs []*jobRun) {
 	w.runsMu.Lock()
-	run.tracked = len(w.runs)
-	w.runs = append(w.runs, run)
+	for _, run := range runs {
+		run.tracked = len(w.runs)
+		w.runs = append(w.runs, run)
+	}
 	w.runsMu.Unlock()
 }
 

@@ -121,27 +121,45 @@ func newRun(rec *backend.Job, f *fetcher, q *poolQueue) *jobRun {
 	return r
 }
 
-// startJob begins a claimed job: it queues the job to f's handler
-// goroutines (see handoff), and starts one if none is waiting and none is
-// on its way. The job's slot in f's pool is already taken for q. Called
-// only from f's loop.
-func (w *Worker) startJob(f *fetcher, q *poolQueue, rec *backend.Job) {
-	run := newRun(rec, f, q)
-	run.ctx.Context, run.ctx.run, run.ctx.index = w.jobsCtx, run, -1
-	if rec.Timeout > 0 {
-		// On the real (monotonic) clock: timeouts run on real time
-		// whatever the Clock says.
-		run.ctx.deadline = time.Now().Add(rec.Timeout)
+// startJobs begins the jobs one Claim call returned to f: it takes their
+// slots, and queues them to f's handler goroutines (see handoff), starting
+// one if none is waiting and none is on its way. The runs of the call are
+// tracked, enter the worker's timeouts and are queued each under one lock,
+// not one per job. Called only from f's loop.
+func (w *Worker) startJobs(f *fetcher, recs []*backend.Job) {
+	if len(recs) == 0 {
+		return
 	}
-	// The cancellable context is the one handed out, so a cancel's cause
-	// is what the handler sees; the timeout (see runContext) ends it from
-	// its parent.
-	run.handlerCtx, run.cancel = context.WithCancelCause(&run.ctx)
-	w.track(run)
-	w.stats.running.Add(1)
-	if f.handoff.put(run) {
+	// On the real (monotonic) clock: timeouts run on real time whatever
+	// the Clock says. One reading serves the call's jobs, claimed together.
+	now := time.Now()
+	runs, timed := f.starting[:0], f.timed[:0]
+	for _, rec := range recs {
+		q := f.queueOf(rec.Queue)
+		f.slots.acquire(q)
+		run := newRun(rec, f, q)
+		run.ctx.Context, run.ctx.run, run.ctx.index = w.jobsCtx, run, -1
+		if rec.Timeout > 0 {
+			run.ctx.deadline = now.Add(rec.Timeout)
+		}
+		// The cancellable context is the one handed out, so a cancel's
+		// cause is what the handler sees; the timeout (see runContext)
+		// ends it from its parent.
+		run.handlerCtx, run.cancel = context.WithCancelCause(&run.ctx)
+		runs = append(runs, run)
+		if run.ctx.onTimeout != nil {
+			timed = append(timed, &run.ctx)
+		}
+	}
+	w.track(runs)
+	w.timeouts.add(timed...)
+	w.stats.running.Add(int64(len(runs)))
+	if f.handoff.put(runs) {
 		w.startHandler(f)
 	}
+	clear(runs)
+	clear(timed)
+	f.starting, f.timed = runs[:0], timed[:0]
 }
 
 // startHandler starts a handler goroutine of f, called to its queue.

@@ -2,6 +2,7 @@ package kyu
 
 import (
 	"container/heap"
+	"math"
 	"sync"
 	"time"
 )
@@ -12,12 +13,36 @@ import (
 // earliest. A job that ends before its deadline leaves the heap; the timer
 // is not moved for it, and when it fires for a deadline no longer waiting
 // it is set for the next one.
+//
+// Deadlines are kept as nanoseconds of the monotonic clock since epoch
+// (runContext.deadline), so that ordering them compares two integers.
 type timeouts struct {
+	// epoch is the origin of the deadlines, set by NewWorker.
+	epoch time.Time
+
 	mu    sync.Mutex
 	heap  deadlines
 	timer *time.Timer
 	// armed is the deadline the timer is set for, zero when it is not set.
-	armed time.Time
+	armed int64
+}
+
+// now returns the present in the terms of deadlines: nanoseconds since
+// epoch on the monotonic clock.
+func (t *timeouts) now() int64 { return int64(time.Since(t.epoch)) }
+
+// deadlineAfter returns the deadline d after now (from t.now), at most
+// the last one representable.
+func deadlineAfter(now int64, d time.Duration) int64 {
+	if int64(d) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(d)
+}
+
+// time returns a deadline as a time.
+func (t *timeouts) time(deadline int64) time.Time {
+	return t.epoch.Add(time.Duration(deadline))
 }
 
 // add starts the contexts' waits for their deadlines; each one's
@@ -28,16 +53,14 @@ func (t *timeouts) add(cs ...*runContext) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var first time.Time
+	first := cs[0].deadline
 	for _, c := range cs {
 		heap.Push(&t.heap, c)
-		if first.IsZero() || c.deadline.Before(first) {
-			first = c.deadline
-		}
+		first = min(first, c.deadline)
 	}
-	if !first.IsZero() && (t.armed.IsZero() || first.Before(t.armed)) {
+	if t.armed == 0 || first < t.armed {
 		t.armed = first
-		d := time.Until(first)
+		d := time.Duration(first - t.now())
 		if t.timer == nil {
 			t.timer = time.AfterFunc(d, t.fire)
 		} else {
@@ -51,7 +74,7 @@ func (t *timeouts) remove(c *runContext) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if c.index >= 0 {
-		heap.Remove(&t.heap, c.index)
+		heap.Remove(&t.heap, int(c.index))
 	}
 }
 
@@ -60,14 +83,14 @@ func (t *timeouts) remove(c *runContext) {
 func (t *timeouts) fire() {
 	var fired []*runContext // rare: once per timeout that runs out
 	t.mu.Lock()
-	now := time.Now()
-	for len(t.heap) > 0 && !t.heap[0].deadline.After(now) {
+	now := t.now()
+	for len(t.heap) > 0 && t.heap[0].deadline <= now {
 		fired = append(fired, heap.Pop(&t.heap).(*runContext))
 	}
-	t.armed = time.Time{}
+	t.armed = 0
 	if len(t.heap) > 0 {
 		t.armed = t.heap[0].deadline
-		t.timer.Reset(t.armed.Sub(now))
+		t.timer.Reset(time.Duration(t.armed - now))
 	}
 	t.mu.Unlock()
 	for _, c := range fired {
@@ -80,18 +103,18 @@ func (t *timeouts) fire() {
 type deadlines []*runContext
 
 func (h deadlines) Len() int           { return len(h) }
-func (h deadlines) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+func (h deadlines) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
 
 func (h deadlines) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
+	h[i].index = int32(i)
+	h[j].index = int32(j)
 }
 
 // Push adds x, a *runContext, at the end.
 func (h *deadlines) Push(x any) {
 	c := x.(*runContext)
-	c.index = len(*h)
+	c.index = int32(len(*h))
 	*h = append(*h, c)
 }
 

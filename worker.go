@@ -131,6 +131,7 @@ func NewWorker(b WorkerBackend, cfg WorkerConfig) (*Worker, error) {
 		flushWait:      shutdownFlushWait,
 		outcomeTimeout: outcomeTimeout,
 	}
+	w.timeouts.epoch = time.Now()
 	sched, err := newScheduler(b, cfg.Periodic)
 	if err != nil {
 		return nil, err

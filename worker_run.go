@@ -132,7 +132,7 @@ func (w *Worker) startJobs(f *fetcher, recs []*backend.Job) {
 	}
 	// On the real (monotonic) clock: timeouts run on real time whatever
 	// the Clock says. One reading serves the call's jobs, claimed together.
-	now := time.Now()
+	now := w.timeouts.now()
 	runs, timed := f.starting[:0], f.timed[:0]
 	for _, rec := range recs {
 		q := f.queueOf(rec.Queue)
@@ -140,7 +140,7 @@ func (w *Worker) startJobs(f *fetcher, recs []*backend.Job) {
 		run := newRun(rec, f, q)
 		run.ctx.Context, run.ctx.run, run.ctx.index = w.jobsCtx, run, -1
 		if rec.Timeout > 0 {
-			run.ctx.deadline = now.Add(rec.Timeout)
+			run.ctx.deadline = deadlineAfter(now, rec.Timeout)
 		}
 		// The cancellable context is the one handed out, so a cancel's
 		// cause is what the handler sees; the timeout (see runContext)
@@ -242,7 +242,7 @@ func isError(v any) bool {
 // otherwise queued to the completer.
 func (w *Worker) settle(run *jobRun, err error, stack string) {
 	run.cancel(nil)
-	if !run.ctx.deadline.IsZero() {
+	if run.ctx.deadline != 0 {
 		w.timeouts.remove(&run.ctx)
 	}
 	w.stats.processed.Add(1)

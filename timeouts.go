@@ -1,7 +1,6 @@
 package kyu
 
 import (
-	"container/heap"
 	"math"
 	"sync"
 	"time"
@@ -55,7 +54,7 @@ func (t *timeouts) add(cs ...*runContext) {
 	defer t.mu.Unlock()
 	first := cs[0].deadline
 	for _, c := range cs {
-		heap.Push(&t.heap, c)
+		t.heap.push(c)
 		first = min(first, c.deadline)
 	}
 	if t.armed == 0 || first < t.armed {
@@ -72,10 +71,10 @@ func (t *timeouts) add(cs ...*runContext) {
 // remove ends c's wait, if it still waits.
 func (t *timeouts) remove(c *runContext) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if c.index >= 0 {
-		heap.Remove(&t.heap, int(c.index))
+		t.heap.remove(int(c.index))
 	}
+	t.mu.Unlock()
 }
 
 // fire ends the contexts whose deadline has come, and sets the timer for
@@ -85,7 +84,7 @@ func (t *timeouts) fire() {
 	t.mu.Lock()
 	now := t.now()
 	for len(t.heap) > 0 && t.heap[0].deadline <= now {
-		fired = append(fired, heap.Pop(&t.heap).(*runContext))
+		fired = append(fired, t.heap.remove(0))
 	}
 	t.armed = 0
 	if len(t.heap) > 0 {
@@ -98,32 +97,71 @@ func (t *timeouts) fire() {
 	}
 }
 
-// deadlines is a min-heap of waiting contexts by deadline
-// (container/heap); each context knows its index, -1 once out.
+// deadlines is a binary min-heap of waiting contexts by deadline; each
+// context knows its index, -1 once out. It is written out for its one
+// element type rather than through container/heap, whose method calls
+// through an interface cost more than the comparisons they make.
 type deadlines []*runContext
 
-func (h deadlines) Len() int           { return len(h) }
-func (h deadlines) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
-
-func (h deadlines) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = int32(i)
-	h[j].index = int32(j)
-}
-
-// Push adds x, a *runContext, at the end.
-func (h *deadlines) Push(x any) {
-	c := x.(*runContext)
-	c.index = int32(len(*h))
+// push adds c.
+func (h *deadlines) push(c *runContext) {
 	*h = append(*h, c)
+	h.up(len(*h) - 1)
 }
 
-// Pop takes the last context off.
-func (h *deadlines) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
+// remove takes out and returns the context at index i (0: the earliest).
+func (h *deadlines) remove(i int) *runContext {
+	s := *h
+	c := s[i]
+	last := len(s) - 1
+	s[i] = s[last]
+	s[last] = nil
+	*h = s[:last]
+	if i < last && !h.down(i) {
+		h.up(i)
+	}
 	c.index = -1
 	return c
+}
+
+// set puts c at index i.
+func (h deadlines) set(i int, c *runContext) {
+	h[i] = c
+	c.index = int32(i)
+}
+
+// up moves the context at i towards the root to its place.
+func (h deadlines) up(i int) {
+	c := h[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].deadline <= c.deadline {
+			break
+		}
+		h.set(i, h[p])
+		i = p
+	}
+	h.set(i, c)
+}
+
+// down moves the context at i towards the leaves to its place, and
+// reports whether it moved.
+func (h deadlines) down(i int) bool {
+	c, start := h[i], i
+	for {
+		m := 2*i + 1
+		if m >= len(h) {
+			break
+		}
+		if r := m + 1; r < len(h) && h[r].deadline < h[m].deadline {
+			m = r
+		}
+		if h[m].deadline >= c.deadline {
+			break
+		}
+		h.set(i, h[m])
+		i = m
+	}
+	h.set(i, c)
+	return i > start
 }

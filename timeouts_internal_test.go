@@ -74,3 +74,42 @@ func TestDeadlineAfterSaturates(t *testing.T) {
 		t.Errorf("deadlineAfter(1h, max) = %d, want %d", got, int64(math.MaxInt64))
 	}
 }
+
+// The deadlines heap keeps its order and every context's index through
+// random pushes and removals, and gives its contexts back earliest first.
+func TestDeadlinesHeap(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var h deadlines
+	check := func() {
+		t.Helper()
+		for i, c := range h {
+			if c.index != int32(i) {
+				t.Fatalf("context at %d has index %d", i, c.index)
+			}
+			if i > 0 && h[(i-1)/2].deadline > c.deadline {
+				t.Fatalf("context at %d is earlier than its parent", i)
+			}
+		}
+	}
+	for range 2000 {
+		if len(h) > 0 && rng.IntN(3) == 0 {
+			c := h.remove(rng.IntN(len(h)))
+			if c.index != -1 {
+				t.Fatalf("removed context has index %d", c.index)
+			}
+		} else {
+			h.push(&runContext{deadline: rng.Int64N(50)})
+		}
+		check()
+	}
+	last := int64(-1)
+	for len(h) > 0 {
+		c := h.remove(0)
+		if c.deadline < last {
+			t.Fatalf("deadline %d after %d", c.deadline, last)
+		}
+		last = c.deadline
+		check()
+	}
+}

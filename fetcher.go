@@ -40,12 +40,13 @@ type fetcher struct {
 	handoff    *handoff
 	goroutines atomic.Int32
 
-	// order, names and parts are reused by claimPlan, starting and timed
-	// by Worker.startJobs; only the loop uses them.
+	// order, names and parts are reused by claimPlan, starting, handing
+	// and timed by Worker.startJobs; only the loop uses them.
 	order    []*poolQueue
 	names    []string
 	parts    []claimPart
 	starting []*jobRun
+	handing  []handed
 	timed    []*runContext
 }
 

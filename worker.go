@@ -358,7 +358,7 @@ func (w *Worker) releaseAbandoned(runs []*jobRun) error {
 func (w *Worker) track(runs []*jobRun) {
 	w.runsMu.Lock()
 	for _, run := range runs {
-		run.tracked = len(w.runs)
+		run.tracked = int32(len(w.runs))
 		w.runs = append(w.runs, run)
 	}
 	w.runsMu.Unlock()
@@ -384,13 +384,13 @@ func (w *Worker) untrack(runs ...*jobRun) {
 	w.runsMu.Lock()
 	defer w.runsMu.Unlock()
 	for _, run := range runs {
-		i := run.tracked
+		i := int(run.tracked)
 		if i < 0 {
 			continue // forgotten already
 		}
 		last := len(w.runs) - 1
 		w.runs[i] = w.runs[last]
-		w.runs[i].tracked = i
+		w.runs[i].tracked = int32(i)
 		w.runs[last] = nil
 		w.runs = w.runs[:last]
 		run.tracked = -1

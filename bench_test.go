@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,6 +81,7 @@ func benchmarkDrain(b *testing.B, concurrency int) {
 func timeDrain(b *testing.B, w *kyu.Worker, done <-chan struct{}, n *atomic.Int64) {
 	ctx := context.Background()
 	cpu0 := cputime.Process()
+	sw0 := switches()
 	start := time.Now()
 	if err := w.Start(ctx); err != nil {
 		b.Fatal(err)
@@ -100,6 +102,18 @@ func timeDrain(b *testing.B, w *kyu.Worker, done <-chan struct{}, n *atomic.Int6
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/job")
+	b.ReportMetric(float64(switches()-sw0)/float64(b.N), "ctxsw/job")
+}
+
+// switches is the count of the process's threads' context switches,
+// voluntary and not: each is a thread that slept (a futex wait, most
+// often: no goroutine to run) or was preempted.
+func switches() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Nvcsw + ru.Nivcsw
 }
 
 // countingBackend counts the Claim and Complete calls that reach a

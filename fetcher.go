@@ -40,11 +40,14 @@ type fetcher struct {
 	handoff    *handoff
 	goroutines atomic.Int32
 
-	// order, names and parts are reused by claimPlan; only the loop uses
-	// them.
-	order []*poolQueue
-	names []string
-	parts []claimPart
+	// order, names and parts are reused by claimPlan, starting, handing
+	// and timed by Worker.startJobs; only the loop uses them.
+	order    []*poolQueue
+	names    []string
+	parts    []claimPart
+	starting []*jobRun
+	handing  []handed
+	timed    []*runContext
 }
 
 // newFetcher returns the fetcher of a pool of queues sharing concurrency
@@ -150,11 +153,7 @@ func (f *fetcher) claim(ctx context.Context, n int32) (got int32, err error) {
 			WorkerID: f.w.cfg.ID,
 			Now:      f.w.cfg.Clock.Now(),
 		})
-		for _, rec := range res.Jobs {
-			q := f.queueOf(rec.Queue)
-			f.slots.acquire(q)
-			f.w.startJob(f, q, rec)
-		}
+		f.w.startJobs(f, res.Jobs)
 		got += int32(len(res.Jobs))
 		if err != nil || got >= n {
 			return got, err

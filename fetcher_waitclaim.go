@@ -104,11 +104,7 @@ func (c *waitClaim) answer() <-chan waitClaimResult {
 // fetcher.claim).
 func (c *waitClaim) ended(f *fetcher, r waitClaimResult) error {
 	c.done = nil
-	for _, rec := range r.res.Jobs {
-		q := f.queueOf(rec.Queue)
-		f.slots.acquire(q)
-		f.w.startJob(f, q, rec)
-	}
+	f.w.startJobs(f, r.res.Jobs)
 	if len(r.res.Jobs) > 0 {
 		// Let the handler goroutine just handed a job run before the
 		// fetcher's next claim: it waits on this P's run queue, and would

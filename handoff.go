@@ -1,6 +1,9 @@
 package kyu
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // handoff passes a fetcher's claimed jobs to its handler goroutines.
 //
@@ -18,7 +21,7 @@ type handoff struct {
 	mu   sync.Mutex
 	wait sync.Cond // L is &mu; signalled once per goroutine called
 	// runs[head:] are the jobs queued, oldest first.
-	runs []*jobRun
+	runs []handed
 	head int
 	// parked counts the goroutines waiting in take; coming counts those
 	// woken or started that have not looked at runs yet (at most one,
@@ -29,19 +32,26 @@ type handoff struct {
 	closed bool
 }
 
+// handed is a claimed job on its way to a handler goroutine: its run, and
+// the context its handler gets.
+type handed struct {
+	run *jobRun
+	ctx context.Context
+}
+
 func newHandoff() *handoff {
 	h := &handoff{}
 	h.wait.L = &h.mu
 	return h
 }
 
-// put queues a claimed job. It reports whether the caller must start a
+// put queues claimed jobs. It reports whether the caller must start a
 // goroutine, which then calls take with coming set: none waits to be
 // woken, and none is on its way.
-func (h *handoff) put(run *jobRun) (start bool) {
+func (h *handoff) put(runs []handed) (start bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.runs = append(h.runs, run)
+	h.runs = append(h.runs, runs...)
 	return h.call()
 }
 
@@ -60,11 +70,11 @@ func (h *handoff) call() (start bool) {
 	return true
 }
 
-// take returns the next queued job, waiting for one, or nil once the
-// handoff is closed and empty. coming says that the caller was called
+// take returns the next queued job, waiting for one, or none (a nil run)
+// once the handoff is closed and empty. coming says that the caller was called
 // (started by put's or take's report); take likewise reports whether
 // the caller must start a goroutine for the jobs still queued.
-func (h *handoff) take(coming bool) (run *jobRun, start bool) {
+func (h *handoff) take(coming bool) (job handed, start bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for {
@@ -72,8 +82,8 @@ func (h *handoff) take(coming bool) (run *jobRun, start bool) {
 			h.coming--
 		}
 		if h.head < len(h.runs) {
-			run = h.runs[h.head]
-			h.runs[h.head] = nil
+			job = h.runs[h.head]
+			h.runs[h.head] = handed{}
 			h.head++
 			if h.head == len(h.runs) {
 				h.runs, h.head = h.runs[:0], 0
@@ -87,14 +97,14 @@ func (h *handoff) take(coming bool) (run *jobRun, start bool) {
 			if h.head < len(h.runs) {
 				start = h.call()
 			}
-			return run, start
+			return job, start
 		}
 		if h.closed {
 			// Let the next waiting goroutine see it too.
 			if h.parked > 0 {
 				h.call()
 			}
-			return nil, false
+			return handed{}, false
 		}
 		h.parked++
 		h.wait.Wait()

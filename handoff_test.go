@@ -18,7 +18,7 @@ type testHandlers struct {
 
 // put queues a job, starting a goroutine when the handoff asks for one.
 func (th *testHandlers) put(run *jobRun) {
-	if th.h.put(run) {
+	if th.h.put([]handed{{run: run}}) {
 		th.start()
 	}
 }
@@ -33,7 +33,8 @@ func (th *testHandlers) loop() {
 	defer th.wg.Done()
 	coming := true
 	for {
-		run, start := th.h.take(coming)
+		job, start := th.h.take(coming)
+		run := job.run
 		if run == nil {
 			return
 		}

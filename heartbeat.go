@@ -125,7 +125,7 @@ func (w *Worker) checkRuns(ctx context.Context, runs []*jobRun, renewed []bool) 
 		if !run.state.load().live() {
 			continue
 		}
-		if run.timeout > 0 && time.Since(run.ctx.deadline) >= grace {
+		if run.ctx.deadline != 0 && time.Duration(w.timeouts.now()-run.ctx.deadline) >= grace {
 			w.abandonTimedOut(ctx, run)
 			continue
 		}

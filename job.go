@@ -138,16 +138,16 @@ func jobFromRecord(r *backend.Job) *Job {
 }
 
 // fillJob sets every public field of j from r, sharing r's slices and map:
-// the one place that maps backend.Job onto Job.
+// the one place that maps backend.Job onto Job. Field by field, so that
+// the copy goes straight into j (a composite literal is built aside and
+// then copied: twice the stores).
 func fillJob(j *Job, r *backend.Job) {
-	*j = Job{
-		ID: r.ID, Type: r.Type, Queue: r.Queue, Payload: r.Payload, Title: r.Title,
-		Priority: r.Priority, State: r.State, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
-		RunAt: r.RunAt, Timeout: r.Timeout, Deadline: r.Deadline,
-		UniqueKey: r.UniqueKey, UniqueFor: r.UniqueFor, JID: r.JID, Tags: r.Tags, Metadata: r.Metadata,
-		Retention: r.Retention, CreatedAt: r.CreatedAt, StartedAt: r.StartedAt,
-		FinishedAt: r.FinishedAt, WorkerID: r.WorkerID, Errors: r.Errors,
-		Result: r.Result, CancelReason: r.CancelReason, CancelRequested: r.CancelRequested,
-		Progress: r.Progress, Logs: r.Logs, LogsDropped: r.LogsDropped, ExpiresAt: r.ExpiresAt,
-	}
+	j.ID, j.Type, j.Queue, j.Payload, j.Title = r.ID, r.Type, r.Queue, r.Payload, r.Title
+	j.Priority, j.State, j.Attempt, j.MaxAttempts = r.Priority, r.State, r.Attempt, r.MaxAttempts
+	j.RunAt, j.Timeout, j.Deadline = r.RunAt, r.Timeout, r.Deadline
+	j.UniqueKey, j.UniqueFor, j.JID, j.Tags, j.Metadata = r.UniqueKey, r.UniqueFor, r.JID, r.Tags, r.Metadata
+	j.Retention, j.CreatedAt, j.StartedAt = r.Retention, r.CreatedAt, r.StartedAt
+	j.FinishedAt, j.WorkerID, j.Errors = r.FinishedAt, r.WorkerID, r.Errors
+	j.Result, j.CancelReason, j.CancelRequested = r.Result, r.CancelReason, r.CancelRequested
+	j.Progress, j.Logs, j.LogsDropped, j.ExpiresAt = r.Progress, r.Logs, r.LogsDropped, r.ExpiresAt
 }

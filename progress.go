@@ -39,24 +39,26 @@ type runKey struct{}
 type runContext struct {
 	context.Context
 	run *jobRun
-	// deadline is when the job's timeout ends, zero without a timeout.
-	deadline time.Time
+	// deadline is when the job's timeout ends, in nanoseconds since the
+	// worker's timeouts' epoch (see deadlineAfter); zero without a
+	// timeout.
+	deadline int64
 	// timedOut is set when the timeout has fired, before the child is
 	// cancelled.
 	timedOut atomic.Bool
 	// onTimeout is what the child registered; index is the context's place
 	// in the worker's timeouts, -1 when it is not there. Both are the
 	// timeouts' (under their lock) once added.
+	index     int32
 	onTimeout func()
-	index     int
 }
 
 // Deadline is the end of the job's timeout, if it has one.
 func (c *runContext) Deadline() (time.Time, bool) {
-	if c.deadline.IsZero() {
+	if c.deadline == 0 {
 		return c.Context.Deadline()
 	}
-	return c.deadline, true
+	return c.run.w().timeouts.time(c.deadline), true
 }
 
 // Done is nil without a timeout. With one it is the worker's channel that
@@ -64,7 +66,7 @@ func (c *runContext) Deadline() (time.Time, bool) {
 // AfterFunc (it is never waited on: only the handler's context is handed
 // out); see runContext.
 func (c *runContext) Done() <-chan struct{} {
-	if c.deadline.IsZero() {
+	if c.deadline == 0 {
 		return c.Context.Done()
 	}
 	return c.run.w().never
@@ -79,14 +81,14 @@ func (c *runContext) Err() error {
 }
 
 // AfterFunc arranges for f to run at the deadline: the handler's context
-// calls it once, as it is made, to be cancelled then. The returned stop
-// does nothing: the run leaves the worker's timeouts when its handler
-// returns (settle), which the handler context's cancel precedes.
+// calls it once, as it is made, to be cancelled then. The context enters the
+// worker's timeouts with the others of its claim (Worker.startJobs),
+// before its handler may start. The returned stop does nothing: the run
+// leaves the worker's timeouts when its handler returns (settle), which
+// the handler context's cancel precedes.
 func (c *runContext) AfterFunc(f func()) (stop func() bool) {
-	w := c.run.w()
 	c.onTimeout = f
-	w.timeouts.add(c)
-	return w.noStop
+	return c.run.w().noStop
 }
 
 // expire ends the handler's context at its deadline.

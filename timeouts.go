@@ -1,7 +1,7 @@
 package kyu
 
 import (
-	"container/heap"
+	"math"
 	"sync"
 	"time"
 )
@@ -12,22 +12,54 @@ import (
 // earliest. A job that ends before its deadline leaves the heap; the timer
 // is not moved for it, and when it fires for a deadline no longer waiting
 // it is set for the next one.
+//
+// Deadlines are kept as nanoseconds of the monotonic clock since epoch
+// (runContext.deadline), so that ordering them compares two integers.
 type timeouts struct {
+	// epoch is the origin of the deadlines, set by NewWorker.
+	epoch time.Time
+
 	mu    sync.Mutex
 	heap  deadlines
 	timer *time.Timer
 	// armed is the deadline the timer is set for, zero when it is not set.
-	armed time.Time
+	armed int64
 }
 
-// add starts c's wait for its deadline; c.onTimeout is called then.
-func (t *timeouts) add(c *runContext) {
+// now returns the present in the terms of deadlines: nanoseconds since
+// epoch on the monotonic clock.
+func (t *timeouts) now() int64 { return int64(time.Since(t.epoch)) }
+
+// deadlineAfter returns the deadline d after now (from t.now), at most
+// the last one representable.
+func deadlineAfter(now int64, d time.Duration) int64 {
+	if int64(d) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(d)
+}
+
+// time returns a deadline as a time.
+func (t *timeouts) time(deadline int64) time.Time {
+	return t.epoch.Add(time.Duration(deadline))
+}
+
+// add starts the contexts' waits for their deadlines; each one's
+// onTimeout is called then.
+func (t *timeouts) add(cs ...*runContext) {
+	if len(cs) == 0 {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	heap.Push(&t.heap, c)
-	if t.armed.IsZero() || c.deadline.Before(t.armed) {
-		t.armed = c.deadline
-		d := time.Until(c.deadline)
+	first := cs[0].deadline
+	for _, c := range cs {
+		t.heap.push(c)
+		first = min(first, c.deadline)
+	}
+	if t.armed == 0 || first < t.armed {
+		t.armed = first
+		d := time.Duration(first - t.now())
 		if t.timer == nil {
 			t.timer = time.AfterFunc(d, t.fire)
 		} else {
@@ -39,10 +71,10 @@ func (t *timeouts) add(c *runContext) {
 // remove ends c's wait, if it still waits.
 func (t *timeouts) remove(c *runContext) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if c.index >= 0 {
-		heap.Remove(&t.heap, c.index)
+		t.heap.remove(int(c.index))
 	}
+	t.mu.Unlock()
 }
 
 // fire ends the contexts whose deadline has come, and sets the timer for
@@ -50,14 +82,14 @@ func (t *timeouts) remove(c *runContext) {
 func (t *timeouts) fire() {
 	var fired []*runContext // rare: once per timeout that runs out
 	t.mu.Lock()
-	now := time.Now()
-	for len(t.heap) > 0 && !t.heap[0].deadline.After(now) {
-		fired = append(fired, heap.Pop(&t.heap).(*runContext))
+	now := t.now()
+	for len(t.heap) > 0 && t.heap[0].deadline <= now {
+		fired = append(fired, t.heap.remove(0))
 	}
-	t.armed = time.Time{}
+	t.armed = 0
 	if len(t.heap) > 0 {
 		t.armed = t.heap[0].deadline
-		t.timer.Reset(t.armed.Sub(now))
+		t.timer.Reset(time.Duration(t.armed - now))
 	}
 	t.mu.Unlock()
 	for _, c := range fired {
@@ -65,32 +97,71 @@ func (t *timeouts) fire() {
 	}
 }
 
-// deadlines is a min-heap of waiting contexts by deadline
-// (container/heap); each context knows its index, -1 once out.
+// deadlines is a binary min-heap of waiting contexts by deadline; each
+// context knows its index, -1 once out. It is written out for its one
+// element type rather than through container/heap, whose method calls
+// through an interface cost more than the comparisons they make.
 type deadlines []*runContext
 
-func (h deadlines) Len() int           { return len(h) }
-func (h deadlines) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
-
-func (h deadlines) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
-}
-
-// Push adds x, a *runContext, at the end.
-func (h *deadlines) Push(x any) {
-	c := x.(*runContext)
-	c.index = len(*h)
+// push adds c.
+func (h *deadlines) push(c *runContext) {
 	*h = append(*h, c)
+	h.up(len(*h) - 1)
 }
 
-// Pop takes the last context off.
-func (h *deadlines) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
+// remove takes out and returns the context at index i (0: the earliest).
+func (h *deadlines) remove(i int) *runContext {
+	s := *h
+	c := s[i]
+	last := len(s) - 1
+	s[i] = s[last]
+	s[last] = nil
+	*h = s[:last]
+	if i < last && !h.down(i) {
+		h.up(i)
+	}
 	c.index = -1
 	return c
+}
+
+// set puts c at index i.
+func (h deadlines) set(i int, c *runContext) {
+	h[i] = c
+	c.index = int32(i)
+}
+
+// up moves the context at i towards the root to its place.
+func (h deadlines) up(i int) {
+	c := h[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].deadline <= c.deadline {
+			break
+		}
+		h.set(i, h[p])
+		i = p
+	}
+	h.set(i, c)
+}
+
+// down moves the context at i towards the leaves to its place, and
+// reports whether it moved.
+func (h deadlines) down(i int) bool {
+	c, start := h[i], i
+	for {
+		m := 2*i + 1
+		if m >= len(h) {
+			break
+		}
+		if r := m + 1; r < len(h) && h[r].deadline < h[m].deadline {
+			m = r
+		}
+		if h[m].deadline >= c.deadline {
+			break
+		}
+		h.set(i, h[m])
+		i = m
+	}
+	h.set(i, c)
+	return i > start
 }

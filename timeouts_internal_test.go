@@ -1,6 +1,7 @@
 package kyu
 
 import (
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -14,14 +15,14 @@ import (
 func TestTimeouts(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var ts timeouts
 		start := time.Now()
+		ts := timeouts{epoch: start}
 		const n = 60
 		var mu sync.Mutex
 		firedAt := make(map[int]time.Time)
 		ctxs := make([]*runContext, n)
 		for _, i := range rand.Perm(n) {
-			c := &runContext{deadline: start.Add(time.Duration(10+rand.IntN(150)) * time.Millisecond), index: -1}
+			c := &runContext{deadline: int64(time.Duration(10+rand.IntN(150)) * time.Millisecond), index: -1}
 			c.onTimeout = func() {
 				mu.Lock()
 				firedAt[i] = time.Now()
@@ -49,14 +50,66 @@ func TestTimeouts(t *testing.T) {
 			switch {
 			case i%3 == 0 && fired:
 				t.Errorf("context %d fired after it was removed", i)
-			case i%3 != 0 && at.Before(c.deadline):
-				t.Errorf("context %d fired %s before its deadline", i, c.deadline.Sub(at))
+			case i%3 != 0 && at.Before(ts.time(c.deadline)):
+				t.Errorf("context %d fired %s before its deadline", i, ts.time(c.deadline).Sub(at))
 			case i%3 != 0 && (!c.timedOut.Load() || c.index != -1):
 				t.Errorf("context %d: timedOut %v, index %d after firing", i, c.timedOut.Load(), c.index)
 			}
 		}
-		if len(ts.heap) != 0 || !ts.armed.IsZero() {
+		if len(ts.heap) != 0 || ts.armed != 0 {
 			t.Errorf("heap holds %d, armed %v after every deadline", len(ts.heap), ts.armed)
 		}
 	})
+}
+
+// A timeout too long to represent gives the last deadline there is, not
+// one in the past.
+func TestDeadlineAfterSaturates(t *testing.T) {
+	t.Parallel()
+	now := int64(time.Hour)
+	if got := deadlineAfter(now, time.Minute); got != now+int64(time.Minute) {
+		t.Errorf("deadlineAfter(1h, 1m) = %v", time.Duration(got))
+	}
+	if got := deadlineAfter(now, math.MaxInt64); got != math.MaxInt64 {
+		t.Errorf("deadlineAfter(1h, max) = %d, want %d", got, int64(math.MaxInt64))
+	}
+}
+
+// The deadlines heap keeps its order and every context's index through
+// random pushes and removals, and gives its contexts back earliest first.
+func TestDeadlinesHeap(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var h deadlines
+	check := func() {
+		t.Helper()
+		for i, c := range h {
+			if c.index != int32(i) {
+				t.Fatalf("context at %d has index %d", i, c.index)
+			}
+			if i > 0 && h[(i-1)/2].deadline > c.deadline {
+				t.Fatalf("context at %d is earlier than its parent", i)
+			}
+		}
+	}
+	for range 2000 {
+		if len(h) > 0 && rng.IntN(3) == 0 {
+			c := h.remove(rng.IntN(len(h)))
+			if c.index != -1 {
+				t.Fatalf("removed context has index %d", c.index)
+			}
+		} else {
+			h.push(&runContext{deadline: rng.Int64N(50)})
+		}
+		check()
+	}
+	last := int64(-1)
+	for len(h) > 0 {
+		c := h.remove(0)
+		if c.deadline < last {
+			t.Fatalf("deadline %d after %d", c.deadline, last)
+		}
+		last = c.deadline
+		check()
+	}
 }

@@ -131,6 +131,7 @@ func NewWorker(b WorkerBackend, cfg WorkerConfig) (*Worker, error) {
 		flushWait:      shutdownFlushWait,
 		outcomeTimeout: outcomeTimeout,
 	}
+	w.timeouts.epoch = time.Now()
 	sched, err := newScheduler(b, cfg.Periodic)
 	if err != nil {
 		return nil, err
@@ -353,11 +354,13 @@ func (w *Worker) releaseAbandoned(runs []*jobRun) error {
 	return err
 }
 
-// track registers a run until its outcome is recorded.
-func (w *Worker) track(run *jobRun) {
+// track registers runs until their outcome is recorded.
+func (w *Worker) track(runs []*jobRun) {
 	w.runsMu.Lock()
-	run.tracked = len(w.runs)
-	w.runs = append(w.runs, run)
+	for _, run := range runs {
+		run.tracked = int32(len(w.runs))
+		w.runs = append(w.runs, run)
+	}
 	w.runsMu.Unlock()
 }
 
@@ -381,13 +384,13 @@ func (w *Worker) untrack(runs ...*jobRun) {
 	w.runsMu.Lock()
 	defer w.runsMu.Unlock()
 	for _, run := range runs {
-		i := run.tracked
+		i := int(run.tracked)
 		if i < 0 {
 			continue // forgotten already
 		}
 		last := len(w.runs) - 1
 		w.runs[i] = w.runs[last]
-		w.runs[i].tracked = i
+		w.runs[i].tracked = int32(i)
 		w.runs[last] = nil
 		w.runs = w.runs[:last]
 		run.tracked = -1

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,9 +38,6 @@ type jobRun struct {
 	// the lease is lost or about to expire unrenewed). The run leaves the
 	// worker's timeouts in settle.
 	cancel context.CancelCauseFunc
-	// tracked is the run's index in Worker.runs, -1 once forgotten; under
-	// Worker.runsMu.
-	tracked int
 	// hold says how the run holds its slot once its handler has returned
 	// (see slots); set by settle before the run is queued to the
 	// completer.
@@ -55,13 +51,14 @@ type jobRun struct {
 	// after the run starts.
 	expires atomic.Int64
 
-	mu     sync.Mutex
-	result []byte
+	// result is what the handler set with SetResult, nil if nothing.
+	result atomic.Pointer[[]byte]
 
 	// ctx is the root of the handler's context; it carries the run for
-	// Progress and Log. handlerCtx is the context the handler gets.
-	ctx        runContext
-	handlerCtx context.Context
+	// Progress and Log. The context the handler gets, made over it, goes
+	// with the run to its handler goroutine (see handed), not in it: a
+	// run must fit its size class (TestRunFitsItsSizeClass).
+	ctx runContext
 
 	// report holds what the handler reported (Progress, Log) and is not
 	// yet sent, from its first report on; reportClosed is set when the
@@ -71,8 +68,11 @@ type jobRun struct {
 	// claimed.
 	report       atomic.Pointer[runReport]
 	reportClosed atomic.Bool
-	lastReport   *backend.ReportItem
-	logLines     int
+	// tracked is the run's index in Worker.runs, -1 once forgotten; under
+	// Worker.runsMu.
+	tracked    int32
+	lastReport *backend.ReportItem
+	logLines   int
 
 	// failure is the outcome, written by the handler goroutine before it
 	// hands the run to the completer: nil means success. Only a failed
@@ -91,15 +91,15 @@ type runFailure struct {
 func (r *jobRun) w() *Worker { return r.f.w }
 
 func (r *jobRun) setResult(b []byte) {
-	r.mu.Lock()
-	r.result = append([]byte(nil), b...)
-	r.mu.Unlock()
+	b = append([]byte(nil), b...)
+	r.result.Store(&b)
 }
 
 func (r *jobRun) takeResult() []byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.result
+	if b := r.result.Load(); b != nil {
+		return *b
+	}
+	return nil
 }
 
 // newRun builds the run of a job just claimed from f's queue. The record
@@ -121,27 +121,48 @@ func newRun(rec *backend.Job, f *fetcher, q *poolQueue) *jobRun {
 	return r
 }
 
-// startJob begins a claimed job: it queues the job to f's handler
-// goroutines (see handoff), and starts one if none is waiting and none is
-// on its way. The job's slot in f's pool is already taken for q. Called
-// only from f's loop.
-func (w *Worker) startJob(f *fetcher, q *poolQueue, rec *backend.Job) {
-	run := newRun(rec, f, q)
-	run.ctx.Context, run.ctx.run, run.ctx.index = w.jobsCtx, run, -1
-	if rec.Timeout > 0 {
-		// On the real (monotonic) clock: timeouts run on real time
-		// whatever the Clock says.
-		run.ctx.deadline = time.Now().Add(rec.Timeout)
+// startJobs begins the jobs one Claim call returned to f: it takes their
+// slots, and queues them to f's handler goroutines (see handoff), starting
+// one if none is waiting and none is on its way. The runs of the call are
+// tracked, enter the worker's timeouts and are queued each under one lock,
+// not one per job. Called only from f's loop.
+func (w *Worker) startJobs(f *fetcher, recs []*backend.Job) {
+	if len(recs) == 0 {
+		return
 	}
-	// The cancellable context is the one handed out, so a cancel's cause
-	// is what the handler sees; the timeout (see runContext) ends it from
-	// its parent.
-	run.handlerCtx, run.cancel = context.WithCancelCause(&run.ctx)
-	w.track(run)
-	w.stats.running.Add(1)
-	if f.handoff.put(run) {
+	// On the real (monotonic) clock: timeouts run on real time whatever
+	// the Clock says. One reading serves the call's jobs, claimed together.
+	now := w.timeouts.now()
+	runs, handing, timed := f.starting[:0], f.handing[:0], f.timed[:0]
+	for _, rec := range recs {
+		q := f.queueOf(rec.Queue)
+		f.slots.acquire(q)
+		run := newRun(rec, f, q)
+		run.ctx.Context, run.ctx.run, run.ctx.index = w.jobsCtx, run, -1
+		if rec.Timeout > 0 {
+			run.ctx.deadline = deadlineAfter(now, rec.Timeout)
+		}
+		// The cancellable context is the one handed out, so a cancel's
+		// cause is what the handler sees; the timeout (see runContext)
+		// ends it from its parent.
+		var ctx context.Context
+		ctx, run.cancel = context.WithCancelCause(&run.ctx)
+		runs = append(runs, run)
+		handing = append(handing, handed{run: run, ctx: ctx})
+		if run.ctx.onTimeout != nil {
+			timed = append(timed, &run.ctx)
+		}
+	}
+	w.track(runs)
+	w.timeouts.add(timed...)
+	w.stats.running.Add(int64(len(runs)))
+	if f.handoff.put(handing) {
 		w.startHandler(f)
 	}
+	clear(runs)
+	clear(handing)
+	clear(timed)
+	f.starting, f.handing, f.timed = runs[:0], handing[:0], timed[:0]
 }
 
 // startHandler starts a handler goroutine of f, called to its queue.
@@ -169,14 +190,14 @@ func (w *Worker) handlerLoop(f *fetcher) {
 	defer f.goroutines.Add(-1)
 	coming := true // started by a call to the queue
 	for {
-		run, start := f.handoff.take(coming)
-		if run == nil {
+		job, start := f.handoff.take(coming)
+		if job.run == nil {
 			return
 		}
 		if start {
 			w.startHandler(f)
 		}
-		w.execute(run.handlerCtx, run)
+		w.execute(job.ctx, job.run)
 		if f.goroutines.Load() > f.slots.limit {
 			return
 		}
@@ -224,7 +245,7 @@ func isError(v any) bool {
 // otherwise queued to the completer.
 func (w *Worker) settle(run *jobRun, err error, stack string) {
 	run.cancel(nil)
-	if !run.ctx.deadline.IsZero() {
+	if run.ctx.deadline != 0 {
 		w.timeouts.remove(&run.ctx)
 	}
 	w.stats.processed.Add(1)

@@ -8,18 +8,24 @@
 --
 -- Returns what enqueue.lua returns for such jobs: 0 when every job was
 -- written as asked (an id already holding this very job counts as
--- written; see sameJob), else a list with per job 0 or 2 (the id is
--- another job's; nothing was written for it). Publishes on the wake
--- channel when it wrote a job. Fails with KYUSTALE or KYUUNMARKED (see
--- checkQueue), writing nothing, unless the keys are marked as this
--- queue's.
+-- written; see sameJob in common.lua), else a list with per job 0 or 2
+-- (the id is another job's; nothing was written for it). Publishes on the
+-- wake channel when it wrote a job. Fails with KYUSTALE or KYUUNMARKED
+-- (see checkQueue in common.lua), writing nothing, unless the keys are
+-- marked as this queue's.
 --
--- KEYS: only jobs, ready and queue_name (see its entry in scripts.go).
--- Such jobs enter no in set and count nothing, so the run has nothing
--- for finalize to write.
+-- KEYS: jobs, ready and queue_name, in that order: the script is
+-- standalone (see scriptSpec.standalone in scripts.go), so it goes
+-- without common.lua and does here the little it needs of it: the check
+-- of the queue's mark and sameJob. Such jobs enter no in set and count
+-- nothing, so the run has nothing for finalize to write.
 
-local stale = checkQueue(ARGV[2], true)
-if stale then return stale end
+local have = redis.call('GET', KEY_queue_name)
+if not have then
+  return redis.error_reply('KYUUNMARKED queue keys are not marked')
+elseif have ~= ARGV[2] then
+  return redis.error_reply('KYUSTALE queue number now belongs to queue ' .. have)
+end
 -- out, the per-job list, is made only once a job's id turns out taken:
 -- most calls write every job and return 0.
 local out
@@ -27,7 +33,11 @@ local woke = false
 for b = 3, #ARGV, 3 do
   local id, score, rec = ARGV[b], ARGV[b + 1], ARGV[b + 2]
   if redis.call('HSETNX', KEY_jobs, id, rec) == 0 then
-    if not sameJob(redis.call('HGET', KEY_jobs, id), rec) then
+    -- The id holds this very job when what follows the header is the
+    -- same (sameJob).
+    local held = redis.call('HGET', KEY_jobs, id)
+    local i, j = string.find(held, '\n', 1, true), string.find(rec, '\n', 1, true)
+    if not (i and j and string.sub(held, i) == string.sub(rec, j)) then
       if not out then
         out = {}
         for k = 1, (b - 3) / 3 do out[k] = 0 end

@@ -245,14 +245,14 @@ func (s *store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.En
 }
 
 // leanArgs is the ARGV of "enqueue lean" (lua/enqueue_lean.lua) for the
-// group's jobs, picked from args: the wake channel and the queue name,
-// then per job its id, score and record.
+// group's jobs, picked from args: the queue name, then per job its id,
+// score and record.
 func (g *enqueueGroup) leanArgs() []string {
-	out := make([]string, 2+3*len(g.pos))
-	out[0], out[1] = g.args[1], g.args[3]
+	out := make([]string, 1+3*len(g.pos))
+	out[0] = g.args[3]
 	for k := range g.pos {
 		a := g.args[enqueueHead+k*enqueueStride:]
-		out[2+3*k], out[3+3*k], out[4+3*k] = a[0], a[2], a[6]
+		out[1+3*k], out[2+3*k], out[3+3*k] = a[0], a[2], a[6]
 	}
 	return out
 }

@@ -105,13 +105,19 @@ func (s *scripts) specs() []scriptSpec {
 // standalone reports whether a per-queue script goes without common.lua:
 // its KEYS are its keys alone, in its order (its KEY_ names stand for
 // those), so neither its calls nor its function build a table of the
-// queue's key positions (keysTable), and its function runs no reset. Of a
-// single enqueue's 57,200 Redis instructions, the table took 2,000 and
-// reset 6,300 (TestCallgrindLone). Only "enqueue lean" is: the lone call's
-// script, which needs nothing of common.lua's but what it writes out.
+// queue's key positions (keysTable), and its function runs no reset; its
+// source starts with standaloneHead instead. Of a single enqueue's 57,200
+// Redis instructions, the table took 2,000 and reset 6,300
+// (TestCallgrindLone). Only "enqueue lean" is: the lone call's script,
+// which needs nothing of common.lua's but what it writes out.
 func (sp scriptSpec) standalone() bool {
 	return sp.perQueue && sp.name == "enqueue lean"
 }
+
+// standaloneHead precedes a standalone script's lines: the wake channels
+// it worked out, by jobs key, which a function library keeps from call to
+// call (see lua/enqueue_lean.lua).
+const standaloneHead = "local wakes, wakeCount = {}, 0\n"
 
 // script is a Lua script, run as a function of the library (FCALL; see
 // library) or, on servers without functions, by EVALSHA (EVAL when the
@@ -208,7 +214,7 @@ func loadScripts() (*scripts, error) {
 			if err != nil {
 				return nil, fmt.Errorf("script %s: %w", sp.name, err)
 			}
-			sc = newScript(sp.name, "", body)
+			sc = newScript(sp.name, standaloneHead, body)
 			sc.keys, sc.slots, sc.standalone = sp.keys, slots, true
 		default:
 			slots, err := positions(sp.keys, queueNames)
@@ -414,14 +420,17 @@ type library struct {
 // sets KEYS and ARGV (upvalues here, not globals), starts a fresh run
 // (reset) if the script starts with common.lua, and runs the script's
 // body. A script without common.lua (a store-wide or standalone one)
-// cannot use its run's state: its source by EVALSHA lacks it.
+// cannot use its run's state: its source by EVALSHA lacks it. The
+// standalone scripts' head (standaloneHead) comes once, after common.
 func newLibrary(common string, scripts ...*script) *library {
 	common += "memoize = true\n"
 	var b strings.Builder
 	b.WriteString("local KEYS, ARGV\n")
 	b.WriteString(common)
+	b.WriteString(standaloneHead)
 	sum := sha1.New()
 	io.WriteString(sum, common)
+	io.WriteString(sum, standaloneHead)
 	for _, sc := range scripts {
 		fmt.Fprintf(sum, "\x00%s\x00%v\x00%v\x00%s", sc.name, sc.slots, sc.standalone, sc.body)
 	}
@@ -435,7 +444,7 @@ func newLibrary(common string, scripts ...*script) *library {
 			ks = keysTable("keys", sc.slots)
 		}
 		reset := "reset()\n"
-		if sc.head == "" {
+		if sc.head == "" || sc.standalone {
 			reset = ""
 		}
 		b.WriteString("\nredis.register_function('" + fn + "', function(keys, args)\nKEYS, ARGV = " + ks + ", args\n" + reset)

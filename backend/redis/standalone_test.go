@@ -1,8 +1,13 @@
 package redis
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+	"github.com/redis/rueidis"
 )
 
 // TestStandaloneScript: the lone enqueue's script ("enqueue lean") goes
@@ -41,5 +46,40 @@ func TestStandaloneScript(t *testing.T) {
 	}
 	if h := head(scs.claim); !strings.HasSuffix(h, "\nreset()") {
 		t.Errorf("claim's function begins\n%s\nwant a reset", h)
+	}
+}
+
+// TestLeanWakeChannel: a lone enqueue, whose script works out the queue's
+// wake channel from its keys (lua/enqueue_lean.lua), publishes on the
+// channel keys.wakeChannel names, for each of two queues in turn and
+// again for the first (its channel then comes from the library's cache).
+func TestLeanWakeChannel(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	queues := []string{"wake-a", "wake.b", "wake-a"}
+	got := make(chan string, 16)
+	sub, release := s.client.Dedicate()
+	defer release()
+	wait := sub.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: func(m rueidis.PubSubMessage) { got <- m.Channel }})
+	if err := sub.Do(ctx, sub.B().Subscribe().Channel(s.keys.wakeChannel(queues[0]), s.keys.wakeChannel(queues[1])).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queues {
+		_, err := s.Enqueue(ctx, backend.EnqueueParams{Now: time.Now(), Jobs: []backend.NewJob{{Type: "t", Queue: q}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ch := <-got:
+			if want := s.keys.wakeChannel(q); ch != want {
+				t.Fatalf("enqueue into %s woke channel %s, want %s", q, ch, want)
+			}
+		case err := <-wait:
+			t.Fatalf("subscription ended: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("no wake-up for queue %s", q)
+		}
 	}
 }

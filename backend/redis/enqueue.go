@@ -235,13 +235,26 @@ func (s *store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.En
 	}
 	g.lean = !g.jids // setJob clears it for a job that needs more keys
 	g.args = make([]string, n)
-	g.args[0], g.args[1], g.args[2], g.args[3] = strconv.FormatInt(p.Now.UnixMilli(), 10), s.keys.wakeChannel(g.name), strconv.Itoa(len(g.pos)), g.name
+	g.args[2], g.args[3] = strconv.Itoa(len(g.pos)), g.name
 	for k := range g.pos {
 		if err := g.setJob(k, p); err != nil {
 			return err
 		}
 	}
+	if !g.lean {
+		// Whether a group is lean depends on its jobs' options, not their
+		// ids, so a new id (setJob again) leaves it as it is.
+		g.setHead(s.keys, p.Now)
+	}
 	return nil
+}
+
+// setHead writes the values ahead of the jobs in args that the enqueue
+// script takes and "enqueue lean" does not (leanArgs): the clock and the
+// wake channel. A lean group goes without: two allocations of a lone
+// call's 21.
+func (g *enqueueGroup) setHead(k keys, now time.Time) {
+	g.args[0], g.args[1] = strconv.FormatInt(now.UnixMilli(), 10), k.wakeChannel(g.name)
 }
 
 // leanArgs is the ARGV of "enqueue lean" (lua/enqueue_lean.lua) for the
@@ -352,9 +365,16 @@ func (g *enqueueGroup) replyItems(reply rueidis.RedisResult) (items []rueidis.Re
 	}
 	items, err = reply.ToArray()
 	if err != nil || len(items) != len(g.pos) {
-		return nil, false, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", reply.String())
+		return nil, false, unexpectedReply(reply)
 	}
 	return items, false, nil
+}
+
+// unexpectedReply is the error of an enqueue script's reply that is not
+// of its shape. Apart, so that only a call that fails copies the reply to
+// the heap (its String takes a pointer): replyItems did at every call.
+func unexpectedReply(reply rueidis.RedisResult) error {
+	return fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", reply.String())
 }
 
 // collisions lists the jobs of the group whose ids the script found taken.

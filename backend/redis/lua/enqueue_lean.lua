@@ -19,7 +19,9 @@
 -- of the queue's mark and sameJob. Such jobs enter no in set and count
 -- nothing, so the run has nothing for finalize to write.
 
-local have = redis.call('GET', KEY_queue_name)
+-- call is redis.call, looked up once: each lookup is two table reads.
+local call = redis.call
+local have = call('GET', KEY_queue_name)
 if not have then
   return redis.error_reply('KYUUNMARKED queue keys are not marked')
 elseif have ~= ARGV[1] then
@@ -31,10 +33,10 @@ local out
 local woke = false
 for b = 2, #ARGV, 3 do
   local id, score, rec = ARGV[b], ARGV[b + 1], ARGV[b + 2]
-  if redis.call('HSETNX', KEY_jobs, id, rec) == 0 then
+  if call('HSETNX', KEY_jobs, id, rec) == 0 then
     -- The id holds this very job when what follows the header is the
     -- same (sameJob).
-    local held = redis.call('HGET', KEY_jobs, id)
+    local held = call('HGET', KEY_jobs, id)
     local i, j = string.find(held, '\n', 1, true), string.find(rec, '\n', 1, true)
     if not (i and j and string.sub(held, i) == string.sub(rec, j)) then
       if not out then
@@ -46,7 +48,7 @@ for b = 2, #ARGV, 3 do
       out[#out + 1] = 0
     end
   else
-    redis.call('ZADD', KEY_ready, score, id)
+    call('ZADD', KEY_ready, score, id)
     woke = true
     if out then out[#out + 1] = 0 end
   end
@@ -62,6 +64,6 @@ if woke then
     w = {ARGV[1], string.match(KEY_jobs, '^{(.*):%d+}:jobs$') .. ':wake:' .. ARGV[1]}
     wakes[KEY_jobs], wakeCount = w, wakeCount + 1
   end
-  redis.call('PUBLISH', w[2], '1')
+  call('PUBLISH', w[2], '1')
 end
 return out or 0

@@ -77,6 +77,10 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 	// nothing: it asks the registry again and gets new ids; the others
 	// keep theirs, so writing them again changes nothing.
 	var replies []rueidis.RedisResult
+	// callsBuf and one hold a call of one group, most calls, and the
+	// reply of one on a connection of its own: on the stack, not the heap.
+	var callsBuf [1]call
+	var one [1]rueidis.RedisResult
 	for try := 0; ; try++ {
 		for _, g := range groups {
 			if g.args == nil {
@@ -85,7 +89,10 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 				}
 			}
 		}
-		calls := make([]call, len(groups))
+		calls := callsBuf[:]
+		if len(groups) > 1 {
+			calls = make([]call, len(groups))
+		}
 		for i, g := range groups {
 			sc, args := s.scripts.enqueue, g.args
 			switch {
@@ -98,7 +105,8 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 		}
 		err := s.retry(ctx, func(int) error {
 			if own && len(calls) == 1 {
-				replies = []rueidis.RedisResult{s.evalOwn(ctx, calls[0])}
+				one[0] = s.evalOwn(ctx, calls[0])
+				replies = one[:]
 			} else {
 				replies = s.runEnqueue(ctx, calls)
 			}

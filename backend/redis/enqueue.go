@@ -285,8 +285,10 @@ const (
 )
 
 // setJob gives the group's k-th job a new id and writes its ARGV values.
-// The id, the score, the times and the record are written into one
-// buffer, and each ARGV value is a copy of its part.
+// The id is made first, since the record holds its time; the score, the
+// times and the record are then written into one buffer, on the stack
+// when they fit, and made one string whose parts are the ARGV values:
+// two allocations a job, not four.
 func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	nj := &p.Jobs[g.pos[k]]
 	u, err := newJobUUID(g.num)
@@ -298,37 +300,41 @@ func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 		now = g.nows[k]
 	}
 	j := newRecord(nj, "", now)
-	buf := make([]byte, 0, 36+3*20+recordSize(&j))
-	take := func(from int) string { return string(buf[from:]) }
-	buf = appendID(buf, u)
-	j.ID = take(0)
+	var idBuf [36]byte
+	j.ID = string(appendID(idBuf[:0], u))
+	var stack [512]byte
+	buf := stack[:0]
+	if n := 3*20 + recordSize(&j); n > len(stack) {
+		buf = make([]byte, 0, n)
+	}
 	runAt := j.RunAt.UnixMilli()
-	state, at := "p", len(buf)
+	state := "p"
 	if j.State == backend.StateScheduled {
 		state = "s"
 		buf = strconv.AppendInt(buf, runAt, 10)
 	} else {
 		buf = appendReadyScore(buf, j.Priority, runAt)
 	}
-	score := take(at)
-	at = len(buf)
+	scoreEnd := len(buf)
 	if !j.Deadline.IsZero() {
 		buf = strconv.AppendInt(buf, j.Deadline.UnixMilli(), 10)
 	}
-	deadline := take(at)
-	until := "0"
+	deadlineEnd := len(buf)
 	if nj.UniqueFor > 0 {
-		at = len(buf)
 		buf = strconv.AppendInt(buf, now.Add(nj.UniqueFor).UnixMilli(), 10)
-		until = take(at)
 	}
-	at = len(buf)
+	untilEnd := len(buf)
 	buf = appendRecord(buf, &j)
+	all := string(buf)
+	score, deadline, until := all[:scoreEnd], all[scoreEnd:deadlineEnd], "0"
+	if nj.UniqueFor > 0 {
+		until = all[deadlineEnd:untilEnd]
+	}
 	if state != "p" || deadline != "" || nj.UniqueKey != "" {
 		g.lean = false
 	}
 	a := g.args[enqueueHead+k*enqueueStride:]
-	a[0], a[1], a[2], a[3], a[4], a[5], a[6] = j.ID, state, score, deadline, nj.UniqueKey, until, take(at)
+	a[0], a[1], a[2], a[3], a[4], a[5], a[6] = j.ID, state, score, deadline, nj.UniqueKey, until, all[untilEnd:]
 	if g.jids {
 		g.args[enqueueHead+len(g.pos)*enqueueStride+k] = nj.JID
 	}

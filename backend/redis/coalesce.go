@@ -63,10 +63,10 @@ type enqueueBatch struct {
 	err       error
 }
 
-// enqueueOne writes the one job of a prepared p: while fewer than
-// lineCalls runs of its queue are on their way, in a run of its own with
-// the jobs that came while it yielded once, else with the batch that goes
-// next. Jobs of one batch are written atomically together, each with
+// enqueueOne writes the one job of a prepared p: alone when no run of its
+// queue is on its way; while fewer than lineCalls are, in a run of its own
+// with the jobs that came while it yielded once; else with the batch that
+// goes next. Jobs of one batch are written atomically together, each with
 // its caller's clock (the script's clock is the latest of them); an error
 // of the batch's call is every caller's. A caller whose ctx ends while it
 // waits returns ctx's error, and its job may still be written; the caller
@@ -84,20 +84,31 @@ func (s *store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 		l = &line{}
 		ls.queues[q] = l
 	}
+	// A caller that finds no run of the queue on its way goes at once, on
+	// its own: no reply is about to wake callers that would join it, so a
+	// yield would only delay a lone producer (and wake an idle processor
+	// to look for work), and it needs no batch (four allocations and
+	// some 450 bytes a call). Callers that come meanwhile start runs of
+	// their own, as they do once a run has left.
+	if l.calls == 0 {
+		l.calls++
+		ls.mu.Unlock()
+		res, err := s.enqueue(ctx, p, nil, true)
+		s.lineDone(q, l)
+		return res, err
+	}
 	// While fewer than lineCalls runs are on their way, a caller starts a
 	// run of its own and sends it after one yield of the processor:
 	// callers woken by the same read of replies come in meanwhile, and up
 	// to gatherCap jobs go in the run (see enqueueBatch.gathering).
 	// Otherwise it joins the batch that goes next.
 	b := l.next
-	alone := false
 	if b == nil {
 		gathering := l.calls < lineCalls
-		alone = l.calls == 0
 		if gathering {
 			l.calls++
 		}
-		b = newEnqueueBatch(gathering, alone)
+		b = newEnqueueBatch(gathering)
 		l.next = b
 	}
 	i := len(b.jobs)
@@ -109,12 +120,6 @@ func (s *store) enqueueOne(ctx context.Context, p backend.EnqueueParams) (backen
 	ls.mu.Unlock()
 
 	switch {
-	case i == 0 && alone:
-		// No run of the queue is on its way, so no reply is about to wake
-		// callers that would join this one: the yield would only delay a
-		// lone producer (and wake an idle processor to look for work).
-		// It goes at once; a caller that comes meanwhile still joins.
-		s.sendBatch(ctx, q, l, b, p)
 	case i == 0 && b.gathering:
 		// The yield is what gathers. BenchmarkEnqueue (the store's side of
 		// kyu bench's single enqueue; go test -c of each build, six pairs,
@@ -170,16 +175,9 @@ func (s *store) sendBatch(ctx context.Context, q string, l *line, b *enqueueBatc
 }
 
 // newEnqueueBatch returns an empty batch; see enqueueBatch.gathering.
-// The batch of a caller that goes alone (no run of its queue on its way)
-// makes room for its one job: a NewJob is some 300 bytes, and a lone
-// producer's calls made and cleared eight of them each, half of what a
-// call allocated.
-func newEnqueueBatch(gathering, alone bool) *enqueueBatch {
+func newEnqueueBatch(gathering bool) *enqueueBatch {
 	n := batchCap
-	switch {
-	case alone:
-		n = 1
-	case gathering:
+	if gathering {
 		n = gatherCap
 	}
 	b := &enqueueBatch{

@@ -30,6 +30,7 @@ func TestIDCollision(t *testing.T) {
 	if err := s.buildEnqueue(ctx, g, &p); err != nil {
 		t.Fatal(err)
 	}
+	g.setHead(s.keys, now) // the group is lean; this runs the enqueue script
 	second := g.args[enqueueHead]
 	g.args[enqueueHead] = id // collide with the first job
 	g.args[enqueueHead+6] = encodeRecord(p.Jobs[0].Record(id, now))

@@ -77,6 +77,10 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 	// nothing: it asks the registry again and gets new ids; the others
 	// keep theirs, so writing them again changes nothing.
 	var replies []rueidis.RedisResult
+	// callsBuf and one hold a call of one group, most calls, and the
+	// reply of one on a connection of its own: on the stack, not the heap.
+	var callsBuf [1]call
+	var one [1]rueidis.RedisResult
 	for try := 0; ; try++ {
 		for _, g := range groups {
 			if g.args == nil {
@@ -85,7 +89,10 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 				}
 			}
 		}
-		calls := make([]call, len(groups))
+		calls := callsBuf[:]
+		if len(groups) > 1 {
+			calls = make([]call, len(groups))
+		}
 		for i, g := range groups {
 			sc, args := s.scripts.enqueue, g.args
 			switch {
@@ -99,7 +106,8 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 		first := groups[0] // not groups, which the closure would move to the heap
 		err := s.retry(ctx, func(int) error {
 			if len(calls) == 1 {
-				replies = []rueidis.RedisResult{s.runEnqueueOne(ctx, calls[0], first, own)}
+				one[0] = s.runEnqueueOne(ctx, calls[0], first, own)
+				replies = one[:]
 			} else {
 				replies = s.runEnqueue(ctx, calls)
 			}
@@ -236,24 +244,37 @@ func (s *store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.En
 	}
 	g.lean = !g.jids // setJob clears it for a job that needs more keys
 	g.args = make([]string, n)
-	g.args[0], g.args[1], g.args[2], g.args[3] = strconv.FormatInt(p.Now.UnixMilli(), 10), s.keys.wakeChannel(g.name), strconv.Itoa(len(g.pos)), g.name
+	g.args[2], g.args[3] = strconv.Itoa(len(g.pos)), g.name
 	for k := range g.pos {
 		if err := g.setJob(k, p); err != nil {
 			return err
 		}
 	}
+	if !g.lean {
+		// Whether a group is lean depends on its jobs' options, not their
+		// ids, so a new id (setJob again) leaves it as it is.
+		g.setHead(s.keys, p.Now)
+	}
 	return nil
 }
 
+// setHead writes the values ahead of the jobs in args that the enqueue
+// script takes and "enqueue lean" does not (leanArgs): the clock and the
+// wake channel. A lean group goes without: two allocations of a lone
+// call's 21.
+func (g *enqueueGroup) setHead(k keys, now time.Time) {
+	g.args[0], g.args[1] = strconv.FormatInt(now.UnixMilli(), 10), k.wakeChannel(g.name)
+}
+
 // leanArgs is the ARGV of "enqueue lean" (lua/enqueue_lean.lua) for the
-// group's jobs, picked from args: the wake channel and the queue name,
-// then per job its id, score and record.
+// group's jobs, picked from args: the queue name, then per job its id,
+// score and record.
 func (g *enqueueGroup) leanArgs() []string {
-	out := make([]string, 2+3*len(g.pos))
-	out[0], out[1] = g.args[1], g.args[3]
+	out := make([]string, 1+3*len(g.pos))
+	out[0] = g.args[3]
 	for k := range g.pos {
 		a := g.args[enqueueHead+k*enqueueStride:]
-		out[2+3*k], out[3+3*k], out[4+3*k] = a[0], a[2], a[6]
+		out[1+3*k], out[2+3*k], out[3+3*k] = a[0], a[2], a[6]
 	}
 	return out
 }
@@ -265,8 +286,10 @@ const (
 )
 
 // setJob gives the group's k-th job a new id and writes its ARGV values.
-// The id, the score, the times and the record are written into one
-// buffer, and each ARGV value is a copy of its part.
+// The id is made first, since the record holds its time; the score, the
+// times and the record are then written into one buffer, on the stack
+// when they fit, and made one string whose parts are the ARGV values:
+// two allocations a job, not four.
 func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 	nj := &p.Jobs[g.pos[k]]
 	u, err := newJobUUID(g.num)
@@ -278,37 +301,41 @@ func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 		now = g.nows[k]
 	}
 	j := newRecord(nj, "", now)
-	buf := make([]byte, 0, 36+3*20+recordSize(&j))
-	take := func(from int) string { return string(buf[from:]) }
-	buf = appendID(buf, u)
-	j.ID = take(0)
+	var idBuf [36]byte
+	j.ID = string(appendID(idBuf[:0], u))
+	var stack [512]byte
+	buf := stack[:0]
+	if n := 3*20 + recordSize(&j); n > len(stack) {
+		buf = make([]byte, 0, n)
+	}
 	runAt := j.RunAt.UnixMilli()
-	state, at := "p", len(buf)
+	state := "p"
 	if j.State == backend.StateScheduled {
 		state = "s"
 		buf = strconv.AppendInt(buf, runAt, 10)
 	} else {
 		buf = appendReadyScore(buf, j.Priority, runAt)
 	}
-	score := take(at)
-	at = len(buf)
+	scoreEnd := len(buf)
 	if !j.Deadline.IsZero() {
 		buf = strconv.AppendInt(buf, j.Deadline.UnixMilli(), 10)
 	}
-	deadline := take(at)
-	until := "0"
+	deadlineEnd := len(buf)
 	if nj.UniqueFor > 0 {
-		at = len(buf)
 		buf = strconv.AppendInt(buf, now.Add(nj.UniqueFor).UnixMilli(), 10)
-		until = take(at)
 	}
-	at = len(buf)
+	untilEnd := len(buf)
 	buf = appendRecord(buf, &j)
+	all := string(buf)
+	score, deadline, until := all[:scoreEnd], all[scoreEnd:deadlineEnd], "0"
+	if nj.UniqueFor > 0 {
+		until = all[deadlineEnd:untilEnd]
+	}
 	if state != "p" || deadline != "" || nj.UniqueKey != "" {
 		g.lean = false
 	}
 	a := g.args[enqueueHead+k*enqueueStride:]
-	a[0], a[1], a[2], a[3], a[4], a[5], a[6] = j.ID, state, score, deadline, nj.UniqueKey, until, take(at)
+	a[0], a[1], a[2], a[3], a[4], a[5], a[6] = j.ID, state, score, deadline, nj.UniqueKey, until, all[untilEnd:]
 	if g.jids {
 		g.args[enqueueHead+len(g.pos)*enqueueStride+k] = nj.JID
 	}
@@ -353,9 +380,16 @@ func (g *enqueueGroup) replyItems(reply rueidis.RedisResult) (items []rueidis.Re
 	}
 	items, err = reply.ToArray()
 	if err != nil || len(items) != len(g.pos) {
-		return nil, false, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", reply.String())
+		return nil, false, unexpectedReply(reply)
 	}
 	return items, false, nil
+}
+
+// unexpectedReply is the error of an enqueue script's reply that is not
+// of its shape. Apart, so that only a call that fails copies the reply to
+// the heap (its String takes a pointer): replyItems did at every call.
+func unexpectedReply(reply rueidis.RedisResult) error {
+	return fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", reply.String())
 }
 
 // collisions lists the jobs of the group whose ids the script found taken.

@@ -3,44 +3,67 @@
 -- what such jobs need: each key and argument of a call costs Redis about
 -- a thousand instructions.
 --
--- ARGV: 1 wake channel, 2 queue name, then per job 3 values: id, ready
--- score, record.
+-- ARGV: 1 queue name, then per job 3 values: id, ready score, record.
 --
 -- Returns what enqueue.lua returns for such jobs: 0 when every job was
 -- written as asked (an id already holding this very job counts as
--- written; see sameJob), else a list with per job 0 or 2 (the id is
--- another job's; nothing was written for it). Publishes on the wake
--- channel when it wrote a job. Fails with KYUSTALE or KYUUNMARKED (see
--- checkQueue), writing nothing, unless the keys are marked as this
--- queue's.
+-- written; see sameJob in common.lua), else a list with per job 0 or 2
+-- (the id is another job's; nothing was written for it). Publishes on the
+-- queue's wake channel (keys.wakeChannel in keys.go) when it wrote a job. Fails with KYUSTALE or KYUUNMARKED
+-- (see checkQueue in common.lua), writing nothing, unless the keys are
+-- marked as this queue's.
 --
--- KEYS: only jobs, ready and queue_name (see its entry in scripts.go).
--- Such jobs enter no in set and count nothing, so the run has nothing
--- for finalize to write.
+-- KEYS: jobs, ready and queue_name, in that order: the script is
+-- standalone (see scriptSpec.standalone in scripts.go), so it goes
+-- without common.lua and does here the little it needs of it: the check
+-- of the queue's mark and sameJob. Such jobs enter no in set and count
+-- nothing, so the run has nothing for finalize to write.
 
-local stale = checkQueue(ARGV[2], true)
-if stale then return stale end
+-- call is redis.call, looked up once: each lookup is two table reads.
+local call = redis.call
+local have = call('GET', KEY_queue_name)
+if not have then
+  return redis.error_reply('KYUUNMARKED queue keys are not marked')
+elseif have ~= ARGV[1] then
+  return redis.error_reply('KYUSTALE queue number now belongs to queue ' .. have)
+end
 -- out, the per-job list, is made only once a job's id turns out taken:
 -- most calls write every job and return 0.
 local out
 local woke = false
-for b = 3, #ARGV, 3 do
+for b = 2, #ARGV, 3 do
   local id, score, rec = ARGV[b], ARGV[b + 1], ARGV[b + 2]
-  if redis.call('HSETNX', KEY_jobs, id, rec) == 0 then
-    if not sameJob(redis.call('HGET', KEY_jobs, id), rec) then
+  if call('HSETNX', KEY_jobs, id, rec) == 0 then
+    -- The id holds this very job when what follows the header is the
+    -- same (sameJob).
+    local held = call('HGET', KEY_jobs, id)
+    local i, j = string.find(held, '\n', 1, true), string.find(rec, '\n', 1, true)
+    if not (i and j and string.sub(held, i) == string.sub(rec, j)) then
       if not out then
         out = {}
-        for k = 1, (b - 3) / 3 do out[k] = 0 end
+        for k = 1, (b - 2) / 3 do out[k] = 0 end
       end
       out[#out + 1] = 2
     elseif out then
       out[#out + 1] = 0
     end
   else
-    redis.call('ZADD', KEY_ready, score, id)
+    call('ZADD', KEY_ready, score, id)
     woke = true
     if out then out[#out + 1] = 0 end
   end
 end
-if woke then redis.call('PUBLISH', ARGV[1], '1') end
+if woke then
+  -- The wake channel is P:wake:<queue name> for the keys {P:N}:...; the
+  -- channel is not an argument, which would cost more than this lookup
+  -- of wakes (standaloneHead in scripts.go). An entry whose number is
+  -- now another queue's is made again; 1,024 entries at most.
+  local w = wakes[KEY_jobs]
+  if not w or w[1] ~= ARGV[1] then
+    if wakeCount >= 1024 then wakes, wakeCount = {}, 0 end
+    w = {ARGV[1], string.match(KEY_jobs, '^{(.*):%d+}:jobs$') .. ':wake:' .. ARGV[1]}
+    wakes[KEY_jobs], wakeCount = w, wakeCount + 1
+  end
+  call('PUBLISH', w[2], '1')
+end
 return out or 0

@@ -1,0 +1,103 @@
+package redis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// TestMultiBesideSubscriptions sends MULTI blocks that publish on the
+// channels of a store's own Pub/Sub subscriptions (a waiting claim's,
+// a Subscribe's, a WatchFinished's) while they are held. Before Redis
+// 7.2 a message published inside MULTI to a channel the same RESP3
+// connection is subscribed to lands inside the EXEC reply, which rueidis
+// reports as a protocol bug (a panic in its reader); the store's
+// subscriptions hold a connection of their own, so the MULTI blocks of
+// the shared client never run where a subscription is.
+//
+// The shared client spreads MULTI blocks over its pipelined connections
+// at random, so each case sends many.
+func TestMultiBesideSubscriptions(t *testing.T) {
+	const rounds = 32
+	// batch enqueues one job in queue and one in another, which is one
+	// MULTI publishing on both wake channels (runEnqueue).
+	batch := func(t *testing.T, s *Store, queue string) []string {
+		t.Helper()
+		res, err := s.Enqueue(t.Context(), backend.EnqueueParams{Now: time.Now(), Jobs: []backend.NewJob{
+			{Type: "t", Queue: queue}, {Type: "t", Queue: "other"},
+		}})
+		if err != nil {
+			t.Fatalf("Enqueue across two queues: %v", err)
+		}
+		return []string{res.Jobs[0].ID, res.Jobs[1].ID}
+	}
+
+	t.Run("ClaimWait", func(t *testing.T) {
+		s := openTest(t, "")
+		for i := range rounds {
+			ctx, cancel := context.WithCancel(t.Context())
+			answer := claimAsync(ctx, s, waitClaimParams(1, "q"))
+			awaitWaiting(t, s, "q", 1)
+			ids := batch(t, s, "q")
+			var a waitClaimAnswer
+			select {
+			case a = <-answer:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: the waiting claim did not return after the enqueue", i)
+			}
+			cancel()
+			if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != ids[0] {
+				t.Fatalf("round %d: ClaimWait = %+v, %v; want job %s", i, a.res, a.err, ids[0])
+			}
+		}
+	})
+
+	t.Run("Subscribe", func(t *testing.T) {
+		s := openTest(t, "")
+		sub, err := s.Subscribe(t.Context(), backend.SubscribeParams{})
+		if err != nil {
+			t.Fatalf("Subscribe: %v", err)
+		}
+		defer sub.Close()
+		for i := range rounds {
+			batch(t, s, "q")
+			select {
+			case <-sub.C:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: no wake-up after the enqueue", i)
+			}
+		}
+	})
+
+	t.Run("WatchFinished", func(t *testing.T) {
+		s := openTest(t, "")
+		ids := batch(t, s, "q")
+		num, ok := queueNumOf(ids[0])
+		if !ok {
+			t.Fatalf("job id %s names no queue", ids[0])
+		}
+		sub, err := s.WatchFinished(t.Context(), backend.WatchParams{IDs: ids[:1]})
+		if err != nil {
+			t.Fatalf("WatchFinished: %v", err)
+		}
+		defer sub.Close()
+		// What a MULTI of scripts that finish jobs would publish.
+		done := s.keys.queue(num).tag + ":done"
+		for i := range rounds {
+			b := s.client.B()
+			res := s.client.DoMulti(t.Context(), b.Multi().Build(), b.Publish().Channel(done).Message(ids[0]).Build(), b.Exec().Build())
+			for k, r := range res {
+				if err := r.Error(); err != nil {
+					t.Fatalf("round %d: reply %d of MULTI PUBLISH EXEC: %v", i, k, err)
+				}
+			}
+			select {
+			case <-sub.C:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: no signal after the job's done message", i)
+			}
+		}
+	})
+}

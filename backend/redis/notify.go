@@ -175,13 +175,20 @@ func (n *notifier) loop(ctx context.Context) {
 	var once sync.Once
 	wait := 10 * time.Millisecond
 	for first := true; ctx.Err() == nil; first = false {
+		rctx := ctx
 		if !first {
-			// Signals may have been lost while the connection was down.
-			n.signal(func(*waiter) bool { return true })
+			// Signals may have been lost while the connection was down:
+			// every subscription is signalled once the pattern is
+			// subscribed again, so a claim it wakes misses nothing.
+			rctx = rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
+				if sub.Kind == "psubscribe" {
+					n.signal(func(*waiter) bool { return true })
+				}
+			})
 		}
 		c, err := n.s.pubsubClient()
 		if err == nil {
-			err = c.Receive(ctx, c.B().Psubscribe().Pattern(n.pattern).Build(), func(m rueidis.PubSubMessage) {
+			err = c.Receive(rctx, c.B().Psubscribe().Pattern(n.pattern).Build(), func(m rueidis.PubSubMessage) {
 				if m.Channel == n.probeChannel {
 					if m.Message == n.probe {
 						once.Do(func() { close(n.ready) })

@@ -291,7 +291,10 @@ func (s *store) Close() error {
 // own channels (runEnqueue), and before Redis 7.2 a message published
 // inside MULTI to a channel the sending RESP3 connection is subscribed
 // to is written inside the EXEC reply, which breaks the reply and makes
-// rueidis panic. After Close it fails with backend.ErrClosed.
+// rueidis panic. Its subscriptions are not retried by rueidis, which
+// would subscribe again without a word: the notifier's loop must learn of
+// a lost connection, to signal what it may have missed. After Close it
+// fails with backend.ErrClosed.
 func (s *store) pubsubClient() (rueidis.Client, error) {
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
@@ -299,7 +302,9 @@ func (s *store) pubsubClient() (rueidis.Client, error) {
 		return nil, backend.ErrClosed
 	}
 	if s.subClient == nil {
-		c, err := rueidis.NewClient(s.clientOpt)
+		co := s.clientOpt
+		co.DisableRetry = true
+		c, err := rueidis.NewClient(co)
 		if err != nil {
 			return nil, fmt.Errorf("kyu/redis: connect for pub/sub: %w", explainConnect(err))
 		}

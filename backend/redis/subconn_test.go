@@ -2,6 +2,9 @@ package redis
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,5 +102,65 @@ func TestMultiBesideSubscriptions(t *testing.T) {
 				t.Fatalf("round %d: no signal after the job's done message", i)
 			}
 		}
+	})
+}
+
+// TestSubscriptionAfterLostConnection cuts the Pub/Sub connection of a
+// store on a server of the test's own: once subscribed again, the store
+// signals the subscription (a wake-up may have been missed meanwhile),
+// which then hears the wake-ups of MULTI blocks that publish on its
+// channels; and Close leaves no connection of the store open.
+func TestSubscriptionAfterLostConnection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server")
+	}
+	ps := startServer(t, "--appendonly", "no")
+	s, err := Open(t.Context(), Options{Addrs: []string{ps.addr()}, Prefix: "kyusubconn", RetryFor: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	sub, err := s.Subscribe(t.Context(), backend.SubscribeParams{Queues: []string{"q"}})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	defer sub.Close()
+	signalled := func(what string) {
+		t.Helper()
+		select {
+		case <-sub.C:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no signal %s", what)
+		}
+	}
+	patterns := func() int {
+		out, err := ps.cli("PUBSUB", "NUMPAT")
+		if err != nil {
+			return -1
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(out))
+		return n
+	}
+	if out, err := ps.cli("CLIENT", "KILL", "TYPE", "pubsub"); err != nil || strings.TrimSpace(out) != "1" {
+		t.Fatalf("CLIENT KILL TYPE pubsub = %q, %v; want one connection cut", out, err)
+	}
+	// The signal comes once the pattern is subscribed again.
+	signalled("after the subscription's connection was cut")
+	if n := patterns(); n != 1 {
+		t.Fatalf("pattern subscriptions on the server after the signal = %d; want 1", n)
+	}
+	for i := range 8 {
+		if _, err := s.Enqueue(t.Context(), backend.EnqueueParams{Now: time.Now(), Jobs: []backend.NewJob{
+			{Type: "t", Queue: "q"}, {Type: "t", Queue: "other"},
+		}}); err != nil {
+			t.Fatalf("Enqueue %d across two queues: %v", i, err)
+		}
+		signalled(fmt.Sprintf("for enqueue %d after subscribing again", i))
+	}
+	sub.Close()
+	s.Close()
+	waitFor(t, 10*time.Second, "the closed store's connections to end", func() bool {
+		out, err := ps.cli("CLIENT", "LIST")
+		return err == nil && strings.Count(strings.TrimSpace(out), "\n") == 0 && patterns() == 0
 	})
 }

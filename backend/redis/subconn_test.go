@@ -164,3 +164,73 @@ func TestSubscriptionAfterLostConnection(t *testing.T) {
 		return err == nil && strings.Count(strings.TrimSpace(out), "\n") == 0 && patterns() == 0
 	})
 }
+
+// TestSubscriptionAcrossFailover holds a subscription through a Sentinel
+// while it fails the primary over to its replica: the subscription moves
+// to the new primary, is signalled once there (wake-ups may have been
+// missed meanwhile), and hears the wake-ups of enqueues made after the
+// failover.
+func TestSubscriptionAcrossFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two redis-servers and a Sentinel")
+	}
+	primary := startServer(t, "--appendonly", "no", "--repl-diskless-sync-delay", "0")
+	replica := startServer(t, "--appendonly", "no", "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))
+	sentinel := startSentinel(t, "kyusubfail", primary)
+	waitFor(t, 30*time.Second, "the Sentinel to know the replica", func() bool {
+		out, err := sentinel.cli("SENTINEL", "replicas", "kyusubfail")
+		return err == nil && strings.Contains(out, strconv.Itoa(replica.port))
+	})
+	s, err := OpenURL(t.Context(), "redis-sentinel://"+sentinel.addr()+"?master=kyusubfail&prefix=kyusubfail", Options{RetryFor: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("OpenURL: %v", err)
+	}
+	defer s.Close()
+	sub, err := s.Subscribe(t.Context(), backend.SubscribeParams{Queues: []string{"q"}})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	defer sub.Close()
+	patterns := func(ps *privateServer) int {
+		out, err := ps.cli("PUBSUB", "NUMPAT")
+		if err != nil {
+			return -1
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(out))
+		return n
+	}
+	if n := patterns(primary); n != 1 {
+		t.Fatalf("pattern subscriptions on the primary = %d; want 1", n)
+	}
+	waitFor(t, 30*time.Second, "the replica's link to the primary", func() bool {
+		info, err := replica.cli("INFO", "replication")
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	waitFor(t, 30*time.Second, "the Sentinel to start a failover", func() bool {
+		out, err := sentinel.cli("SENTINEL", "FAILOVER", "kyusubfail")
+		return err == nil && strings.TrimSpace(out) == "OK"
+	})
+	waitFor(t, 30*time.Second, "the subscription to move to the new primary", func() bool {
+		return patterns(replica) == 1
+	})
+	select {
+	case <-sub.C:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no signal once subscribed on the new primary")
+	}
+	waitFor(t, 30*time.Second, "the store's client to send to the new primary", func() bool {
+		return primaryAddr(s.client) == replica.addr()
+	})
+	for i := range 4 {
+		if _, err := s.Enqueue(t.Context(), backend.EnqueueParams{Now: time.Now(), Jobs: []backend.NewJob{
+			{Type: "t", Queue: "q"}, {Type: "t", Queue: "other"},
+		}}); err != nil {
+			t.Fatalf("Enqueue %d after the failover: %v", i, err)
+		}
+		select {
+		case <-sub.C:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no wake-up for enqueue %d after the failover", i)
+		}
+	}
+}

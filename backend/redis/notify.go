@@ -21,10 +21,11 @@ import (
 // channel (P:wake:<queue>); every script that makes jobs final or deletes
 // them publishes their ids on the queue's done channel ({P:N}:done). Each
 // notifier holds one pattern subscription per Store (PSUBSCRIBE P:wake:*
-// or {P:*}:done, on a connection of its own), started by the first
-// subscription that needs it, and signals the local subscriptions the
-// message concerns. On a Cluster, Pub/Sub messages reach every node, so
-// the subscription may sit on any of them. A process that never watches
+// or {P:*}:done), started by the first subscription that needs it, and
+// signals the local subscriptions the message concerns. Both hold it
+// through the Store's Pub/Sub client (pubsubClient), never on a
+// connection that runs scripts or MULTI. On a Cluster, Pub/Sub messages
+// reach every node, so the subscription may sit on any of them. A process that never watches
 // jobs never receives the done messages.
 //
 // The pattern subscription starts with the first subscription, which
@@ -178,19 +179,29 @@ func (n *notifier) loop(ctx context.Context) {
 	var once sync.Once
 	wait := 10 * time.Millisecond
 	for first := true; ctx.Err() == nil; first = false {
+		rctx := ctx
 		if !first {
-			// Signals may have been lost while the connection was down.
-			n.signal(func(*waiter) bool { return true })
-		}
-		err := n.s.client.Receive(ctx, n.s.client.B().Psubscribe().Pattern(n.pattern).Build(), func(m rueidis.PubSubMessage) {
-			if m.Channel == n.probeChannel {
-				if m.Message == n.probe {
-					once.Do(func() { close(n.ready) })
+			// Signals may have been lost while the connection was down:
+			// every subscription is signalled once the pattern is
+			// subscribed again, so a claim it wakes misses nothing.
+			rctx = rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
+				if sub.Kind == "psubscribe" {
+					n.signal(func(*waiter) bool { return true })
 				}
-				return
-			}
-			n.signal(n.route(m.Channel, m.Message))
-		})
+			})
+		}
+		c, err := n.s.pubsubClient()
+		if err == nil {
+			err = c.Receive(rctx, c.B().Psubscribe().Pattern(n.pattern).Build(), func(m rueidis.PubSubMessage) {
+				if m.Channel == n.probeChannel {
+					if m.Message == n.probe {
+						once.Do(func() { close(n.ready) })
+					}
+					return
+				}
+				n.signal(n.route(m.Channel, m.Message))
+			})
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -198,6 +209,9 @@ func (n *notifier) loop(ctx context.Context) {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-n.s.done:
 			t.Stop()
 			return
 		case <-t.C:

@@ -77,6 +77,13 @@ type store struct {
 	notify   *notifier // wake-ups
 	finish   *notifier // ends of jobs
 
+	// clientOpt is what client was made from; the Pub/Sub client is made
+	// from it too. subClient holds the subscriptions once one started
+	// (pubsubClient); subMu guards it.
+	clientOpt rueidis.ClientOption
+	subMu     sync.Mutex
+	subClient rueidis.Client
+
 	// noFunctions is set once the server refused the function library:
 	// scripts then run by EVALSHA. loadMu serialises loading it.
 	noFunctions atomic.Bool
@@ -159,12 +166,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("kyu/redis: connect to %s: %w", where, explainConnect(err))
 	}
 	s := &store{
-		opts:    opts,
-		log:     opts.Logger,
-		client:  client,
-		keys:    keys{prefix: opts.Prefix, cluster: opts.Cluster},
-		scripts: scripts,
-		done:    make(chan struct{}),
+		opts:      opts,
+		log:       opts.Logger,
+		client:    client,
+		clientOpt: co,
+		keys:      keys{prefix: opts.Prefix, cluster: opts.Cluster},
+		scripts:   scripts,
+		done:      make(chan struct{}),
 	}
 	s.queues = newRegistry(s)
 	s.notify = newWakeNotifier(s)
@@ -271,8 +279,42 @@ func (s *store) Close() error {
 	s.finish.stop()
 	s.ops.Wait()
 	s.runConns.close()
+	s.subMu.Lock()
+	if s.subClient != nil {
+		s.subClient.Close()
+	}
+	s.subMu.Unlock()
 	s.client.Close()
 	return nil
+}
+
+// pubsubClient is the client of the Pub/Sub subscriptions (notify.go),
+// made from the shared client's options when the first one starts: its
+// connections send subscriptions and nothing else. The shared client's
+// connections run MULTI blocks of scripts that publish on the store's
+// own channels (runEnqueue), and before Redis 7.2 a message published
+// inside MULTI to a channel the sending RESP3 connection is subscribed
+// to is written inside the EXEC reply, which breaks the reply and makes
+// rueidis panic. Its subscriptions are not retried by rueidis, which
+// would subscribe again without a word: the notifier's loop must learn of
+// a lost connection, to signal what it may have missed. After Close it
+// fails with backend.ErrClosed.
+func (s *store) pubsubClient() (rueidis.Client, error) {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	if s.closed.Load() {
+		return nil, backend.ErrClosed
+	}
+	if s.subClient == nil {
+		co := s.clientOpt
+		co.DisableRetry = true
+		c, err := rueidis.NewClient(co)
+		if err != nil {
+			return nil, fmt.Errorf("kyu/redis: connect for pub/sub: %w", explainConnect(err))
+		}
+		s.subClient = c
+	}
+	return s.subClient, nil
 }
 
 // errClosing reports whether err comes from a client being closed.

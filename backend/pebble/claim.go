@@ -19,6 +19,10 @@ type claimed struct {
 	id  jobID
 	job *backend.Job
 	sd  side
+	// payload is a copy of the payload of a job enqueued in the section
+	// that claimed it (waitclaim.go), which claimResult then need not
+	// read; nil otherwise.
+	payload []byte
 }
 
 // Claim leases up to p.Max claimable jobs from p.Queues. It pops the
@@ -61,7 +65,9 @@ func (s *store) claimResult(got []claimed, truncated bool) (backend.ClaimResult,
 	payloads := pointReader{db: s.db, prefix: prefixPayload}
 	defer payloads.Close()
 	for i, c := range got {
-		if c.sd.payload {
+		if c.payload != nil {
+			c.job.Payload = c.payload
+		} else if c.sd.payload {
 			pl, err := s.readPayload(&payloads, c.id)
 			if err != nil {
 				return backend.ClaimResult{}, err
@@ -157,7 +163,7 @@ func (s *store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 			le.job, le.sd = j, sd
 			s.idx.leases[e.id] = le
 			s.noteState(e.id, j)
-			got = append(got, claimed{id: e.id, job: j.Clone(), sd: sd})
+			got = append(got, claimed{id: e.id, job: j.Clone(), sd: sd, payload: s.enqueuedPayload(e.id)})
 		}
 		pushAll(qi, skipped)
 	}

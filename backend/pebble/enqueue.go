@@ -96,6 +96,7 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 			s.putUnique(name, u)
 		}
 		if j.State == backend.StatePending {
+			s.noteEnqueued(id, payload)
 			s.wake(j.Queue)
 		}
 		res.Jobs[i] = backend.EnqueuedJob{ID: j.ID, State: j.State}

@@ -38,6 +38,12 @@ func compareID(a, b jobID) int {
 // of the allocator, so a full chunk wastes nothing.
 func newChunk() []jobID { return make([]jobID, 0, idChunk) }
 
+// idFirstChunk is the capacity of the chunk an empty set starts with; it
+// grows by doubling as it fills (to idChunk, 4 KiB, like the others). A
+// set that keeps emptying and refilling, as an idle queue's pending jobs
+// do one at a time, would otherwise allocate and clear 4 KiB per job.
+const idFirstChunk = 4
+
 // len is the number of ids in the set.
 func (s *idSet) len() int { return s.n }
 
@@ -58,7 +64,7 @@ func (s *idSet) chunkFor(id jobID) int {
 // add inserts id; adding an id already there changes nothing.
 func (s *idSet) add(id jobID) {
 	if len(s.chunks) == 0 {
-		s.chunks = append(s.chunks, append(newChunk(), id))
+		s.chunks = append(s.chunks, append(make([]jobID, 0, idFirstChunk), id))
 		s.n++
 		return
 	}

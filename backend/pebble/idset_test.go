@@ -1,7 +1,9 @@
 package pebble
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -122,5 +124,41 @@ func TestMergeIterOrders(t *testing.T) {
 	slices.Reverse(want)
 	if !slices.Equal(got, want) {
 		t.Fatal("reverse merge is not in reverse id order")
+	}
+}
+
+// A set that empties and refills one id at a time, as an idle queue's
+// pending jobs do, does not allocate a whole chunk each time; a set
+// filled in order still ends in full chunks of exactly idChunk ids.
+func TestIDSetSmallFirstChunk(t *testing.T) {
+	mk := func(n uint64) jobID {
+		var id jobID
+		binary.BigEndian.PutUint64(id[:8], n)
+		return id
+	}
+	var s idSet
+	const cycles = 1000
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range uint64(cycles) {
+		s.add(mk(i))
+		s.remove(mk(i))
+	}
+	runtime.ReadMemStats(&after)
+	if perCycle := (after.TotalAlloc - before.TotalAlloc) / cycles; perCycle > 512 {
+		t.Errorf("an add and a remove on an empty set allocate %d bytes; want at most 512", perCycle)
+	}
+
+	const n = 5*idChunk + 3
+	for i := range uint64(n) {
+		s.add(mk(i))
+	}
+	for i, c := range s.chunks[:len(s.chunks)-1] {
+		if len(c) != idChunk || cap(c) != idChunk {
+			t.Errorf("chunk %d of a set filled in order: len %d, cap %d; want %d, %d", i, len(c), cap(c), idChunk, idChunk)
+		}
+	}
+	if s.len() != n {
+		t.Errorf("len %d; want %d", s.len(), n)
 	}
 }

@@ -44,6 +44,9 @@ func (s *store) unlock() {
 	if s.waiting.due != nil {
 		s.fillWaiting()
 	}
+	if len(s.waiting.payloads) > 0 {
+		clear(s.waiting.payloads)
+	}
 	if err := s.records.Close(); err != nil {
 		_ = s.breakStore(err)
 	}

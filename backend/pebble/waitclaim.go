@@ -20,6 +20,12 @@ type waitingClaims struct {
 	due map[string]struct{}
 	// closed is set once the store closes: no claim waits any more.
 	closed bool
+	// payloads holds, in a section under mu that enqueues jobs while
+	// claims wait, the payloads of its pending jobs (the enqueuer's bytes,
+	// not copied), so that a claim filled in the same section hands its
+	// job over with a copy of them instead of reading them back from
+	// Pebble; unlock forgets them.
+	payloads map[jobID][]byte
 }
 
 // waitingClaim is one ClaimWait waiting for work.
@@ -113,6 +119,30 @@ func (s *store) claimWait(ctx context.Context, p backend.ClaimParams) (backend.C
 		return backend.ClaimResult{}, err
 	}
 	return s.claimResult(f.got, f.truncated)
+}
+
+// noteEnqueued keeps the payload of a pending job enqueued in this section
+// while claims wait, for a claim filled in it (claimed.payload); mu must
+// be held.
+func (s *store) noteEnqueued(id jobID, payload []byte) {
+	if len(s.waiting.list) == 0 || payload == nil {
+		return
+	}
+	if s.waiting.payloads == nil {
+		s.waiting.payloads = make(map[jobID][]byte)
+	}
+	s.waiting.payloads[id] = payload
+}
+
+// enqueuedPayload returns a copy of the payload of a job enqueued in this
+// section (noteEnqueued), or nil when there is none to hand over; mu must
+// be held.
+func (s *store) enqueuedPayload(id jobID) []byte {
+	p, ok := s.waiting.payloads[id]
+	if !ok {
+		return nil
+	}
+	return append(make([]byte, 0, len(p)), p...)
 }
 
 // wakeWaiting notes that a job of queue became pending, for unlock to fill

@@ -341,3 +341,46 @@ func TestClaimWaitExactlyOnce(t *testing.T) {
 		t.Fatalf("enqueued %d, claimed %d distinct; want %d", n, len(seen), total)
 	}
 }
+
+// A claim filled by the enqueue of its jobs hands over their payloads as
+// the enqueue gave them (taken from the enqueue, not read back), in copies
+// of their own: the enqueuer may reuse its buffers once Enqueue returns.
+func TestClaimWaitFilledPayloads(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir(), Options{})
+	answer := claimAsync(context.Background(), s, waitClaimParams(5))
+	awaitWaiting(t, s, 1)
+	buf := []byte("first")
+	res, err := s.Enqueue(context.Background(), backend.EnqueueParams{Now: t0, Jobs: []backend.NewJob{
+		{Type: "t", Payload: buf},
+		{Type: "t", Payload: []byte{}},
+		{Type: "t"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(buf, "XXXXX")
+	a := <-answer
+	if a.err != nil || len(a.res.Jobs) != 3 {
+		t.Fatalf("ClaimWait = %+v, %v; want the 3 jobs", a.res, a.err)
+	}
+	want := map[string][]byte{res.Jobs[0].ID: []byte("first"), res.Jobs[1].ID: {}, res.Jobs[2].ID: nil}
+	for _, j := range a.res.Jobs {
+		w := want[j.ID]
+		if string(j.Payload) != string(w) || (j.Payload == nil) != (w == nil) {
+			t.Errorf("job %s: payload %q (nil %v); want %q (nil %v)", j.ID, j.Payload, j.Payload == nil, w, w == nil)
+		}
+	}
+	s.mu.Lock()
+	kept := len(s.waiting.payloads)
+	s.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("%d payloads kept after the section; want none", kept)
+	}
+	// What a filled claim handed over is what the store holds.
+	for _, id := range []string{res.Jobs[0].ID, res.Jobs[1].ID} {
+		if j := get(t, s, id); string(j.Payload) != string(want[id]) {
+			t.Errorf("Get(%s).Payload = %q; want %q", id, j.Payload, want[id])
+		}
+	}
+}

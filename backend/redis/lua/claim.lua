@@ -75,6 +75,10 @@ local out, n = {'0', '0'}, 2
 local exp, worker = ARGV[3], ARGV[4]
 local budget, took = tonumber(ARGV[7]), ARGV[8] == '1'
 local used, done = 0, 0
+-- The pending lists of records and lease entries, filled here without
+-- save's and defer's calls (a flush starts new ones).
+local sets, leaseAdds = pending.sets, pending.leaseAdds
+local nSets, nLeases = #sets, #leaseAdds
 for k, id in ipairs(ids) do
   local r
   if loaded then r = loaded[k] else r = load(id) end
@@ -98,8 +102,19 @@ for k, id in ipairs(ids) do
     h[F_lease_exp] = exp
     h[F_started] = nowS
     h[F_worker] = worker
-    local rec = save(id, r)
-    defer(pending.leaseAdds, exp, id)
+    -- What save does, and defer for the lease.
+    local rec = encode(r)
+    cache[id] = rec
+    if memoize then remember(rec, r) end
+    sets[nSets + 1], sets[nSets + 2] = id, rec
+    nSets = nSets + 2
+    leaseAdds[nLeases + 1], leaseAdds[nLeases + 2] = exp, id
+    nLeases = nLeases + 2
+    if nSets >= 2000 or nLeases >= 2000 then
+      flush()
+      sets, leaseAdds = pending.sets, pending.leaseAdds
+      nSets, nLeases = #sets, #leaseAdds
+    end
     if h[F_deadline] ~= '' then redis.call('ZREM', KEY_deadlines, id) end
     if r.uk ~= '' then touchUnique(id, r) end
     out[n + 1], out[n + 2], out[n + 3] = id, rec, errs

@@ -282,6 +282,18 @@ local function remember(rec, r)
   parsedCount = parsedCount + 1
 end
 
+-- lastHeader is the last header load matched, with its newline, and
+-- lastFields its fields once a second record had it too (nil before).
+-- Jobs enqueued together mostly share their header (the run-at is the
+-- enqueue's time) and lie side by side in the ready set, so a claim
+-- mostly loads the header it loaded just before: telling that the record
+-- starts with it costs a tenth of matching the header. Fields are a
+-- function of the text, so they are never stale. They are kept from the
+-- second sighting on: copying them for every header would cost a job
+-- whose header is its own more than the lookup saves it. Only headers
+-- that load accepts are kept.
+local lastHeader, lastFields
+
 local function load(id)
   local rec = cache[id]
   if rec == nil then
@@ -303,11 +315,22 @@ local function load(id)
     end
     return {h = h, rec = rec, at = m[2], uk = m[3], tail = m[4]}
   end
-  local h = {string.match(rec, headerPattern)}
-  local at = h[15] -- the capture after the header's fields
-  if not at then return false end
-  h[15] = nil
-  if h[F_state] == 'a' and h[F_lease_exp] == '' then return false end
+  local h, at
+  local same = lastHeader and string.find(rec, lastHeader, 1, true) == 1
+  if same and lastFields then
+    h, at = copyHeader(lastFields), #lastHeader + 1
+  else
+    h = {string.match(rec, headerPattern)}
+    at = h[15] -- the capture after the header's fields
+    if not at then return false end
+    h[15] = nil
+    if h[F_state] == 'a' and h[F_lease_exp] == '' then return false end
+    if same then
+      lastFields = copyHeader(h)
+    else
+      lastHeader, lastFields = string.sub(rec, 1, at - 1), nil
+    end
+  end
   local uk = ''
   if h[F_unique_len] ~= '0' then uk = string.sub(rec, at, at + tonumber(h[F_unique_len]) - 1) end
   return {h = h, rec = rec, at = at, uk = uk, tail = false}

@@ -79,6 +79,13 @@ local used, done = 0, 0
 -- save's and defer's calls (a flush starts new ones).
 local sets, leaseAdds = pending.sets, pending.leaseAdds
 local nSets, nLeases = #sets, #leaseAdds
+-- The claimed header (with its newline) made from each shared pending
+-- header (load's r.head): jobs that share the one share the other (the
+-- same attempt, token, lease, start and worker), so they take it with
+-- their own tail in one concatenation instead of encoding the header
+-- again. A header of one job's own is not kept: keeping it would cost
+-- that job more than it saves.
+local claimedHeads = {}
 for k, id in ipairs(ids) do
   local r
   if loaded then r = loaded[k] else r = load(id) end
@@ -103,7 +110,19 @@ for k, id in ipairs(ids) do
     h[F_started] = nowS
     h[F_worker] = worker
     -- What save does, and defer for the lease.
-    local rec = encode(r)
+    local rec
+    local head = r.head and claimedHeads[r.head]
+    if head then
+      local tail = r.tail
+      if not tail then
+        tail = string.sub(r.rec, r.at)
+        r.tail = tail
+      end
+      rec = head .. tail
+    else
+      rec = encode(r)
+      if r.head then claimedHeads[r.head] = string.sub(rec, 1, #rec - #r.tail) end
+    end
     cache[id] = rec
     if memoize then remember(rec, r) end
     sets[nSets + 1], sets[nSets + 2] = id, rec

@@ -8,8 +8,10 @@
 -- Times are Unix milliseconds, passed as decimal strings. A record (see
 -- record.go) is loaded into a table {h = header fields, rec = the record
 -- as read, at = where its tail (unique key and body) starts, uk = the
--- unique key}; load returns nil for a missing job and false for a record
--- that does not parse, which no script rewrites.
+-- unique key, head = the header's text with its newline when it is the
+-- header load read before (see lastHeader), else false or nil}; load
+-- returns nil for a missing job and false for a record that does not
+-- parse, which no script rewrites.
 --
 -- Every script that changes jobs ends with finalize: it writes what was
 -- gathered (records, lease and final entries, in-set moves, per-minute
@@ -333,7 +335,7 @@ local function load(id)
   end
   local uk = ''
   if h[F_unique_len] ~= '0' then uk = string.sub(rec, at, at + tonumber(h[F_unique_len]) - 1) end
-  return {h = h, rec = rec, at = at, uk = uk, tail = false}
+  return {h = h, rec = rec, at = at, uk = uk, tail = false, head = same and lastHeader}
 end
 
 -- encode writes a loaded record back: its header fields in order (one

@@ -100,3 +100,66 @@ func TestClaimSharedHeaders(t *testing.T) {
 		t.Errorf("claimed %d jobs, want the 7 whose records parse", claimed)
 	}
 }
+
+// TestCompleteSharedHeaders completes in one call jobs claimed together,
+// whose claimed records share their header, one of them edited by hand
+// after the claim into another valid header under the same lease: each
+// completed record is made from its own header.
+func TestCompleteSharedHeaders(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	c := s.client
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	jobs := make([]backend.NewJob, 4)
+	for i := range jobs {
+		jobs[i] = backend.NewJob{Type: "t", Queue: "q", Payload: []byte(fmt.Sprintf("payload %d", i))}
+	}
+	if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 4, Lease: time.Minute, WorkerID: "w", Now: now})
+	if err != nil || len(got.Jobs) != 4 {
+		t.Fatalf("Claim = %d jobs, %v; want 4", len(got.Jobs), err)
+	}
+	num, _ := queueNumOf(got.Jobs[0].ID)
+	jobsKey := s.keys.queue(num).jobs()
+	rec, err := c.Do(ctx, c.B().Hget().Key(jobsKey).Field(got.Jobs[2].ID).Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, tail, _ := strings.Cut(rec, "\n")
+	fields := strings.Split(head, "|")
+	fields[hMaxAttempts-1] = "7"
+	if err := c.Do(ctx, c.B().Hset().Key(jobsKey).FieldValue().FieldValue(got.Jobs[2].ID, strings.Join(fields, "|")+"\n"+tail).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	items := make([]backend.CompleteItem, len(got.Jobs))
+	for i, j := range got.Jobs {
+		items[i] = backend.CompleteItem{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}}
+	}
+	end := now.Add(time.Second)
+	res, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: end})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range res.Errors {
+		if e != nil {
+			t.Fatalf("complete %d: %v", i, e)
+		}
+	}
+	for i, cl := range got.Jobs {
+		j, err := s.Get(ctx, backend.GetParams{ID: cl.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		maxAttempts := 25
+		if i == 2 {
+			maxAttempts = 7
+		}
+		if j.State != backend.StateCompleted || j.MaxAttempts != maxAttempts || !j.FinishedAt.Equal(end) || !j.StartedAt.Equal(now) || string(j.Payload) != string(cl.Payload) {
+			t.Errorf("job %d: %s, max attempts %d, finished %v, started %v, payload %q; want completed, %d, %v, %v, %q",
+				i, j.State, j.MaxAttempts, j.FinishedAt, j.StartedAt, j.Payload, maxAttempts, end, now, cl.Payload)
+		}
+	}
+}

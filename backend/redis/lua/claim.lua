@@ -121,10 +121,13 @@ for k, id in ipairs(ids) do
       rec = head .. tail
     else
       rec = encode(r)
-      if r.head then claimedHeads[r.head] = string.sub(rec, 1, #rec - #r.tail) end
+      if r.head then
+        head = string.sub(rec, 1, #rec - #r.tail)
+        claimedHeads[r.head] = head
+      end
     end
     cache[id] = rec
-    if memoize then remember(rec, r) end
+    if memoize then remember(rec, r, head) end
     sets[nSets + 1], sets[nSets + 2] = id, rec
     nSets = nSets + 2
     leaseAdds[nLeases + 1], leaseAdds[nLeases + 2] = exp, id

@@ -8,8 +8,9 @@
 -- Times are Unix milliseconds, passed as decimal strings. A record (see
 -- record.go) is loaded into a table {h = header fields, rec = the record
 -- as read, at = where its tail (unique key and body) starts, uk = the
--- unique key, head = the header's text with its newline when it is the
--- header load read before (see lastHeader), else false or nil}; load
+-- unique key, head = the header's text with its newline when other
+-- records share it (the header load read before, see lastHeader, or the
+-- claim's, see remember), else false or nil}; load
 -- returns nil for a missing job and false for a record that does not
 -- parse, which no script rewrites.
 --
@@ -271,8 +272,10 @@ local function copyHeader(h)
 end
 
 -- remember keeps r's parse for rec, the record save just wrote for it:
--- {header fields, at, unique key, tail, jobs}.
-local function remember(rec, r)
+-- {header fields, at, unique key, tail, jobs, head}; head, when set, is
+-- rec's header text with its newline, shared with other records (see
+-- the claim).
+local function remember(rec, r, head)
   local m = parsedActive[rec]
   if m then
     m[5] = m[5] + 1
@@ -280,7 +283,7 @@ local function remember(rec, r)
   end
   if parsedCount >= activeBound then parsedActive, parsedCount = {}, 0 end
   local tail = r.tail
-  parsedActive[rec] = {copyHeader(r.h), #rec - #tail + 1, r.uk, tail, 1}
+  parsedActive[rec] = {copyHeader(r.h), #rec - #tail + 1, r.uk, tail, 1, head}
   parsedCount = parsedCount + 1
 end
 
@@ -315,7 +318,7 @@ local function load(id)
     else
       parsedActive, parsedCount = {}, 0 -- a table keeps its size when emptied
     end
-    return {h = h, rec = rec, at = m[2], uk = m[3], tail = m[4]}
+    return {h = h, rec = rec, at = m[2], uk = m[3], tail = m[4], head = m[6]}
   end
   local h, at
   local same = lastHeader and string.find(rec, lastHeader, 1, true) == 1

@@ -39,6 +39,11 @@ local function lists()
 end
 lists()
 local inC, nInC = {}, 0 -- ZADD arguments for the completed jobs' in set
+-- The completed header (with its newline) made from each shared claimed
+-- header (r.head, see remember): jobs claimed together and completed
+-- together share both, so they take it with their own tail in one
+-- concatenation instead of encoding the header again.
+local completedHeads = {}
 for i = 3, #ARGV, 3 do
   local id, tok, res = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local r, code = live(id, tok, now)
@@ -48,7 +53,14 @@ for i = 3, #ARGV, 3 do
     count(false)
     if keepUntil and h[F_cancel] == '' and h[F_deadline] == '' and r.uk == '' and h[F_retention] == '' and movedFrom[id] == nil then
       h[F_state], h[F_finished], h[F_lease_exp], h[F_worker] = 'c', nowS, '', ''
-      local rec = encode(r)
+      local rec
+      local head = r.head and completedHeads[r.head]
+      if head and r.tail then
+        rec = head .. r.tail
+      else
+        rec = encode(r)
+        if r.head then completedHeads[r.head] = string.sub(rec, 1, #rec - #r.tail) end
+      end
       cache[id] = rec
       sets[nSets + 1], sets[nSets + 2] = id, rec
       nSets = nSets + 2

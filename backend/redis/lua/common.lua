@@ -238,13 +238,17 @@ end
 -- prefetch reads the records of many jobs with HMGET.
 local function prefetch(ids)
   for i = 1, #ids, 1000 do
-    local chunk = {}
+    local chunk, n = {}, 0
     for k = i, math.min(i + 999, #ids) do
-      if cache[ids[k]] == nil then chunk[#chunk + 1] = ids[k] end
+      local id = ids[k]
+      if cache[id] == nil then
+        n = n + 1
+        chunk[n] = id
+      end
     end
-    if #chunk > 0 then
-      local recs = redis.call('HMGET', KEY_jobs, unpack(chunk))
-      for k = 1, #chunk do cache[chunk[k]] = recs[k] end
+    if n > 0 then
+      local recs = redis.call('HMGET', KEY_jobs, unpack(chunk, 1, n))
+      for k = 1, n do cache[chunk[k]] = recs[k] end
     end
   end
 end

@@ -20,10 +20,13 @@
 -- KEYS: the queue's keys (see common.lua).
 
 local now, nowS = tonumber(ARGV[1]), ARGV[1]
-local ids = {}
-for i = 3, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
+local ids, nIds = {}, 0
+for i = 3, #ARGV, 3 do
+  nIds = nIds + 1
+  ids[nIds] = ARGV[i]
+end
 prefetch(ids)
-local out = {}
+local out, nOut = {}, 0
 -- The deletion time of a job that takes the short way, or nil when no
 -- job does (the queue overrides the retention, or the time is past
 -- backend.MaxTime).
@@ -92,7 +95,8 @@ for i = 3, #ARGV, 3 do
     local o = load(id)
     if o and (o.h[F_state] == 'c' or o.h[F_state] == 'x') and o.h[F_token] == tok then code = 0 end
   end
-  out[#out + 1] = code
+  nOut = nOut + 1
+  out[nOut] = code
 end
 if nInC > 0 then redis.call('ZADD', KEY_in_c, unpack(inC)) end
 finalize(nowS)

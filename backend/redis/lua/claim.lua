@@ -75,6 +75,17 @@ local out, n = {'0', '0'}, 2
 local exp, worker = ARGV[3], ARGV[4]
 local budget, took = tonumber(ARGV[7]), ARGV[8] == '1'
 local used, done = 0, 0
+-- The pending lists of records and lease entries, filled here without
+-- save's and defer's calls (a flush starts new ones).
+local sets, leaseAdds = pending.sets, pending.leaseAdds
+local nSets, nLeases = #sets, #leaseAdds
+-- The claimed header (with its newline) made from each shared pending
+-- header (load's r.head): jobs that share the one share the other (the
+-- same attempt, token, lease, start and worker), so they take it with
+-- their own tail in one concatenation instead of encoding the header
+-- again. A header of one job's own is not kept: keeping it would cost
+-- that job more than it saves.
+local claimedHeads = {}
 for k, id in ipairs(ids) do
   local r
   if loaded then r = loaded[k] else r = load(id) end
@@ -98,8 +109,34 @@ for k, id in ipairs(ids) do
     h[F_lease_exp] = exp
     h[F_started] = nowS
     h[F_worker] = worker
-    local rec = save(id, r)
-    defer(pending.leaseAdds, exp, id)
+    -- What save does, and defer for the lease.
+    local rec
+    local head = r.head and claimedHeads[r.head]
+    if head then
+      local tail = r.tail
+      if not tail then
+        tail = string.sub(r.rec, r.at)
+        r.tail = tail
+      end
+      rec = head .. tail
+    else
+      rec = encode(r)
+      if r.head then
+        head = string.sub(rec, 1, #rec - #r.tail)
+        claimedHeads[r.head] = head
+      end
+    end
+    cache[id] = rec
+    if memoize then remember(rec, r, head) end
+    sets[nSets + 1], sets[nSets + 2] = id, rec
+    nSets = nSets + 2
+    leaseAdds[nLeases + 1], leaseAdds[nLeases + 2] = exp, id
+    nLeases = nLeases + 2
+    if nSets >= 2000 or nLeases >= 2000 then
+      flush()
+      sets, leaseAdds = pending.sets, pending.leaseAdds
+      nSets, nLeases = #sets, #leaseAdds
+    end
     if h[F_deadline] ~= '' then redis.call('ZREM', KEY_deadlines, id) end
     if r.uk ~= '' then touchUnique(id, r) end
     out[n + 1], out[n + 2], out[n + 3] = id, rec, errs

@@ -8,8 +8,11 @@
 -- Times are Unix milliseconds, passed as decimal strings. A record (see
 -- record.go) is loaded into a table {h = header fields, rec = the record
 -- as read, at = where its tail (unique key and body) starts, uk = the
--- unique key}; load returns nil for a missing job and false for a record
--- that does not parse, which no script rewrites.
+-- unique key, head = the header's text with its newline when other
+-- records share it (the header load read before, see lastHeader, or the
+-- claim's, see remember), else false or nil}; load
+-- returns nil for a missing job and false for a record that does not
+-- parse, which no script rewrites.
 --
 -- Every script that changes jobs ends with finalize: it writes what was
 -- gathered (records, lease and final entries, in-set moves, per-minute
@@ -235,13 +238,17 @@ end
 -- prefetch reads the records of many jobs with HMGET.
 local function prefetch(ids)
   for i = 1, #ids, 1000 do
-    local chunk = {}
+    local chunk, n = {}, 0
     for k = i, math.min(i + 999, #ids) do
-      if cache[ids[k]] == nil then chunk[#chunk + 1] = ids[k] end
+      local id = ids[k]
+      if cache[id] == nil then
+        n = n + 1
+        chunk[n] = id
+      end
     end
-    if #chunk > 0 then
-      local recs = redis.call('HMGET', KEY_jobs, unpack(chunk))
-      for k = 1, #chunk do cache[chunk[k]] = recs[k] end
+    if n > 0 then
+      local recs = redis.call('HMGET', KEY_jobs, unpack(chunk, 1, n))
+      for k = 1, n do cache[chunk[k]] = recs[k] end
     end
   end
 end
@@ -269,8 +276,10 @@ local function copyHeader(h)
 end
 
 -- remember keeps r's parse for rec, the record save just wrote for it:
--- {header fields, at, unique key, tail, jobs}.
-local function remember(rec, r)
+-- {header fields, at, unique key, tail, jobs, head}; head, when set, is
+-- rec's header text with its newline, shared with other records (see
+-- the claim).
+local function remember(rec, r, head)
   local m = parsedActive[rec]
   if m then
     m[5] = m[5] + 1
@@ -278,9 +287,21 @@ local function remember(rec, r)
   end
   if parsedCount >= activeBound then parsedActive, parsedCount = {}, 0 end
   local tail = r.tail
-  parsedActive[rec] = {copyHeader(r.h), #rec - #tail + 1, r.uk, tail, 1}
+  parsedActive[rec] = {copyHeader(r.h), #rec - #tail + 1, r.uk, tail, 1, head}
   parsedCount = parsedCount + 1
 end
+
+-- lastHeader is the last header load matched, with its newline, and
+-- lastFields its fields once a second record had it too (nil before).
+-- Jobs enqueued together mostly share their header (the run-at is the
+-- enqueue's time) and lie side by side in the ready set, so a claim
+-- mostly loads the header it loaded just before: telling that the record
+-- starts with it costs a tenth of matching the header. Fields are a
+-- function of the text, so they are never stale. They are kept from the
+-- second sighting on: copying them for every header would cost a job
+-- whose header is its own more than the lookup saves it. Only headers
+-- that load accepts are kept.
+local lastHeader, lastFields
 
 local function load(id)
   local rec = cache[id]
@@ -301,16 +322,27 @@ local function load(id)
     else
       parsedActive, parsedCount = {}, 0 -- a table keeps its size when emptied
     end
-    return {h = h, rec = rec, at = m[2], uk = m[3], tail = m[4]}
+    return {h = h, rec = rec, at = m[2], uk = m[3], tail = m[4], head = m[6]}
   end
-  local h = {string.match(rec, headerPattern)}
-  local at = h[15] -- the capture after the header's fields
-  if not at then return false end
-  h[15] = nil
-  if h[F_state] == 'a' and h[F_lease_exp] == '' then return false end
+  local h, at
+  local same = lastHeader and string.find(rec, lastHeader, 1, true) == 1
+  if same and lastFields then
+    h, at = copyHeader(lastFields), #lastHeader + 1
+  else
+    h = {string.match(rec, headerPattern)}
+    at = h[15] -- the capture after the header's fields
+    if not at then return false end
+    h[15] = nil
+    if h[F_state] == 'a' and h[F_lease_exp] == '' then return false end
+    if same then
+      lastFields = copyHeader(h)
+    else
+      lastHeader, lastFields = string.sub(rec, 1, at - 1), nil
+    end
+  end
   local uk = ''
   if h[F_unique_len] ~= '0' then uk = string.sub(rec, at, at + tonumber(h[F_unique_len]) - 1) end
-  return {h = h, rec = rec, at = at, uk = uk, tail = false}
+  return {h = h, rec = rec, at = at, uk = uk, tail = false, head = same and lastHeader}
 end
 
 -- encode writes a loaded record back: its header fields in order (one

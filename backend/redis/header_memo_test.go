@@ -1,0 +1,165 @@
+package redis
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// TestClaimSharedHeaders claims jobs whose records share their header
+// (enqueued together, alike but for payload, type and unique key), the
+// case load's lastHeader serves, with records edited by hand among
+// them: one into another valid header, one into a header that does not
+// parse. Each job is read from its own record: its body and unique key,
+// and the header as it now is.
+func TestClaimSharedHeaders(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	c := s.client
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var jobs []backend.NewJob
+	for i := range 8 {
+		j := backend.NewJob{Type: fmt.Sprintf("t%d", i%2), Queue: "q", Payload: []byte(fmt.Sprintf("payload %d", i))}
+		if i >= 5 {
+			j.UniqueKey = fmt.Sprintf("k%d", i) // same length: the header is shared
+		}
+		jobs = append(jobs, j)
+	}
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(res.Jobs))
+	for i, j := range res.Jobs {
+		ids[i] = j.ID
+	}
+	num, _ := queueNumOf(ids[0])
+	jobsKey := s.keys.queue(num).jobs()
+	get := func(id string) string {
+		t.Helper()
+		v, err := c.Do(ctx, c.B().Hget().Key(jobsKey).Field(id).Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	set := func(id, v string) {
+		t.Helper()
+		if err := c.Do(ctx, c.B().Hset().Key(jobsKey).FieldValue().FieldValue(id, v).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head1, _, _ := strings.Cut(get(ids[1]), "\n")
+	for _, id := range ids[2:5] {
+		if h, _, _ := strings.Cut(get(id), "\n"); h != head1 {
+			t.Fatalf("header of %s = %q, want %q as job 1's: the test no longer covers shared headers", id, h, head1)
+		}
+	}
+	// Job 3 gets 7 attempts at most; job 4 a header that does not parse.
+	fields := strings.Split(head1, "|")
+	fields[hMaxAttempts-1] = "7"
+	_, tail3, _ := strings.Cut(get(ids[3]), "\n")
+	set(ids[3], strings.Join(fields, "|")+"\n"+tail3)
+	_, tail4, _ := strings.Cut(get(ids[4]), "\n")
+	set(ids[4], "p|x"+head1[3:]+"\n"+tail4)
+
+	// Twice: through the claim's plain path and its type filter.
+	claimed := 0
+	for _, types := range [][]string{nil, {"t0", "t1"}} {
+		got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Types: types, Max: 4, Lease: time.Minute, WorkerID: "w", Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed += len(got.Jobs)
+		for _, j := range got.Jobs {
+			i := -1
+			for k, id := range ids {
+				if id == j.ID {
+					i = k
+				}
+			}
+			if i < 0 || i == 4 {
+				t.Fatalf("claimed %s, which is not one of %v less the corrupt one", j.ID, ids)
+			}
+			want := jobs[i]
+			maxAttempts := 25
+			if i == 3 {
+				maxAttempts = 7
+			}
+			if j.Type != want.Type || string(j.Payload) != string(want.Payload) || j.UniqueKey != want.UniqueKey || j.MaxAttempts != maxAttempts || j.Attempt != 1 || j.LeaseToken != 1 || j.State != backend.StateActive {
+				t.Errorf("job %d claimed as type %q, payload %q, unique key %q, max attempts %d, attempt %d, token %d, %s; want %q, %q, %q, %d, 1, 1, active",
+					i, j.Type, j.Payload, j.UniqueKey, j.MaxAttempts, j.Attempt, j.LeaseToken, j.State, want.Type, want.Payload, want.UniqueKey, maxAttempts)
+			}
+		}
+	}
+	if claimed != 7 {
+		t.Errorf("claimed %d jobs, want the 7 whose records parse", claimed)
+	}
+}
+
+// TestCompleteSharedHeaders completes in one call jobs claimed together,
+// whose claimed records share their header, one of them edited by hand
+// after the claim into another valid header under the same lease: each
+// completed record is made from its own header.
+func TestCompleteSharedHeaders(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	c := s.client
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	jobs := make([]backend.NewJob, 4)
+	for i := range jobs {
+		jobs[i] = backend.NewJob{Type: "t", Queue: "q", Payload: []byte(fmt.Sprintf("payload %d", i))}
+	}
+	if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 4, Lease: time.Minute, WorkerID: "w", Now: now})
+	if err != nil || len(got.Jobs) != 4 {
+		t.Fatalf("Claim = %d jobs, %v; want 4", len(got.Jobs), err)
+	}
+	num, _ := queueNumOf(got.Jobs[0].ID)
+	jobsKey := s.keys.queue(num).jobs()
+	rec, err := c.Do(ctx, c.B().Hget().Key(jobsKey).Field(got.Jobs[2].ID).Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, tail, _ := strings.Cut(rec, "\n")
+	fields := strings.Split(head, "|")
+	fields[hMaxAttempts-1] = "7"
+	if err := c.Do(ctx, c.B().Hset().Key(jobsKey).FieldValue().FieldValue(got.Jobs[2].ID, strings.Join(fields, "|")+"\n"+tail).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	items := make([]backend.CompleteItem, len(got.Jobs))
+	for i, j := range got.Jobs {
+		items[i] = backend.CompleteItem{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}}
+	}
+	end := now.Add(time.Second)
+	res, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: end})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range res.Errors {
+		if e != nil {
+			t.Fatalf("complete %d: %v", i, e)
+		}
+	}
+	for i, cl := range got.Jobs {
+		j, err := s.Get(ctx, backend.GetParams{ID: cl.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		maxAttempts := 25
+		if i == 2 {
+			maxAttempts = 7
+		}
+		if j.State != backend.StateCompleted || j.MaxAttempts != maxAttempts || !j.FinishedAt.Equal(end) || !j.StartedAt.Equal(now) || string(j.Payload) != string(cl.Payload) {
+			t.Errorf("job %d: %s, max attempts %d, finished %v, started %v, payload %q; want completed, %d, %v, %v, %q",
+				i, j.State, j.MaxAttempts, j.FinishedAt, j.StartedAt, j.Payload, maxAttempts, end, now, cl.Payload)
+		}
+	}
+}

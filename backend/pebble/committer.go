@@ -55,14 +55,24 @@ func (s *store) group() *commitGroup {
 }
 
 // wake asks for a signal to the queue's subscribers once the current group
-// is durable; mu must be held.
+// is durable; mu must be held. While claims wait, the section's fills take
+// the queue's new jobs first, and the queue is signalled only when one is
+// left pending (fillWaiting): a job a fill took needs no wake-up.
 func (s *store) wake(queue string) {
 	g := s.group()
+	if s.wakeWaiting(queue) {
+		return
+	}
+	g.wakeQueue(queue)
+}
+
+// wakeQueue asks for a signal to the queue's subscribers once g is
+// durable.
+func (g *commitGroup) wakeQueue(queue string) {
 	if g.wake == nil {
 		g.wake = make(map[string]struct{})
 	}
 	g.wake[queue] = struct{}{}
-	s.wakeWaiting(queue)
 }
 
 // groupSince returns the group that holds the writes queued since mark (a

@@ -16,8 +16,9 @@ type subscriber struct {
 }
 
 // Subscribe returns a subscription signalled, after the commit, whenever a
-// job becomes pending in one of p.Queues (every queue when none is named).
-// Signals coalesce in a buffer of one.
+// job becomes pending in one of p.Queues (every queue when none is named),
+// unless a waiting claim took it in the same commit (ClaimWait). Signals
+// coalesce in a buffer of one.
 func (s *store) Subscribe(ctx context.Context, p backend.SubscribeParams) (*backend.Subscription, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err

@@ -146,23 +146,29 @@ func (s *store) enqueuedPayload(id jobID) []byte {
 }
 
 // wakeWaiting notes that a job of queue became pending, for unlock to fill
-// the claims waiting on it; mu must be held.
-func (s *store) wakeWaiting(queue string) {
+// the claims waiting on it, and reports whether claims wait (unlock then
+// decides whether the queue's subscribers need a signal); mu must be held.
+func (s *store) wakeWaiting(queue string) bool {
 	if len(s.waiting.list) == 0 {
-		return
+		return false
 	}
 	if s.waiting.due == nil {
 		s.waiting.due = make(map[string]struct{})
 	}
 	s.waiting.due[queue] = struct{}{}
+	return true
 }
 
 // fillWaiting claims, for the waiting claims on the queues named by
 // waiting.due, oldest first, in the section under mu that made their jobs
-// pending; the claims' writes join that section's group. mu must be held.
+// pending; the claims' writes join that section's group. The queues in
+// which a job is still pending after the fills are signalled once the
+// group is durable; the others not: their new jobs are taken, and a
+// wake-up would only cost a subscriber an empty claim. mu must be held.
 func (s *store) fillWaiting() {
 	due := s.waiting.due
 	s.waiting.due = nil
+	defer s.wakeLeft(due)
 	if s.broken != nil {
 		return
 	}
@@ -187,6 +193,21 @@ func (s *store) fillWaiting() {
 		// Handed over by the committer once the group is durable, so the
 		// claim's goroutine wakes once, after the sync, not also before.
 		f.g.fills = append(f.g.fills, groupFill{w: w, f: f})
+	}
+}
+
+// wakeLeft asks for a signal to the subscribers of each queue of due that
+// still has a pending job, once the pending group is durable; mu must be
+// held.
+func (s *store) wakeLeft(due map[string]struct{}) {
+	g := s.pending
+	if g == nil {
+		return
+	}
+	for q := range due {
+		if qi := s.idx.queues[q]; qi == nil || qi.ready.len() > 0 {
+			g.wakeQueue(q)
+		}
 	}
 }
 

@@ -384,3 +384,57 @@ func TestClaimWaitFilledPayloads(t *testing.T) {
 		}
 	}
 }
+
+// subscriptionSignalled reports whether sub's channel holds a signal, once the
+// committer has sent the signals of every group durable so far (it sends
+// them under mu).
+func subscriptionSignalled(s *Store, sub *backend.Subscription) bool {
+	func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}()
+	select {
+	case <-sub.C:
+		return true
+	default:
+		return false
+	}
+}
+
+// A job that a waiting claim takes in its enqueue's commit wakes no
+// subscriber of its queue (whose claim would find nothing); a job left
+// pending does.
+func TestClaimWaitFilledJobWakesNobody(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir(), Options{})
+	sub, err := s.Subscribe(context.Background(), backend.SubscribeParams{Queues: []string{backend.DefaultQueue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	answer := claimAsync(context.Background(), s, waitClaimParams(1))
+	awaitWaiting(t, s, 1)
+	id := enqueue(t, s, t0, backend.NewJob{})[0].ID
+	if a := <-answer; a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
+		t.Fatalf("ClaimWait = %+v, %v; want the enqueued job", a.res, a.err)
+	}
+	if subscriptionSignalled(s, sub) {
+		t.Fatal("a job taken by a waiting claim signalled its queue")
+	}
+
+	// Two jobs for a claim of one: the one left pending signals.
+	answer = claimAsync(context.Background(), s, waitClaimParams(1))
+	awaitWaiting(t, s, 1)
+	enqueue(t, s, t0, backend.NewJob{}, backend.NewJob{})
+	if a := <-answer; a.err != nil || len(a.res.Jobs) != 1 {
+		t.Fatalf("ClaimWait = %+v, %v; want one job", a.res, a.err)
+	}
+	if !subscriptionSignalled(s, sub) {
+		t.Fatal("a job left pending did not signal its queue")
+	}
+	// No claim waits: the job signals.
+	enqueue(t, s, t0, backend.NewJob{})
+	if !subscriptionSignalled(s, sub) {
+		t.Fatal("a job enqueued while no claim waits did not signal its queue")
+	}
+}

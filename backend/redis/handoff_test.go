@@ -56,9 +56,16 @@ func TestEnqueueFillsWaitingClaim(t *testing.T) {
 func enqueueFillsWaitingClaim(t *testing.T, s *Store, queues ...string) {
 	ctx := context.Background()
 	for round, q := range queues {
-		answer := claimAsync(ctx, s, waitClaimParams(5, q))
+		p := waitClaimParams(5, q)
+		answer := claimAsync(ctx, s, p)
 		awaitHandoffs(t, s, 1)
-		before := time.Now().Truncate(time.Millisecond)
+		// The claim's clock runs behind the local one by the time between
+		// p.Now and its start, at most lag. Some time passes before the
+		// enqueue, so a lease counted from p.Now instead of from the fill
+		// would end 20 ms before the bound.
+		lag := time.Since(p.Now)
+		time.Sleep(20 * time.Millisecond)
+		before := time.Now()
 		id := enqueueOneJob(t, s, q)
 		if st := jobState(t, s, id); st != backend.StateActive {
 			t.Fatalf("round %d: job is %s when Enqueue returns; want active", round, st)
@@ -68,8 +75,10 @@ func enqueueFillsWaitingClaim(t *testing.T, s *Store, queues ...string) {
 			if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
 				t.Fatalf("round %d: ClaimWait = %+v, %v; want job %s", round, a.res, a.err, id)
 			}
-			if exp := a.res.Jobs[0].LeaseExpiresAt; exp.Before(before.Add(time.Minute)) {
-				t.Fatalf("lease expires at %v; want a minute after the enqueue (%v) or later", exp, before)
+			// The store keeps milliseconds.
+			want := before.Add(time.Minute - lag).Truncate(time.Millisecond)
+			if exp := a.res.Jobs[0].LeaseExpiresAt; exp.Before(want) {
+				t.Fatalf("lease expires at %v; want a minute after the enqueue (%v), less the claim's lag %v, or later", exp, before, lag)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("round %d: the waiting claim was not filled", round)

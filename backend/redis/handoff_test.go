@@ -285,29 +285,7 @@ func TestWaitingClaimAfterFailedPair(t *testing.T) {
 func TestWaitingClaimCancelRace(t *testing.T) {
 	s := openTest(t, "")
 	deafen(t, s)
-	for i := range 50 {
-		ctx, cancel := context.WithCancel(context.Background())
-		answer := claimAsync(ctx, s, waitClaimParams(1, "race"))
-		awaitHandoffs(t, s, 1)
-		go cancel()
-		id := enqueueOneJob(t, s, "race")
-		a := <-answer
-		st := jobState(t, s, id)
-		switch {
-		case a.err == nil && len(a.res.Jobs) == 1 && a.res.Jobs[0].ID == id && st == backend.StateActive:
-			j := a.res.Jobs[0]
-			if _, err := s.Complete(context.Background(), backend.CompleteParams{Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}}}, Now: time.Now()}); err != nil {
-				t.Fatal(err)
-			}
-		case errors.Is(a.err, context.Canceled) && st == backend.StatePending:
-			if res, err := s.Claim(context.Background(), waitClaimParams(1, "race")); err != nil || len(res.Jobs) != 1 {
-				t.Fatalf("round %d: job left by a cancelled claim not claimable: %+v, %v", i, res, err)
-			}
-		default:
-			t.Fatalf("round %d: ClaimWait = %+v, %v with the job %s; want it claimed or pending", i, a.res, a.err, st)
-		}
-		awaitHandoffs(t, s, 0)
-	}
+	cancelRace(t, s, 50, func(n int) { awaitHandoffs(t, s, n) })
 }
 
 // BenchmarkIdleEnqueueToClaim times one job at a time from before its

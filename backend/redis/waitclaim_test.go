@@ -127,10 +127,31 @@ func TestClaimWaitCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for i := range 30 {
+	cancelRace(t, s, 30, func(n int) { awaitWaiting(t, s, "race", n) })
+}
+
+// Close ends a waiting claim with ErrClosed.
+func TestClaimWaitClose(t *testing.T) {
+	s := openTest(t, "")
+	answer := claimAsync(context.Background(), s, waitClaimParams(1, "q"))
+	awaitWaiting(t, s, "q", 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-answer; !errors.Is(a.err, backend.ErrClosed) {
+		t.Fatalf("ClaimWait across Close = %v; want ErrClosed", a.err)
+	}
+}
+
+// cancelRace cancels rounds waiting claims of queue "race" as an enqueue
+// makes a job pending there: each claim either has the job, active, or
+// gives up and leaves it pending. await(n) returns once n claims wait.
+func cancelRace(t *testing.T, s *Store, rounds int, await func(n int)) {
+	t.Helper()
+	for i := range rounds {
 		ctx, cancel := context.WithCancel(context.Background())
 		answer := claimAsync(ctx, s, waitClaimParams(1, "race"))
-		awaitWaiting(t, s, "race", 1)
+		await(1)
 		go cancel()
 		id := enqueueOneJob(t, s, "race")
 		a := <-answer
@@ -148,19 +169,6 @@ func TestClaimWaitCancel(t *testing.T) {
 		default:
 			t.Fatalf("round %d: ClaimWait = %+v, %v with the job %s; want it claimed or pending", i, a.res, a.err, st)
 		}
-		awaitWaiting(t, s, "race", 0)
-	}
-}
-
-// Close ends a waiting claim with ErrClosed.
-func TestClaimWaitClose(t *testing.T) {
-	s := openTest(t, "")
-	answer := claimAsync(context.Background(), s, waitClaimParams(1, "q"))
-	awaitWaiting(t, s, "q", 1)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if a := <-answer; !errors.Is(a.err, backend.ErrClosed) {
-		t.Fatalf("ClaimWait across Close = %v; want ErrClosed", a.err)
+		await(0)
 	}
 }

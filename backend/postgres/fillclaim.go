@@ -31,8 +31,12 @@ import (
 // not visible until that transaction commits, and its commit is theirs.
 
 // takeWaiting takes the waiting claims that plans, once written, may
-// fill: nil when none waits on a queue they make pending jobs in.
+// fill: nil when none waits on a queue they make pending jobs in. With no
+// claim waiting it reads one atomic and looks at no job.
 func (s *store) takeWaiting(plans []*enqueuePlan) []*waitingClaim {
+	if s.waiting.n.Load() == 0 {
+		return nil
+	}
 	var queues []string
 	jobs := 0
 	for _, p := range plans {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
@@ -27,6 +28,9 @@ func (s *Store) ClaimWait(ctx context.Context, p backend.ClaimParams) (backend.C
 // waitingClaims are the claims waiting in the store for an enqueue to fill
 // them. The zero value is ready to use.
 type waitingClaims struct {
+	// n is len(list): an enqueue looks no further while it is 0, which
+	// costs the enqueue of a store without waiting claims one atomic load.
+	n  atomic.Int32
 	mu sync.Mutex
 	// list holds the claims waiting, oldest first: the oldest is taken
 	// first.
@@ -143,6 +147,7 @@ func (c *waitingClaims) add(w *waitingClaim) bool {
 		return false
 	}
 	c.list = append(c.list, w)
+	c.n.Store(int32(len(c.list)))
 	return true
 }
 
@@ -157,6 +162,7 @@ func (c *waitingClaims) remove(w *waitingClaim) bool {
 		return false
 	}
 	c.list = slices.Delete(c.list, i, i+1)
+	c.n.Store(int32(len(c.list)))
 	return true
 }
 
@@ -178,6 +184,7 @@ func (c *waitingClaims) take(pending []string, jobs int) []*waitingClaim {
 		took = append(took, w)
 		jobs -= w.p.Max
 	}
+	c.n.Store(int32(len(c.list)))
 	return took
 }
 
@@ -191,4 +198,5 @@ func (c *waitingClaims) close() {
 		w.filled <- claimFill{err: backend.ErrClosed}
 	}
 	c.list = nil
+	c.n.Store(0)
 }

@@ -21,3 +21,10 @@ func HandlerGoroutines(w *Worker) int {
 	}
 	return n
 }
+
+// StepWallClock makes the deadlines w gives its handlers read the wall
+// clock as if it had been stepped by step since w was made, while the
+// monotonic clock ran on. Call it before Start.
+func StepWallClock(w *Worker, step time.Duration) {
+	w.timeouts.wall = func() time.Time { return time.Now().Round(0).Add(step) }
+}

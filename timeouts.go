@@ -15,9 +15,15 @@ import (
 //
 // Deadlines are kept as nanoseconds of the monotonic clock since epoch
 // (runContext.deadline), so that ordering them compares two integers.
+// Only the monotonic reading of epoch counts: its wall-clock reading goes
+// stale when the wall clock is stepped, so a deadline is given as a time
+// from the wall clock's present reading (see time).
 type timeouts struct {
 	// epoch is the origin of the deadlines, set by NewWorker.
 	epoch time.Time
+	// wall reads the wall clock for time; nil means time.Now. A test sets
+	// it to step the wall clock.
+	wall func() time.Time
 
 	mu    sync.Mutex
 	heap  deadlines
@@ -39,9 +45,19 @@ func deadlineAfter(now int64, d time.Duration) int64 {
 	return now + int64(d)
 }
 
-// time returns a deadline as a time.
+// time returns a deadline as a time: the present plus what is left until
+// the deadline on the monotonic clock, so that both of the time's
+// readings are right even after the wall clock has been stepped since
+// epoch (epoch.Add(deadline) would be off by the step on the wall clock).
+// Each call reads the clock once, which only a handler's ctx.Deadline
+// does, not the worker for each job.
 func (t *timeouts) time(deadline int64) time.Time {
-	return t.epoch.Add(time.Duration(deadline))
+	now := time.Now()
+	left := time.Duration(deadline) - now.Sub(t.epoch) // monotonic
+	if t.wall != nil {
+		now = t.wall()
+	}
+	return now.Add(left)
 }
 
 // add starts the contexts' waits for their deadlines; each one's

@@ -345,6 +345,45 @@ func TestWorkerTimeoutContext(t *testing.T) {
 	})
 }
 
+// The deadline a handler's context reports is right on the wall clock
+// too after the wall clock has been stepped (by NTP, say) since the worker
+// started: a handler that sends it on as a time, or compares it with a
+// wall-clock reading, sees the time left, not that off by the step.
+func TestWorkerDeadlineAfterWallClockStep(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		const step, timeout = time.Hour, time.Minute
+		left := make(chan time.Duration, 1)
+		w, err := kyu.NewWorker(s, kyu.WorkerConfig{
+			Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+				d, _ := ctx.Deadline()
+				// The stepped wall clock, as the handler would read it.
+				left <- d.Sub(time.Now().Round(0).Add(step))
+				return nil
+			}),
+		})
+		if err != nil {
+			t.Fatalf("NewWorker: %v", err)
+		}
+		kyu.StepWallClock(w, step)
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			if err := w.Shutdown(ctx); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+		})
+		enqueue(t, c, "stepped", nil, kyu.EnqueueOptions{Timeout: timeout})
+		if got := recv(t, left, "handler to read its deadline"); got <= 0 || got > timeout {
+			t.Errorf("deadline is %s from the wall clock's present, want at most %s and more than none", got, timeout)
+		}
+	})
+}
+
 func TestWorkerLeaseLost(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		s := newStore(t)

@@ -109,7 +109,7 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 				one[0] = s.runEnqueueOne(ctx, calls[0], first, own)
 				replies = one[:]
 			} else {
-				replies = s.runEnqueue(ctx, calls)
+				replies = s.runEnqueue(ctx, calls, groups)
 			}
 			for _, r := range replies {
 				if err := r.Error(); err != nil && !staleQueue(err) {
@@ -424,20 +424,46 @@ func staleQueue(err error) bool {
 	return ok && (strings.HasPrefix(re.Error(), "KYUSTALE") || strings.HasPrefix(re.Error(), "KYUUNMARKED"))
 }
 
-// runEnqueue sends the enqueue scripts: one MULTI with every script's
-// source when several queues share one server, so the batch is atomic;
-// one pipelined round trip otherwise.
-func (s *store) runEnqueue(ctx context.Context, calls []call) []rueidis.RedisResult {
+// runEnqueue sends the enqueue scripts of groups: one MULTI with every
+// script's source when several queues share one server, so the batch is
+// atomic; one pipelined round trip otherwise. Behind the MULTI's EXEC, in
+// the same write, go the claims of the waiting claims the batch fills
+// (handoff.go); the block is then not abandoned for ctx, as
+// enqueueHandoff's pair is not.
+func (s *store) runEnqueue(ctx context.Context, calls []call, groups []*enqueueGroup) []rueidis.RedisResult {
 	if len(calls) == 1 || s.opts.Cluster {
 		return s.evalMany(ctx, calls)
 	}
-	cmds := make(rueidis.Commands, 0, len(calls)+2)
+	ws, at := s.takeHandoffs(groups)
+	cmds := make(rueidis.Commands, 0, len(calls)+2+len(ws))
 	cmds = append(cmds, s.client.B().Multi().Build())
 	for _, c := range calls {
 		cmds = append(cmds, s.evalCmd(c, true))
 	}
 	cmds = append(cmds, s.client.B().Exec().Build())
+	var ps []backend.ClaimParams
+	if len(ws) > 0 {
+		ctx = context.WithoutCancel(ctx)
+		ps = make([]backend.ClaimParams, len(ws))
+		for i, w := range ws {
+			var cc call
+			cc, ps[i] = s.handoffCall(groups[at[i]], w)
+			cmds = append(cmds, s.scriptCmd(cc))
+		}
+	}
 	res := s.client.DoMulti(ctx, cmds...)
+	out := execReplies(res[:len(calls)+2], len(calls))
+	for i, w := range ws {
+		failed := len(out) != len(calls) || out[at[i]].Error() != nil
+		s.handoffs.fill(w, s.handoffAnswer(groups[at[i]], ps[i], res[len(calls)+2+i], failed))
+	}
+	return out
+}
+
+// execReplies are the replies of n scripts sent in a MULTI block, from the
+// block's replies (MULTI, one per script, EXEC): one per script, or a
+// single error.
+func execReplies(res []rueidis.RedisResult, n int) []rueidis.RedisResult {
 	for _, r := range res[:len(res)-1] {
 		if err := r.Error(); err != nil {
 			return []rueidis.RedisResult{r}
@@ -447,8 +473,8 @@ func (s *store) runEnqueue(ctx context.Context, calls []call) []rueidis.RedisRes
 	if err != nil {
 		return []rueidis.RedisResult{res[len(res)-1]}
 	}
-	if len(exec) != len(calls) {
-		return []rueidis.RedisResult{rueidis.NewErrorResult(fmt.Errorf("EXEC returned %d replies for %d scripts", len(exec), len(calls)))}
+	if len(exec) != n {
+		return []rueidis.RedisResult{rueidis.NewErrorResult(fmt.Errorf("EXEC returned %d replies for %d scripts", len(exec), n))}
 	}
 	out := make([]rueidis.RedisResult, len(exec))
 	for i, m := range exec {

@@ -28,7 +28,12 @@ import (
 // subscription stays meanwhile, so other processes' enqueues still wake
 // it. Only a claim in strict order is registered, and only an enqueue to
 // its first queue fills it, so the claim takes jobs in the order Claim
-// would; it claims that queue only (Claim may take fewer than Max).
+// would; it claims that queue only (Claim may take fewer than Max). A
+// batch over several queues, one MULTI, fills a claim of each of its
+// queues with the claims sent right behind the EXEC, in the same write
+// (runEnqueue): each then sees the whole batch, as a Claim after the
+// batch would. On a Cluster such a batch fills none: its queues' scripts
+// go apart, to their slots' nodes.
 type handoffs struct {
 	// n counts the claims registered: an enqueue looks no further while
 	// it is 0, which costs the enqueue of a store without waiting claims
@@ -174,9 +179,7 @@ func (g *enqueueGroup) makesPending() bool {
 // The connection's timeouts bound it.
 func (s *store) enqueueHandoff(ctx context.Context, c call, g *enqueueGroup, w *handoffClaim) rueidis.RedisResult {
 	octx := context.WithoutCancel(ctx)
-	p := w.p
-	p.Now = p.Now.Add(time.Since(w.began))
-	cc := call{s: s.scripts.claim, keys: s.keysOf(s.scripts.claim, g.num), args: claimArgs(p, g.name, 0, 0, 0)}
+	cc, p := s.handoffCall(g, w)
 	var d rueidis.CoreClient = s.client
 	var rc *runConn
 	if !s.opts.Cluster {
@@ -186,15 +189,7 @@ func (s *store) enqueueHandoff(ctx context.Context, c call, g *enqueueGroup, w *
 	}
 	replies := d.DoMulti(octx, s.scriptCmd(c), s.scriptCmd(cc))
 	enq, claimed := replies[0], replies[1]
-	// A claim that failed may have missed the job: w claims again.
-	fill := handoffFill{signalled: true}
-	if claimed.Error() == nil {
-		got, err := s.claimed(g.name, claimed, hex.EncodeToString([]byte(p.WorkerID)), p.WorkerID)
-		if err == nil {
-			slices.SortStableFunc(got.jobs, func(a, b *backend.Job) int { return cmp.Compare(b.Priority, a.Priority) })
-			fill = handoffFill{res: backend.ClaimResult{Jobs: got.jobs, Truncated: got.stopped}, signalled: len(got.jobs) == 0 && enq.Error() != nil}
-		}
-	}
+	fill := s.handoffAnswer(g, p, claimed, enq.Error() != nil)
 	if err := enq.Error(); noScript(err) || noFunction(err) {
 		// The server lacked the script (or the library): the enqueue goes
 		// again alone, loading it, and publishes its wake-up.
@@ -205,6 +200,51 @@ func (s *store) enqueueHandoff(ctx context.Context, c call, g *enqueueGroup, w *
 	}
 	s.handoffs.fill(w, fill)
 	return enq
+}
+
+// takeHandoffs takes, for each group of a batch that makes a job pending,
+// the oldest waiting claim that begins with its queue, if any: a batch
+// over several queues fills a claim of each (runEnqueue). It returns the
+// claims and the index in groups of each one's group; nothing, having
+// read one atomic, when no claim waits.
+func (s *store) takeHandoffs(groups []*enqueueGroup) (ws []*handoffClaim, at []int) {
+	if s.handoffs.n.Load() == 0 {
+		return nil, nil
+	}
+	for i, g := range groups {
+		if !g.makesPending() {
+			continue
+		}
+		if w := s.handoffs.take(g.name); w != nil {
+			ws, at = append(ws, w), append(at, i)
+		}
+	}
+	return ws, at
+}
+
+// handoffCall is the claim that fills waiting claim w from g's queue,
+// and its parameters: w's, leasing from now (its Now plus the time it
+// waited).
+func (s *store) handoffCall(g *enqueueGroup, w *handoffClaim) (call, backend.ClaimParams) {
+	p := w.p
+	p.Now = p.Now.Add(time.Since(w.began))
+	return call{s: s.scripts.claim, keys: s.keysOf(s.scripts.claim, g.num), args: claimArgs(p, g.name, 0, 0, 0)}, p
+}
+
+// handoffAnswer is a waiting claim's answer from the reply of its claim
+// p of g's queue, sent behind an enqueue of g that failed or not
+// (enqFailed). A claim that failed, or that got nothing behind a failed
+// enqueue, may have missed the job: the waiting claim claims again.
+func (s *store) handoffAnswer(g *enqueueGroup, p backend.ClaimParams, claimed rueidis.RedisResult, enqFailed bool) handoffFill {
+	if claimed.Error() != nil {
+		return handoffFill{signalled: true}
+	}
+	got, err := s.claimed(g.name, claimed, hex.EncodeToString([]byte(p.WorkerID)), p.WorkerID)
+	if err != nil {
+		return handoffFill{signalled: true}
+	}
+	slices.SortStableFunc(got.jobs, func(a, b *backend.Job) int { return cmp.Compare(b.Priority, a.Priority) })
+	return handoffFill{res: backend.ClaimResult{Jobs: got.jobs, Truncated: got.stopped}, signalled: len(got.jobs) == 0 && enqFailed}
 }
 
 // scriptCmd is c as FCALL when the server runs functions, else EVALSHA.

@@ -150,6 +150,69 @@ func TestEnqueueBatchFillsWaitingClaim(t *testing.T) {
 	}
 }
 
+// A batch over several queues, one MULTI, fills in its own round trip a
+// waiting claim of each of its queues that the claim begins with, with
+// what Claim would take after the whole batch (here the job of higher
+// priority); a claim that begins with another queue waits on. Failed
+// before: the batch filled no claim, and its jobs stayed pending.
+func TestEnqueueMultiQueueBatchFillsWaitingClaims(t *testing.T) {
+	s := openTest(t, "")
+	deafen(t, s)
+	ctx := context.Background()
+	batch := func(jobs ...backend.NewJob) []backend.EnqueuedJob {
+		res, err := s.Enqueue(ctx, backend.EnqueueParams{Jobs: jobs, Now: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Jobs
+	}
+	// Called as Enqueue returns: the jobs are claimed then, with no
+	// wake-up (s is deaf), so in the enqueue's round trip.
+	wantFilled := func(what string, answer <-chan waitClaimAnswer, ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if st := jobState(t, s, id); st != backend.StateActive {
+				t.Fatalf("job %s for %s is %s when Enqueue returns; want active", id, what, st)
+			}
+		}
+		select {
+		case a := <-answer:
+			var got []string
+			for _, j := range a.res.Jobs {
+				got = append(got, j.ID)
+			}
+			if a.err != nil || !slices.Equal(got, ids) {
+				t.Fatalf("%s = %v, %v; want jobs %v", what, got, a.err, ids)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s was not filled", what)
+		}
+	}
+	onB := claimAsync(ctx, s, waitClaimParams(1, "b"))
+	awaitHandoffs(t, s, 1)
+	pc := waitClaimParams(5, "c")
+	pc.Queues = []string{"c", "a"}
+	onCA := claimAsync(ctx, s, pc)
+	awaitHandoffs(t, s, 2)
+
+	jobs := batch(backend.NewJob{Type: "t", Queue: "a"}, backend.NewJob{Type: "t", Queue: "b"},
+		backend.NewJob{Type: "t", Queue: "b", Priority: 5})
+	wantFilled("the claim of b", onB, jobs[2].ID)
+	for _, j := range []backend.EnqueuedJob{jobs[0], jobs[1]} {
+		if st := jobState(t, s, j.ID); st != backend.StatePending {
+			t.Fatalf("job %s is %s; want pending", j.ID, st)
+		}
+	}
+	awaitHandoffs(t, s, 1) // the claim of c and a waits on
+
+	onD := claimAsync(ctx, s, waitClaimParams(5, "d"))
+	awaitHandoffs(t, s, 2)
+	more := batch(backend.NewJob{Type: "t", Queue: "c"}, backend.NewJob{Type: "t", Queue: "d"})
+	wantFilled("the claim of c and a", onCA, more[0].ID)
+	wantFilled("the claim of d", onD, more[1].ID)
+	awaitHandoffs(t, s, 0)
+}
+
 // A waiting claim still wakes for another process's enqueue.
 func TestWaitingClaimHearsOtherStores(t *testing.T) {
 	s := openTest(t, "")

@@ -11,7 +11,10 @@
 //     is started on a queue holding Jobs pending jobs, and timed until every
 //     job has run and its completion has been written to the store;
 //   - latency: an idle Worker; one job is enqueued at a time and the time
-//     from before Enqueue to the start of its handler is recorded.
+//     from before Enqueue to the start of its handler is recorded;
+//   - for an embedded store (Config.StoreDir), first, the sync floor: small
+//     appends to a scratch file in the store's directory, each made
+//     durable, back to back and after the latency measurement's pause.
 //
 // The jobs written by the enqueue measurements are the ones the first two
 // drains run, so a run leaves nothing pending behind, and at its end Run
@@ -71,6 +74,16 @@ func Run(ctx context.Context, b backend.Backend, cfg Config) (rep Report, err er
 		Batch:        cfg.Batch,
 	}
 	log := cfg.Logger
+
+	// The floor is measured first, while the store is fresh and idle.
+	if cfg.StoreDir != "" {
+		log.Info("measuring the sync floor", "dir", cfg.StoreDir, "samples", cfg.LatencySamples, "pause", cfg.LatencyGap)
+		floor, err := measureSyncFloor(ctx, cfg.StoreDir, cfg.LatencySamples, cfg.LatencyGap)
+		if err != nil {
+			return rep, err
+		}
+		rep.SyncFloor = &floor
+	}
 
 	// The enqueue measurements fill the queues the drains then empty.
 	filled := []string{r.queue("enqueue"), r.queue("batch")}

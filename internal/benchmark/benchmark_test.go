@@ -3,6 +3,7 @@ package benchmark
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
+	"github.com/kyuhq/kyu/backend/memory"
 	"github.com/kyuhq/kyu/backend/pebble"
 	"github.com/kyuhq/kyu/internal/cpupressure"
 )
@@ -18,7 +20,15 @@ import (
 // openStore opens a fresh embedded store that the test closes.
 func openStore(tb testing.TB) *pebble.Store {
 	tb.Helper()
-	s, err := pebble.Open(filepath.Join(tb.TempDir(), "store"), pebble.Options{})
+	s, _ := openStoreDir(tb)
+	return s
+}
+
+// openStoreDir is openStore that also returns the store's directory.
+func openStoreDir(tb testing.TB) (*pebble.Store, string) {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), "store")
+	s, err := pebble.Open(dir, pebble.Options{})
 	if err != nil {
 		tb.Fatalf("open store: %v", err)
 	}
@@ -27,7 +37,7 @@ func openStore(tb testing.TB) *pebble.Store {
 			tb.Errorf("close store: %v", err)
 		}
 	})
-	return s
+	return s, dir
 }
 
 // tiny is a Config that runs in well under a second.
@@ -45,8 +55,10 @@ func tiny() Config {
 
 func TestRun(t *testing.T) {
 	t.Parallel()
-	store := openStore(t)
-	rep, err := Run(t.Context(), store, tiny())
+	store, dir := openStoreDir(t)
+	cfg := tiny()
+	cfg.StoreDir = dir
+	rep, err := Run(t.Context(), store, cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -75,11 +87,19 @@ func TestRun(t *testing.T) {
 		t.Errorf("Latency = %+v, want 5 ordered positive figures", l)
 	}
 
+	if f := rep.SyncFloor; f == nil || f.Dir != dir || f.BackToBack.Samples != 5 || f.AfterPause.Samples != 5 || f.Pause != time.Millisecond {
+		t.Errorf("SyncFloor = %+v, want 5 samples each way in %s after 1ms pauses", f, dir)
+	}
+
 	var text bytes.Buffer
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatalf("WriteText: %v", err)
 	}
-	for _, want := range []string{"enqueue, 1 job per call, 3 goroutines", "drain, 5 handlers", "p99"} {
+	for _, want := range []string{
+		"enqueue, 1 job per call, 3 goroutines", "drain, 5 handlers", "p99",
+		"sync floor, 256-byte append + " + syncCall + " in the store's directory, 5 samples each",
+		"back to back", "a 1-job enqueue call, 3 goroutines: mean", "after a 1ms pause", "enqueue-to-start: p50",
+	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, text.String())
 		}
@@ -162,8 +182,8 @@ func TestPercentile(t *testing.T) {
 		s = append(s, time.Duration(i))
 	}
 	l := newLatency(s)
-	if l.P50 != 50 || l.P99 != 99 || l.Max != 100 {
-		t.Fatalf("newLatency(1..100) = %+v, want p50 50, p99 99, max 100", l)
+	if l.P50 != 50 || l.P99 != 99 || l.Max != 100 || l.Mean != 50 {
+		t.Fatalf("newLatency(1..100) = %+v, want p50 50, p99 99, max 100, mean 50", l)
 	}
 	if l := newLatency([]time.Duration{7}); l.P50 != 7 || l.P99 != 7 {
 		t.Fatalf("newLatency([7]) = %+v", l)
@@ -200,6 +220,9 @@ func TestWriteTextWithoutCPUWait(t *testing.T) {
 	var text bytes.Buffer
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatal(err)
+	}
+	if strings.Contains(text.String(), "sync floor") {
+		t.Fatalf("report without a floor mentions it:\n%s", text.String())
 	}
 	if strings.Contains(text.String(), "cpu wait") || strings.Contains(text.String(), " - ") {
 		t.Fatalf("report without readings mentions cpu wait:\n%s", text.String())
@@ -240,5 +263,24 @@ func TestRunPurgesItsJobs(t *testing.T) {
 		case keep && left == 0:
 			t.Errorf("a run with Keep left no jobs in its queues")
 		}
+	}
+}
+
+// Without a StoreDir (a store served elsewhere) a run measures no floor.
+func TestRunWithoutStoreDir(t *testing.T) {
+	t.Parallel()
+	rep, err := Run(t.Context(), memory.New(), tiny())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rep.SyncFloor != nil {
+		t.Fatalf("SyncFloor = %+v, want none", rep.SyncFloor)
+	}
+	out, err := json.Marshal(&rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "sync_floor") {
+		t.Fatalf("JSON report has a sync floor: %s", out)
 	}
 }

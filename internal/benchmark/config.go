@@ -37,6 +37,11 @@ type Config struct {
 	// LatencyGap is the pause between latency samples, so that the worker
 	// is idle (waiting for work) when each job arrives.
 	LatencyGap time.Duration
+	// StoreDir is the directory of the embedded store measured, when it is
+	// one: Run then also measures the disk's sync floor there (SyncFloor),
+	// with LatencySamples samples each way. Leave it empty for a store
+	// reached over the network, whose syncs, if any, are its server's.
+	StoreDir string
 	// Keep leaves the run's jobs in the store when it ends; by default Run
 	// purges its queues' jobs, which would otherwise stay until retention
 	// removes them (a day by default: about half a gigabyte of Redis

@@ -35,6 +35,9 @@ type Report struct {
 	Drain []Drain `json:"drain"`
 	// Latency is enqueue-to-handler-start on an idle worker.
 	Latency Latency `json:"latency"`
+	// SyncFloor is what a durable write costs on the disk of an embedded
+	// store; nil for other stores.
+	SyncFloor *SyncFloor `json:"sync_floor,omitempty"`
 }
 
 // Throughput is how fast a number of jobs moved.
@@ -75,6 +78,7 @@ type Latency struct {
 	P50     time.Duration `json:"p50_ns"`
 	P99     time.Duration `json:"p99_ns"`
 	Max     time.Duration `json:"max_ns"`
+	Mean    time.Duration `json:"mean_ns"`
 	// CPUWait is as in Throughput, over the whole latency measurement.
 	CPUWait *float64 `json:"cpu_wait,omitempty"`
 }
@@ -85,11 +89,16 @@ func newLatency(samples []time.Duration) Latency {
 	if len(samples) == 0 {
 		return Latency{}
 	}
+	var sum time.Duration
+	for _, d := range samples {
+		sum += d
+	}
 	return Latency{
 		Samples: len(samples),
 		P50:     percentile(samples, 50),
 		P99:     percentile(samples, 99),
 		Max:     samples[len(samples)-1],
+		Mean:    sum / time.Duration(len(samples)),
 	}
 }
 
@@ -136,10 +145,55 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "\nenqueue-to-start latency, idle worker, %d samples: p50 %s  p99 %s  max %s%s\n",
 		r.Latency.Samples, millis(r.Latency.P50), millis(r.Latency.P99), millis(r.Latency.Max), latencyWait)
+	if err == nil && r.SyncFloor != nil {
+		err = r.writeSyncFloor(w)
+	}
 	if err == nil && wait {
 		_, err = fmt.Fprintln(w, "cpu wait: the share of each measurement's time in which some task on this machine waited for a CPU")
 	}
 	return err
+}
+
+// writeSyncFloor writes the sync floor, each way beside the figure it
+// bounds: the mean one-job enqueue call against the mean back-to-back
+// sync, and the enqueue-to-start p50 against the p50 sync after a pause.
+func (r *Report) writeSyncFloor(w io.Writer) error {
+	f := r.SyncFloor
+	if _, err := fmt.Fprintf(w, "sync floor, %d-byte append + %s in the store's directory, %d samples each:\n",
+		f.WriteBytes, f.Call, f.BackToBack.Samples); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(name string, l Latency, note string) {
+		fmt.Fprintf(tw, "  %s\tp50 %s\tp99 %s\tmean %s\t%s\n", name, millis(l.P50), millis(l.P99), millis(l.Mean), note)
+	}
+	note := ""
+	if t := r.Enqueue; t.Calls > 0 {
+		// Each goroutine waited for its calls one after another.
+		goroutines := min(r.Producers, t.Calls)
+		call := t.Elapsed * time.Duration(goroutines) / time.Duration(t.Calls)
+		plural := "s"
+		if goroutines == 1 {
+			plural = ""
+		}
+		note = fmt.Sprintf("  a 1-job enqueue call, %d goroutine%s: mean %s, %s this mean",
+			goroutines, plural, millis(call), times(call, f.BackToBack.Mean))
+	}
+	row("back to back", f.BackToBack, note)
+	note = ""
+	if r.Latency.Samples > 0 {
+		note = fmt.Sprintf("  enqueue-to-start: p50 %s, %s this p50", millis(r.Latency.P50), times(r.Latency.P50, f.AfterPause.P50))
+	}
+	row("after a "+f.Pause.String()+" pause", f.AfterPause, note)
+	return tw.Flush()
+}
+
+// times formats d as a multiple of base.
+func times(d, base time.Duration) string {
+	if base <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f×", float64(d)/float64(base))
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }

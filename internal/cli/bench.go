@@ -47,6 +47,15 @@ writes, default retention) and no-op handlers:
     jobs; timed until every completion is stored;
   - latency: on an idle worker, from before enqueue to handler start.
 
+For the embedded store it first measures the disk's sync floor in the
+store's directory: --latency-samples 256-byte appends to a scratch file,
+each followed by fdatasync (fsync outside Linux), back to back, then each
+after the 5ms pause the latency samples also take. The store syncs once
+per enqueue call (or group of calls), so a one-job enqueue and the
+latency wait for at least one such sync; the report gives each beside
+its floor. Other stores sync on their own servers, if at all, and get no
+floor.
+
 On Linux each figure also gives its cpu wait: the share of its time in
 which some task on the machine (the benchmark's, the store's or another
 process's) was ready to run but waited for a CPU (/proc/pressure/cpu). A
@@ -75,7 +84,7 @@ Progress goes to stderr, the results to stdout.`,
 	fl.IntVar(&f.producers, "producers", benchmark.DefaultProducers, "goroutines that enqueue at once")
 	fl.IntVar(&f.batch, "batch", benchmark.DefaultBatch, "jobs per call in the batch enqueue")
 	fl.IntSliceVar(&f.concurrency, "concurrency", benchmark.DefaultConcurrency(), "handler counts to drain with, one drain each")
-	fl.IntVar(&f.latencySamples, "latency-samples", benchmark.DefaultLatencySamples, "jobs timed for the enqueue-to-start latency")
+	fl.IntVar(&f.latencySamples, "latency-samples", benchmark.DefaultLatencySamples, "jobs timed for the enqueue-to-start latency (and syncs timed each way for the sync floor)")
 	fl.BoolVar(&f.json, "json", false, "print the results as JSON")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress")
 	fl.BoolVar(&f.keep, "keep", false, "leave the run's completed jobs in the store for retention to remove")
@@ -144,6 +153,9 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) (err 
 		}()
 		rawURL, label = dir, "embedded store (pebble) in a temporary directory"
 		cfg.Keep = true // the directory goes, and the jobs with it
+	}
+	if dir, ok := backendurl.EmbeddedDir(rawURL); ok {
+		cfg.StoreDir = dir // measure the sync floor there
 	}
 	b, err := backendurl.Open(ctx, rawURL, backendurl.Options{Logger: log, Token: os.Getenv(tokenEnv)})
 	if err != nil {

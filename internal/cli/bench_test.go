@@ -30,6 +30,8 @@ func TestBenchTable(t *testing.T) {
 		"drain, 2 handlers",
 		"drain, 3 handlers",
 		"enqueue-to-start latency, idle worker, 3 samples",
+		"sync floor, 256-byte append",
+		"after a 5ms pause",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -55,6 +57,21 @@ func TestBenchJSON(t *testing.T) {
 		len(rep.Drain) != 2 || rep.Drain[1].Concurrency != 3 || rep.Drain[1].PerSecond <= 0 ||
 		rep.Latency.Samples != 3 || rep.Latency.P99 <= 0 {
 		t.Fatalf("report lacks figures: %+v", rep)
+	}
+	if f := rep.SyncFloor; f == nil || f.Dir != store || f.BackToBack.Samples != 3 || f.AfterPause.P50 <= 0 {
+		t.Fatalf("report lacks the sync floor in %s: %+v", store, f)
+	}
+}
+
+// A store that is not embedded gets no sync floor.
+func TestBenchNoFloorOffDisk(t *testing.T) {
+	t.Parallel()
+	out, _, err := run(t, append([]string{"bench", "--backend", "memory://"}, tinyBench...)...)
+	if err != nil {
+		t.Fatalf("kyu bench: %v", err)
+	}
+	if !strings.Contains(out, "enqueue-to-start latency") || strings.Contains(out, "sync floor") {
+		t.Fatalf("want a report without a sync floor:\n%s", out)
 	}
 }
 

@@ -126,9 +126,18 @@ func (s *store) WatchFinished(ctx context.Context, p backend.WatchParams) (*back
 }
 
 // add registers w, starting the pattern subscription if need be, and
-// returns once the subscription receives.
+// returns once the subscription receives. Once the store is closed it
+// fails with backend.ErrClosed: a call that entered before Close may get
+// here after stop, and must neither start a loop that Close no longer
+// waits for nor get a subscription that no loop signals. Close marks the
+// store closed before it stops the notifiers, so under mu either stop
+// comes later and ends the loop, or add sees the store closed.
 func (n *notifier) add(ctx context.Context, w *waiter) (*backend.Subscription, error) {
 	n.mu.Lock()
+	if n.s.closed.Load() {
+		n.mu.Unlock()
+		return nil, backend.ErrClosed
+	}
 	n.subs[w] = struct{}{}
 	if !n.started {
 		n.started = true
@@ -217,8 +226,8 @@ func (n *notifier) loop(ctx context.Context) {
 				n.signal(n.route(m.Channel, m.Message))
 			})
 		}
-		if ctx.Err() != nil {
-			return
+		if ctx.Err() != nil || n.s.closed.Load() {
+			return // stopped, or the store closes and stop is on its way
 		}
 		if subscribed.Load() {
 			pause = firstPause
@@ -258,7 +267,9 @@ func (n *notifier) signal(match func(*waiter) bool) {
 	}
 }
 
-// stop ends the subscription loop.
+// stop ends the subscription loop and waits for it to return. Close
+// calls it after marking the store closed, so no loop starts after it
+// (add).
 func (n *notifier) stop() {
 	n.mu.Lock()
 	cancel, stopped := n.cancel, n.stopped

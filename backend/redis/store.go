@@ -264,8 +264,10 @@ func (s *store) enter() error {
 func (s *store) leave() { s.ops.Done() }
 
 // Close waits for calls in flight, stops the subscriptions and closes the
-// connections. Calls after Close return backend.ErrClosed; a second Close
-// does nothing.
+// connections. Calls after Close return backend.ErrClosed, and so does a
+// Subscribe or WatchFinished in flight that had not yet registered when
+// Close began: no subscription loop runs once Close returns. A second
+// Close does nothing.
 func (s *store) Close() error {
 	s.mu.Lock()
 	if s.closed.Load() {

@@ -37,3 +37,17 @@ func (r *records) at(l slog.Level) []slog.Record {
 	}
 	return out
 }
+
+// attr is the value of the record's attribute key, and whether it has one.
+func attr(rec slog.Record, key string) (slog.Value, bool) {
+	var v slog.Value
+	found := false
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == key {
+			v, found = a.Value, true
+			return false
+		}
+		return true
+	})
+	return v, found
+}

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -58,24 +59,51 @@ func TestFunctionsReloaded(t *testing.T) {
 	if err != nil || !strings.Contains(out, s.scripts.lib.name) {
 		t.Fatalf("library %s not loaded again: %v %s", s.scripts.lib.name, err, out)
 	}
-	if s.noFunctions.Load() {
+	if s.noFunctions.Load() || !s.RunsFunctions() {
 		t.Fatal("store fell back to EVALSHA")
 	}
 }
 
 // TestFunctionsRefused: on a server that refuses FUNCTION, the store runs
-// its scripts by EVALSHA.
+// its scripts by EVALSHA, and says so: a warning at Open with the
+// server's error and what it costs, and RunsFunctions.
 func TestFunctionsRefused(t *testing.T) {
 	t.Parallel()
 	ps := startServer(t, "--appendonly", "no", "--rename-command", "FUNCTION", "")
-	s, err := Open(context.Background(), Options{Addrs: []string{ps.addr()}})
+	logs := &records{}
+	s, err := Open(context.Background(), Options{Addrs: []string{ps.addr()}, Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	evalsha := func() []slog.Record {
+		var out []slog.Record
+		for _, rec := range logs.at(slog.LevelWarn) {
+			if strings.Contains(rec.Message, "EVALSHA") {
+				out = append(out, rec)
+			}
+		}
+		return out
+	}
+	warned := evalsha()
+	if len(warned) != 1 {
+		t.Fatalf("warnings of EVALSHA after Open = %d (info records: %v); want 1", len(warned), logs.at(slog.LevelInfo))
+	}
+	if v, ok := attr(warned[0], "err"); !ok || !strings.Contains(v.String(), "FUNCTION") {
+		t.Errorf("the warning's err = %v; want the server's refusal", v)
+	}
+	if !strings.Contains(warned[0].Message, evalshaCost) {
+		t.Errorf("the warning %q does not say what EVALSHA costs (%s)", warned[0].Message, evalshaCost)
+	}
+	if s.RunsFunctions() {
+		t.Error("RunsFunctions = true on a server that refuses FUNCTION")
+	}
 	roundTrip(t, s)
 	if !s.noFunctions.Load() {
 		t.Fatal("store did not fall back to EVALSHA")
+	}
+	if n := len(evalsha()); n != 1 {
+		t.Errorf("warnings of EVALSHA after a round trip = %d; want still the one", n)
 	}
 	// The scripts sent by EVAL are cached under the SHA1s EVALSHA names,
 	// so later calls need not send them again.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
@@ -48,6 +49,10 @@ type notifier struct {
 	probe   string
 	cancel  context.CancelFunc
 	stopped chan struct{}
+
+	// paused, when set (by tests, before the first subscription), learns
+	// each pause of the loop before it subscribes again.
+	paused func(time.Duration)
 }
 
 // waiter is one Subscription: its queues (nil: all) or the jobs it
@@ -121,9 +126,18 @@ func (s *store) WatchFinished(ctx context.Context, p backend.WatchParams) (*back
 }
 
 // add registers w, starting the pattern subscription if need be, and
-// returns once the subscription receives.
+// returns once the subscription receives. Once the store is closed it
+// fails with backend.ErrClosed: a call that entered before Close may get
+// here after stop, and must neither start a loop that Close no longer
+// waits for nor get a subscription that no loop signals. Close marks the
+// store closed before it stops the notifiers, so under mu either stop
+// comes later and ends the loop, or add sees the store closed.
 func (n *notifier) add(ctx context.Context, w *waiter) (*backend.Subscription, error) {
 	n.mu.Lock()
+	if n.s.closed.Load() {
+		n.mu.Unlock()
+		return nil, backend.ErrClosed
+	}
 	n.subs[w] = struct{}{}
 	if !n.started {
 		n.started = true
@@ -173,23 +187,33 @@ func (n *notifier) waitReady(ctx context.Context) error {
 	}
 }
 
-// loop holds the pattern subscription until stop.
+// loop holds the pattern subscription until stop. After a lost
+// connection it pauses before subscribing again, twice as long after each
+// try that did not get as far as a confirmed subscription (10 ms up to
+// 1 s); a confirmed one starts the pauses small again, so a connection
+// cut now and then is followed each time by a short pause, not by the
+// longest one reached so far.
 func (n *notifier) loop(ctx context.Context) {
 	defer close(n.stopped)
+	const firstPause, lastPause = 10 * time.Millisecond, time.Second
 	var once sync.Once
-	wait := 10 * time.Millisecond
+	pause := firstPause
 	for first := true; ctx.Err() == nil; first = false {
-		rctx := ctx
-		if !first {
-			// Signals may have been lost while the connection was down:
-			// every subscription is signalled once the pattern is
-			// subscribed again, so a claim it wakes misses nothing.
-			rctx = rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
-				if sub.Kind == "psubscribe" {
-					n.signal(func(*waiter) bool { return true })
-				}
-			})
-		}
+		// subscribed is set by the server's confirmation of the pattern,
+		// which rueidis reports from its reader goroutine.
+		var subscribed atomic.Bool
+		rctx := rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
+			if sub.Kind != "psubscribe" {
+				return
+			}
+			subscribed.Store(true)
+			if !first {
+				// Signals may have been lost while the connection was
+				// down: every subscription is signalled once the pattern
+				// is subscribed again, so a claim it wakes misses nothing.
+				n.signal(func(*waiter) bool { return true })
+			}
+		})
 		c, err := n.s.pubsubClient()
 		if err == nil {
 			err = c.Receive(rctx, c.B().Psubscribe().Pattern(n.pattern).Build(), func(m rueidis.PubSubMessage) {
@@ -202,11 +226,17 @@ func (n *notifier) loop(ctx context.Context) {
 				n.signal(n.route(m.Channel, m.Message))
 			})
 		}
-		if ctx.Err() != nil {
-			return
+		if ctx.Err() != nil || n.s.closed.Load() {
+			return // stopped, or the store closes and stop is on its way
 		}
-		n.s.log.Warn("pub/sub subscription lost, subscribing again", "pattern", n.pattern, "err", err)
-		t := time.NewTimer(wait)
+		if subscribed.Load() {
+			pause = firstPause
+		}
+		n.s.log.Warn("pub/sub subscription lost, subscribing again", "pattern", n.pattern, "err", err, "pause", pause)
+		if n.paused != nil {
+			n.paused(pause)
+		}
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -216,7 +246,7 @@ func (n *notifier) loop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		wait = min(wait*2, time.Second)
+		pause = min(pause*2, lastPause)
 	}
 }
 
@@ -237,7 +267,9 @@ func (n *notifier) signal(match func(*waiter) bool) {
 	}
 }
 
-// stop ends the subscription loop.
+// stop ends the subscription loop and waits for it to return. Close
+// calls it after marking the store closed, so no loop starts after it
+// (add).
 func (n *notifier) stop() {
 	n.mu.Lock()
 	cancel, stopped := n.cancel, n.stopped

@@ -9,12 +9,13 @@
 // now, purge, reports, queue settings) too. The scripts run as functions
 // of one Redis Functions library (FCALL), which the store loads on every
 // node that lacks it (FUNCTION LOAD), or by EVALSHA on servers that
-// refuse functions. Single-job enqueues of one queue that come while
-// others are on their way share one script run (coalesce.go), sent on a
-// connection of its own (runconn.go). Views
-// across queues (List, Stats) run one read per queue and merge here; the
-// worker registry has store-wide keys of its own, and so have JIDs
-// (jid.go): on one server (standalone or Sentinel) every queue's scripts
+// refuse functions, at some 14% more Redis instructions per job (the
+// store warns of it, and Store.RunsFunctions reports it). Single-job
+// enqueues of one queue that come while others are on their way share
+// one script run (coalesce.go), sent on a connection of its own
+// (runconn.go). Views across queues (List, Stats) run one read per
+// queue and merge here; the worker registry has store-wide keys of its
+// own, and so have JIDs (jid.go): on one server (standalone or Sentinel) every queue's scripts
 // keep the store-wide JID index with the job, so a JID is unique across
 // the store exactly; on a Cluster, where a script keeps to one slot, a JID
 // is unique within its queue exactly, and across queues by a reservation
@@ -250,6 +251,13 @@ func (s *store) checkMarker(ctx context.Context) error {
 	}
 }
 
+// RunsFunctions reports whether the store runs its scripts as functions
+// of its Redis Functions library (FCALL). It is false once the server has
+// refused to load the library (as it would at Open): the scripts then run
+// by EVALSHA, at about 14% more Redis instructions per job, and the store
+// has logged a warning saying why.
+func (s *Store) RunsFunctions() bool { return !s.noFunctions.Load() }
+
 // enter starts a call; it fails once the store is closed.
 func (s *store) enter() error {
 	s.mu.Lock()
@@ -264,8 +272,10 @@ func (s *store) enter() error {
 func (s *store) leave() { s.ops.Done() }
 
 // Close waits for calls in flight, stops the subscriptions and closes the
-// connections. Calls after Close return backend.ErrClosed; a second Close
-// does nothing.
+// connections. Calls after Close return backend.ErrClosed, and so does a
+// Subscribe or WatchFinished in flight that had not yet registered when
+// Close began: no subscription loop runs once Close returns. A second
+// Close does nothing.
 func (s *store) Close() error {
 	s.mu.Lock()
 	if s.closed.Load() {

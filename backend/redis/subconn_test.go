@@ -3,8 +3,10 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,6 +233,73 @@ func TestSubscriptionAcrossFailover(t *testing.T) {
 		case <-sub.C:
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no wake-up for enqueue %d after the failover", i)
+		}
+	}
+}
+
+// TestResubscribePauses loses a store's Pub/Sub connection while its
+// server is down, so the loop's pauses between tries grow, then, once the
+// server is back and the pattern subscribed again, cuts the connection a
+// few more times: each of those is a first loss after a confirmed
+// subscription, so each pause is the first, short one, not the longest
+// reached while the server was down.
+func TestResubscribePauses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server")
+	}
+	ps := startServer(t, "--appendonly", "no")
+	s, err := Open(t.Context(), Options{Addrs: []string{ps.addr()}, Prefix: "kyupause", RetryFor: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	var mu sync.Mutex
+	var pauses []time.Duration
+	s.notify.paused = func(d time.Duration) {
+		mu.Lock()
+		pauses = append(pauses, d)
+		mu.Unlock()
+	}
+	taken := func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(pauses)
+	}
+	sub, err := s.Subscribe(t.Context(), backend.SubscribeParams{Queues: []string{"q"}})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	defer sub.Close()
+	signalled := func(what string) {
+		t.Helper()
+		select {
+		case <-sub.C:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no signal %s", what)
+		}
+	}
+
+	ps.kill()
+	waitFor(t, 10*time.Second, "four failed tries to subscribe again", func() bool { return len(taken()) >= 4 })
+	ps.start()
+	signalled("once subscribed again after the restart")
+	down := taken()
+	if p := down[:4]; p[0] >= p[3] {
+		t.Fatalf("pauses while the server was down = %v; want them growing", p)
+	}
+	for i := range 4 {
+		if out, err := ps.cli("CLIENT", "KILL", "TYPE", "pubsub"); err != nil || strings.TrimSpace(out) != "1" {
+			t.Fatalf("cut %d: CLIENT KILL TYPE pubsub = %q, %v; want one connection cut", i, out, err)
+		}
+		signalled(fmt.Sprintf("after cut %d", i))
+	}
+	after := taken()[len(down):]
+	if len(after) != 4 {
+		t.Fatalf("pauses after the four cuts = %v; want one each", after)
+	}
+	for i, p := range after {
+		if p != down[0] {
+			t.Errorf("pause after cut %d = %v; want the first pause, %v (pauses while down: %v)", i, p, down[0], down)
 		}
 	}
 }

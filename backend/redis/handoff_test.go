@@ -401,7 +401,7 @@ func listenWake(t *testing.T, s *Store, queue string) <-chan string {
 		c.Receive(ctx, c.B().Subscribe().Channel(channel).Build(), func(m rueidis.PubSubMessage) { all <- m.Message })
 	}()
 	// Subscribed once a probe of ours comes back; what came before it
-	// is dropped.
+	// is dropped, and so are later copies of the probe.
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(10 * time.Second)
@@ -414,7 +414,9 @@ func listenWake(t *testing.T, s *Store, queue string) <-chan string {
 			if m == "listening" {
 				go func() {
 					for m := range all {
-						msgs <- m
+						if m != "listening" {
+							msgs <- m
+						}
 					}
 				}()
 				return msgs

@@ -262,6 +262,7 @@ func (f *fetcher) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case r := <-waiter.answer():
+			drained := waiter.drained(r)
 			if err := waiter.ended(f, r); err != nil {
 				if ctx.Err() != nil {
 					return
@@ -270,7 +271,13 @@ func (f *fetcher) run(ctx context.Context) {
 				waitOK = false
 			}
 			// Look again: jobs may have come since the claim was filled.
-			more = true
+			// When its queues were left empty and a slot is free, the
+			// next waiting claim, which starts below at once and claims
+			// before it waits (backend.WaitingClaimer), is that look: a
+			// claim of the fetcher's own would be one more empty claim
+			// per idle job.
+			n, _ := f.slots.claimSize(f.batch, true)
+			more = !drained || n == 0
 		case <-f.slots.freed:
 		case _, open := <-wakeups.signals():
 			if !open {

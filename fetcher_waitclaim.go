@@ -21,6 +21,8 @@ type waitClaim struct {
 	done chan waitClaimResult
 	// answered is the channel done is set to, reused.
 	answered chan waitClaimResult
+	// asked is how many jobs the claim asked for.
+	asked int32
 }
 
 // waitClaimResult is a waiting claim's answer.
@@ -76,6 +78,7 @@ func (c *waitClaim) start(ctx context.Context, f *fetcher, n int32) {
 	if c.answered == nil {
 		c.answered = make(chan waitClaimResult, 1)
 	}
+	c.asked = n
 	wctx, cancel := context.WithTimeout(ctx, f.w.cfg.PollInterval)
 	res, err := c.wc.ClaimWait(wctx, p)
 	cancel()
@@ -97,6 +100,13 @@ func (c *waitClaim) answer() <-chan waitClaimResult {
 		return nil
 	}
 	return c.done
+}
+
+// drained reports whether answer r, received from answer, took fewer
+// jobs than its claim asked for (its queues had none left then), with no
+// error.
+func (c *waitClaim) drained(r waitClaimResult) bool {
+	return r.err == nil && !r.res.Truncated && len(r.res.Jobs) < int(c.asked)
 }
 
 // ended takes the answer received from answer: the jobs claimed are

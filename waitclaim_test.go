@@ -13,10 +13,15 @@ import (
 )
 
 // countingWaiter is a pebble store that counts its waiting claims and
-// the jobs they filled.
+// the jobs they filled, and its plain claims.
 type countingWaiter struct {
 	*pebble.Store
-	waits, filled atomic.Int64
+	waits, filled, claims atomic.Int64
+}
+
+func (s *countingWaiter) Claim(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
+	s.claims.Add(1)
+	return s.Store.Claim(ctx, p)
 }
 
 func (s *countingWaiter) ClaimWait(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
@@ -102,5 +107,48 @@ func workerWaitingClaim(t *testing.T, poll time.Duration) {
 	id := enqueue(t, c, "t", nil, kyu.EnqueueOptions{})
 	if j, err := c.Get(context.Background(), id); err != nil || j.State != kyu.StatePending {
 		t.Fatalf("job enqueued after shutdown: %+v, %v; want pending", j, err)
+	}
+}
+
+// An idle worker whose waiting claim took the one job enqueued waits
+// again with no claim in between: the next waiting claim claims before
+// it waits. Failed before the fetcher left that look to it: one plain,
+// empty claim per job.
+func TestIdleWorkerClaimsOnlyWaiting(t *testing.T) {
+	t.Parallel()
+	s := &countingWaiter{Store: newPebble(t)}
+	c := kyu.NewClient(s, kyu.ClientConfig{WaitPollInterval: time.Hour})
+	ran := make(chan string, 1)
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler:      kyu.HandlerFunc(func(_ context.Context, job *kyu.Job) error { ran <- job.ID; return nil }),
+		Queues:       map[string]int{"default": 4},
+		PollInterval: time.Hour,
+	})
+	awaitWaits := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(waitTimeout)
+		for s.waits.Load() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting claims = %d; want %d", s.waits.Load(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	awaitWaits(1)
+	start := s.claims.Load() // the worker's first claim, as it starts
+	const jobs = 5
+	for i := range jobs {
+		id := enqueue(t, c, "t", nil, kyu.EnqueueOptions{})
+		if got := recv(t, ran, "a job run"); got != id {
+			t.Fatalf("ran %s; want %s", got, id)
+		}
+		waitFinal(t, c, id)
+		awaitWaits(int64(i + 2))
+	}
+	if got := s.claims.Load() - start; got != 0 {
+		t.Fatalf("plain claims of an idle worker over %d jobs its waiting claims took = %d; want 0", jobs, got)
+	}
+	if got := s.filled.Load(); got != jobs {
+		t.Fatalf("jobs filled by waiting claims = %d; want %d", got, jobs)
 	}
 }

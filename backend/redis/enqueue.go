@@ -270,7 +270,9 @@ func (g *enqueueGroup) setHead(k keys, now time.Time) {
 // group's jobs, picked from args: the queue name, then per job its id,
 // score and record.
 func (g *enqueueGroup) leanArgs() []string {
-	out := make([]string, 1+3*len(g.pos))
+	// One more in capacity: for leanQuiet, should a waiting claim take
+	// the call (enqueueHandoff).
+	out := make([]string, 1+3*len(g.pos), 2+3*len(g.pos))
 	out[0] = g.args[3]
 	for k := range g.pos {
 		a := g.args[enqueueHead+k*enqueueStride:]

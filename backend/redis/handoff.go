@@ -21,7 +21,11 @@ import (
 // in one round trip, and the enqueueing goroutine hands the claimed jobs
 // to the waiting one: an idle worker's job starts one round trip (and a
 // Pub/Sub message) sooner than when the worker hears the wake-up and
-// claims.
+// claims. A lean enqueue (every job plain pending) so paired publishes no
+// wake-up: the claim takes its jobs, and the wake-up would only send
+// every subscribed process, this one included, to claim nothing. The
+// enqueue publishes it after the pair instead for jobs the claim left
+// (a claim of fewer jobs, a paused queue, a failure).
 //
 // A claim is taken by one enqueue at a time and always given back: with
 // the jobs it got, or with none (it then waits again). Its Pub/Sub
@@ -187,18 +191,33 @@ func (s *store) enqueueHandoff(ctx context.Context, c call, g *enqueueGroup, w *
 			d = rc.c
 		}
 	}
-	replies := d.DoMulti(octx, s.scriptCmd(c), s.scriptCmd(cc))
+	// A lean enqueue goes quiet: the claim behind it takes its jobs, and
+	// a wake-up would only send every subscribed process, this one too,
+	// to claim nothing. The wake-up is owed, and published after, for
+	// the jobs the claim did not take.
+	send, quiet := c, c.s == s.scripts.enqueueLean
+	if quiet {
+		// In leanArgs's spare capacity; c.args stays as it was.
+		send.args = append(c.args, leanQuiet)
+	}
+	replies := d.DoMulti(octx, s.scriptCmd(send), s.scriptCmd(cc))
 	enq, claimed := replies[0], replies[1]
 	fill := s.handoffAnswer(g, p, claimed, enq.Error() != nil)
 	if err := enq.Error(); noScript(err) || noFunction(err) {
 		// The server lacked the script (or the library): the enqueue goes
 		// again alone, loading it, and publishes its wake-up.
 		enq = s.evalOn(octx, d, c)
+		quiet = false
 	}
 	if rc != nil {
 		s.runConns.give(rc, enq.Error() != nil)
 	}
 	s.handoffs.fill(w, fill)
+	if quiet && !claimedAll(c.args, fill.res.Jobs) {
+		// Also when either script failed: the enqueue may have written
+		// its jobs, and a wake-up too many costs an empty claim.
+		s.wake(octx, g.name)
+	}
 	return enq
 }
 
@@ -245,6 +264,31 @@ func (s *store) handoffAnswer(g *enqueueGroup, p backend.ClaimParams, claimed ru
 	}
 	slices.SortStableFunc(got.jobs, func(a, b *backend.Job) int { return cmp.Compare(b.Priority, a.Priority) })
 	return handoffFill{res: backend.ClaimResult{Jobs: got.jobs, Truncated: got.stopped}, signalled: len(got.jobs) == 0 && enqFailed}
+}
+
+// leanQuiet is the flag that ends the ARGV of a quiet "enqueue lean"
+// (lua/enqueue_lean.lua).
+const leanQuiet = "q"
+
+// claimedAll reports whether jobs holds every job of the ARGV args of an
+// "enqueue lean" call (queue name, then id, score and record per job).
+func claimedAll(args []string, jobs []*backend.Job) bool {
+	for i := 1; i < len(args); i += 3 {
+		if !slices.ContainsFunc(jobs, func(j *backend.Job) bool { return j.ID == args[i] }) {
+			return false
+		}
+	}
+	return true
+}
+
+// wake publishes the wake-up of queue that a quiet enqueue owes (see
+// enqueueHandoff). A failure is logged: the subscribers then find the
+// jobs at their next poll.
+func (s *store) wake(ctx context.Context, queue string) {
+	cmd := s.client.B().Publish().Channel(s.keys.wakeChannel(queue)).Message("1").Build()
+	if err := s.client.Do(ctx, cmd).Error(); err != nil {
+		s.log.Warn("wake-up after a filled waiting claim failed; subscribers find the jobs at their next poll", "queue", queue, "err", err)
+	}
 }
 
 // scriptCmd is c as FCALL when the server runs functions, else EVALSHA.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
+	"github.com/redis/rueidis"
 )
 
 // awaitHandoffs waits until n waiting claims of s are registered for
@@ -354,9 +355,9 @@ func TestWaitingClaimCancelRace(t *testing.T) {
 // BenchmarkIdleEnqueueToClaim times one job at a time from before its
 // Enqueue to the return of the waiting claim that takes it (a lone
 // ClaimWait of one job, as an idle worker's), on a private server, and
-// counts the server's socket reads per job (INFO stats
-// total_reads_processed: a pipelined write is one) with the completion
-// of each job included, the process's CPU per job, and the median wait.
+// counts the server's socket reads and writes and its PUBLISH calls per
+// job with the completion of each job included (whose script publishes
+// on the done channel), the process's CPU per job, and the median wait.
 // Jobs come 2ms apart, so that the claim waits for each.
 //
 //	go test -run '^$' -bench IdleEnqueueToClaim -benchtime 2000x ./backend/redis/
@@ -399,30 +400,175 @@ func BenchmarkIdleEnqueueToClaim(b *testing.B) {
 	for range 20 { // warm up: connections, scripts, the queue's number
 		one()
 	}
-	reads := func() float64 {
-		out, err := ps.cli("INFO", "stats")
+	// counts returns the server's socket reads and writes (INFO stats
+	// total_reads_processed, total_writes_processed: a pipelined write is
+	// one read) and PUBLISH calls so far.
+	counts := func() (reads, writes, publishes float64) {
+		out, err := ps.cli("INFO", "stats", "commandstats")
 		if err != nil {
 			b.Fatal(err)
 		}
 		for line := range strings.Lines(out) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_reads_processed:"); ok {
-				n, _ := strconv.ParseFloat(v, 64)
-				return n
+			name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+			switch name {
+			case "total_reads_processed":
+				reads, _ = strconv.ParseFloat(v, 64)
+			case "total_writes_processed":
+				writes, _ = strconv.ParseFloat(v, 64)
+			case "cmdstat_publish":
+				calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+				publishes, _ = strconv.ParseFloat(calls, 64)
 			}
 		}
-		b.Fatal("INFO stats has no total_reads_processed")
-		return 0
+		return reads, writes, publishes
 	}
 	waits := make([]time.Duration, 0, b.N)
-	r0, cpu0 := reads(), processCPU()
+	r0, w0, p0 := counts()
+	cpu0 := processCPU()
 	b.ResetTimer()
 	for range b.N {
 		waits = append(waits, one())
 	}
 	b.StopTimer()
-	cpu1, r1 := processCPU(), reads()
+	cpu1 := processCPU()
+	r1, w1, p1 := counts()
 	slices.Sort(waits)
-	b.ReportMetric((r1-r0-1)/float64(b.N), "server-reads/job") // less the INFO call's own read
+	// Less the first INFO call's own read and write (counted by the
+	// second).
+	b.ReportMetric((r1-r0-1)/float64(b.N), "server-reads/job")
+	b.ReportMetric((w1-w0-1)/float64(b.N), "server-writes/job")
+	b.ReportMetric((p1-p0)/float64(b.N), "publishes/job")
 	b.ReportMetric((cpu1-cpu0)/float64(b.N), "go-cpu-µs/job")
 	b.ReportMetric(float64(waits[len(waits)/2].Microseconds()), "p50-µs")
+}
+
+// listenWake returns the messages published on queue's wake channel of
+// s from now on, received by a client of their own, in order.
+func listenWake(t *testing.T, s *Store, queue string) <-chan string {
+	t.Helper()
+	c, err := rueidis.NewClient(s.clientOpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-ended
+		c.Close()
+	})
+	channel := s.keys.wakeChannel(queue)
+	all, msgs := make(chan string, 100), make(chan string, 100)
+	go func() {
+		defer close(ended)
+		c.Receive(ctx, c.B().Subscribe().Channel(channel).Build(), func(m rueidis.PubSubMessage) { all <- m.Message })
+	}()
+	// Subscribed once a probe of ours comes back; what came before it
+	// is dropped, and so are later copies of the probe.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		if err := c.Do(ctx, c.B().Publish().Channel(channel).Message("listening").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-all:
+			if m == "listening" {
+				go func() {
+					for m := range all {
+						if m != "listening" {
+							msgs <- m
+						}
+					}
+				}()
+				return msgs
+			}
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("no message came back on the wake channel")
+		}
+	}
+}
+
+// wakesUntil returns the messages on msgs (from listenWake) that came
+// before end, which it publishes on queue's wake channel of s.
+func wakesUntil(t *testing.T, s *Store, msgs <-chan string, queue string) []string {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.client.Do(ctx, s.client.B().Publish().Channel(s.keys.wakeChannel(queue)).Message("end").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		select {
+		case m := <-msgs:
+			if m == "end" {
+				return got
+			}
+			got = append(got, m)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the end marker did not come back; messages before it: %q", got)
+		}
+	}
+}
+
+// An enqueue whose job a waiting claim of its store takes publishes no
+// wake-up: every subscribed process would claim nothing for it. Failed
+// before the lean enqueue of a filled claim went quiet: one wake-up per
+// job.
+func TestHandedOffJobWakesNobody(t *testing.T) {
+	s := openTest(t, "")
+	deafen(t, s)
+	msgs := listenWake(t, s, "q")
+	answer := claimAsync(context.Background(), s, waitClaimParams(1, "q"))
+	awaitHandoffs(t, s, 1)
+	id := enqueueOneJob(t, s, "q")
+	if a := <-answer; a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
+		t.Fatalf("ClaimWait = %+v, %v; want job %s", a.res, a.err, id)
+	}
+	if got := wakesUntil(t, s, msgs, "q"); len(got) != 0 {
+		t.Fatalf("wake-ups for a job a waiting claim took: %q; want none", got)
+	}
+}
+
+// Jobs of a filled claim's enqueue that the claim did not take, left
+// over by a claim of fewer jobs or a paused queue, are announced.
+func TestHandedOffLeftoversWake(t *testing.T) {
+	s := openTest(t, "")
+	deafen(t, s)
+	ctx := context.Background()
+	msgs := listenWake(t, s, "q")
+	answer := claimAsync(ctx, s, waitClaimParams(1, "q"))
+	awaitHandoffs(t, s, 1)
+	nj := backend.NewJob{Type: "t", Queue: "q"}
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Jobs: []backend.NewJob{nj, nj}, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := <-answer; a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != res.Jobs[0].ID {
+		t.Fatalf("ClaimWait = %+v, %v; want job %s", a.res, a.err, res.Jobs[0].ID)
+	}
+	if got := wakesUntil(t, s, msgs, "q"); len(got) != 1 {
+		t.Fatalf("wake-ups for a batch of 2 a claim of 1 took from: %q; want one", got)
+	}
+	if st := jobState(t, s, res.Jobs[1].ID); st != backend.StatePending {
+		t.Fatalf("second job is %s; want pending", st)
+	}
+
+	paused := true
+	if _, err := s.UpdateQueue(ctx, backend.UpdateQueueParams{Queue: "q", Paused: &paused, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	answer = claimAsync(ctx, s, waitClaimParams(1, "q"))
+	awaitHandoffs(t, s, 1)
+	enqueueOneJob(t, s, "q")
+	if got := wakesUntil(t, s, msgs, "q"); len(got) != 1 {
+		t.Fatalf("wake-ups for a job of a paused queue: %q; want one", got)
+	}
+	select {
+	case a := <-answer:
+		t.Fatalf("ClaimWait on a paused queue = %+v, %v", a.res, a.err)
+	default:
+	}
 }

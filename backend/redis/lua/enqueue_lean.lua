@@ -3,13 +3,17 @@
 -- what such jobs need: each key and argument of a call costs Redis about
 -- a thousand instructions.
 --
--- ARGV: 1 queue name, then per job 3 values: id, ready score, record.
+-- ARGV: 1 queue name, then per job 3 values: id, ready score, record;
+-- then, optionally, "q" (quiet): the script publishes no wake-up, which
+-- the caller then owes for the jobs it did not claim right behind it
+-- (handoff.go).
 --
 -- Returns what enqueue.lua returns for such jobs: 0 when every job was
 -- written as asked (an id already holding this very job counts as
 -- written; see sameJob in common.lua), else a list with per job 0 or 2
 -- (the id is another job's; nothing was written for it). Publishes on the
--- queue's wake channel (keys.wakeChannel in keys.go) when it wrote a job. Fails with KYUSTALE or KYUUNMARKED
+-- queue's wake channel (keys.wakeChannel in keys.go) when it wrote a job,
+-- unless quiet. Fails with KYUSTALE or KYUUNMARKED
 -- (see checkQueue in common.lua), writing nothing, unless the keys are
 -- marked as this queue's.
 --
@@ -31,7 +35,10 @@ end
 -- most calls write every job and return 0.
 local out
 local woke = false
-for b = 2, #ARGV, 3 do
+-- With the quiet flag ARGV has 2 values beyond the jobs', else 1: the
+-- loop's bound stops before it either way.
+local quiet = #ARGV % 3 == 2
+for b = 2, #ARGV - 2, 3 do
   local id, score, rec = ARGV[b], ARGV[b + 1], ARGV[b + 2]
   if call('HSETNX', KEY_jobs, id, rec) == 0 then
     -- The id holds this very job when what follows the header is the
@@ -53,7 +60,7 @@ for b = 2, #ARGV, 3 do
     if out then out[#out + 1] = 0 end
   end
 end
-if woke then
+if woke and not quiet then
   -- The wake channel is P:wake:<queue name> for the keys {P:N}:...; the
   -- channel is not an argument, which would cost more than this lookup
   -- of wakes (standaloneHead in scripts.go). An entry whose number is

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,6 +182,96 @@ func BenchmarkDrainNoop(b *testing.B) {
 	b.ReportMetric(float64(commits)/float64(b.N), "syncs/job")
 	if faults > 0 {
 		b.ReportMetric(float64(faults)/float64(b.N), "faults/job")
+	}
+}
+
+// BenchmarkDrainFlushed is the drain `kyu bench` measures, where the
+// jobs' records and payloads sit in tables rather than in the memtable:
+// b.N jobs with a 100-byte payload and the default retention, enqueued
+// 100 per call by two producers and then flushed, are drained as in
+// BenchmarkDrainNoop (2 workers claiming 50 at a time). Besides the rate
+// it reports the process's CPU per job, the group commits (syncs) per job
+// and the blocks Pebble read from its files per job (block cache
+// misses). With KYU_BENCH_DRAIN_PROFILE=file it writes a CPU profile of
+// the timed drain alone into file:
+//
+//	KYU_BENCH_DRAIN_PROFILE=drain.prof go test -run '^$' -bench DrainFlushed -benchtime 300000x ./backend/pebble/
+func BenchmarkDrainFlushed(b *testing.B) {
+	const batch, workers, size, producers = 50, 2, 100, 2
+	st := openStore(b, b.TempDir(), Options{})
+	ctx := context.Background()
+	payload := make([]byte, 100)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26) // as kyu bench's
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range producers {
+		wg.Go(func() {
+			jobs := make([]backend.NewJob, size)
+			for {
+				from := int(next.Add(size)) - size
+				if from >= b.N {
+					return
+				}
+				jobs = jobs[:min(size, b.N-from)]
+				for i := range jobs {
+					jobs[i] = backend.NewJob{Type: "t", Payload: payload}
+				}
+				if _, err := st.Enqueue(ctx, backend.EnqueueParams{Jobs: jobs, Now: t0}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := st.db.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	st.mu.Lock()
+	commits0 := st.commits
+	st.mu.Unlock()
+	misses0 := st.db.Metrics().BlockCache.Misses
+	cpu0 := cputime.Process()
+	stopProfile := drainProfile(b)
+	b.ResetTimer()
+	drained := drainQueue(b, st, workers, batch, 0)
+	b.StopTimer()
+	stopProfile()
+	cpu := cputime.Process() - cpu0
+	if drained != b.N {
+		b.Fatalf("drained %d of %d jobs", drained, b.N)
+	}
+	st.mu.Lock()
+	commits := st.commits - commits0
+	st.mu.Unlock()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "cpu-µs/job")
+	b.ReportMetric(float64(commits)/float64(b.N), "syncs/job")
+	b.ReportMetric(float64(st.db.Metrics().BlockCache.Misses-misses0)/float64(b.N), "block-reads/job")
+}
+
+// drainProfile starts a CPU profile into the file KYU_BENCH_DRAIN_PROFILE
+// names, when it is set and b.N is more than 1, and returns its stop.
+func drainProfile(b *testing.B) func() {
+	path := os.Getenv("KYU_BENCH_DRAIN_PROFILE")
+	if path == "" || b.N == 1 {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
 	}
 }
 

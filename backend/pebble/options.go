@@ -22,7 +22,10 @@ type Options struct {
 	// the most the cache holds; it fills as tables are read (a reopen's
 	// scan of a million pending jobs leaves some 40 MiB in it), and a
 	// compaction's deleted tables leave it (their memory is given back,
-	// see cTrimmer).
+	// see cTrimmer). Pebble counts the memtables it holds against the
+	// cache, so the store makes it at least two memtables and 2 MiB (66
+	// MiB with the defaults): while both memtables are full, blocks keep
+	// that 2 MiB.
 	CacheSize int64
 
 	// MemTableSize is the size of one Pebble memtable in bytes. Zero means

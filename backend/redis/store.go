@@ -15,9 +15,9 @@
 // one script run (coalesce.go), sent on a connection of its own
 // (runconn.go). Views across queues (List, Stats) run one read per
 // queue and merge here; the worker registry has store-wide keys of its
-// own, and so have JIDs (jid.go): on one server (standalone or Sentinel) every queue's scripts
-// keep the store-wide JID index with the job, so a JID is unique across
-// the store exactly; on a Cluster, where a script keeps to one slot, a JID
+// own, and so have JIDs (jid.go): on one server (standalone or
+// Sentinel) every queue's scripts keep the store-wide JID index with the
+// job, so a JID is unique across the store exactly; on a Cluster, where a script keeps to one slot, a JID
 // is unique within its queue exactly, and across queues by a reservation
 // in the store-wide index that Enqueue and Import take before they write
 // (a client that dies between the two leaves the JID held by no job for

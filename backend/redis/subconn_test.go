@@ -117,38 +117,11 @@ func TestSubscriptionAfterLostConnection(t *testing.T) {
 		t.Skip("starts a redis-server")
 	}
 	ps := startServer(t, "--appendonly", "no")
-	s, err := Open(t.Context(), Options{Addrs: []string{ps.addr()}, Prefix: "kyusubconn", RetryFor: 5 * time.Second})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	defer s.Close()
-	sub, err := s.Subscribe(t.Context(), backend.SubscribeParams{Queues: []string{"q"}})
-	if err != nil {
-		t.Fatalf("Subscribe: %v", err)
-	}
-	defer sub.Close()
-	signalled := func(what string) {
-		t.Helper()
-		select {
-		case <-sub.C:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no signal %s", what)
-		}
-	}
-	patterns := func() int {
-		out, err := ps.cli("PUBSUB", "NUMPAT")
-		if err != nil {
-			return -1
-		}
-		n, _ := strconv.Atoi(strings.TrimSpace(out))
-		return n
-	}
-	if out, err := ps.cli("CLIENT", "KILL", "TYPE", "pubsub"); err != nil || strings.TrimSpace(out) != "1" {
-		t.Fatalf("CLIENT KILL TYPE pubsub = %q, %v; want one connection cut", out, err)
-	}
+	s, sub := openSubscribed(t, ps, "kyusubconn", nil)
+	cutPubSub(t, ps, "the cut")
 	// The signal comes once the pattern is subscribed again.
-	signalled("after the subscription's connection was cut")
-	if n := patterns(); n != 1 {
+	awaitSignal(t, sub, "after the subscription's connection was cut")
+	if n := patternCount(ps); n != 1 {
 		t.Fatalf("pattern subscriptions on the server after the signal = %d; want 1", n)
 	}
 	for i := range 8 {
@@ -157,13 +130,13 @@ func TestSubscriptionAfterLostConnection(t *testing.T) {
 		}}); err != nil {
 			t.Fatalf("Enqueue %d across two queues: %v", i, err)
 		}
-		signalled(fmt.Sprintf("for enqueue %d after subscribing again", i))
+		awaitSignal(t, sub, fmt.Sprintf("for enqueue %d after subscribing again", i))
 	}
 	sub.Close()
 	s.Close()
 	waitFor(t, 10*time.Second, "the closed store's connections to end", func() bool {
 		out, err := ps.cli("CLIENT", "LIST")
-		return err == nil && strings.Count(strings.TrimSpace(out), "\n") == 0 && patterns() == 0
+		return err == nil && strings.Count(strings.TrimSpace(out), "\n") == 0 && patternCount(ps) == 0
 	})
 }
 
@@ -193,15 +166,7 @@ func TestSubscriptionAcrossFailover(t *testing.T) {
 		t.Fatalf("Subscribe: %v", err)
 	}
 	defer sub.Close()
-	patterns := func(ps *privateServer) int {
-		out, err := ps.cli("PUBSUB", "NUMPAT")
-		if err != nil {
-			return -1
-		}
-		n, _ := strconv.Atoi(strings.TrimSpace(out))
-		return n
-	}
-	if n := patterns(primary); n != 1 {
+	if n := patternCount(primary); n != 1 {
 		t.Fatalf("pattern subscriptions on the primary = %d; want 1", n)
 	}
 	waitFor(t, 30*time.Second, "the replica's link to the primary", func() bool {
@@ -213,13 +178,9 @@ func TestSubscriptionAcrossFailover(t *testing.T) {
 		return err == nil && strings.TrimSpace(out) == "OK"
 	})
 	waitFor(t, 30*time.Second, "the subscription to move to the new primary", func() bool {
-		return patterns(replica) == 1
+		return patternCount(replica) == 1
 	})
-	select {
-	case <-sub.C:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no signal once subscribed on the new primary")
-	}
+	awaitSignal(t, sub, "once subscribed on the new primary")
 	waitFor(t, 30*time.Second, "the store's client to send to the new primary", func() bool {
 		return primaryAddr(s.client) == replica.addr()
 	})
@@ -229,11 +190,7 @@ func TestSubscriptionAcrossFailover(t *testing.T) {
 		}}); err != nil {
 			t.Fatalf("Enqueue %d after the failover: %v", i, err)
 		}
-		select {
-		case <-sub.C:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no wake-up for enqueue %d after the failover", i)
-		}
+		awaitSignal(t, sub, fmt.Sprintf("for enqueue %d after the failover", i))
 	}
 }
 
@@ -248,50 +205,32 @@ func TestResubscribePauses(t *testing.T) {
 		t.Skip("starts a redis-server")
 	}
 	ps := startServer(t, "--appendonly", "no")
-	s, err := Open(t.Context(), Options{Addrs: []string{ps.addr()}, Prefix: "kyupause", RetryFor: 5 * time.Second})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	defer s.Close()
 	var mu sync.Mutex
 	var pauses []time.Duration
-	s.notify.paused = func(d time.Duration) {
-		mu.Lock()
-		pauses = append(pauses, d)
-		mu.Unlock()
-	}
 	taken := func() []time.Duration {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(pauses)
 	}
-	sub, err := s.Subscribe(t.Context(), backend.SubscribeParams{Queues: []string{"q"}})
-	if err != nil {
-		t.Fatalf("Subscribe: %v", err)
-	}
-	defer sub.Close()
-	signalled := func(what string) {
-		t.Helper()
-		select {
-		case <-sub.C:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no signal %s", what)
+	_, sub := openSubscribed(t, ps, "kyupause", func(s *Store) {
+		s.notify.paused = func(d time.Duration) {
+			mu.Lock()
+			pauses = append(pauses, d)
+			mu.Unlock()
 		}
-	}
+	})
 
 	ps.kill()
 	waitFor(t, 10*time.Second, "four failed tries to subscribe again", func() bool { return len(taken()) >= 4 })
 	ps.start()
-	signalled("once subscribed again after the restart")
+	awaitSignal(t, sub, "once subscribed again after the restart")
 	down := taken()
 	if p := down[:4]; p[0] >= p[3] {
 		t.Fatalf("pauses while the server was down = %v; want them growing", p)
 	}
 	for i := range 4 {
-		if out, err := ps.cli("CLIENT", "KILL", "TYPE", "pubsub"); err != nil || strings.TrimSpace(out) != "1" {
-			t.Fatalf("cut %d: CLIENT KILL TYPE pubsub = %q, %v; want one connection cut", i, out, err)
-		}
-		signalled(fmt.Sprintf("after cut %d", i))
+		cutPubSub(t, ps, fmt.Sprintf("cut %d", i))
+		awaitSignal(t, sub, fmt.Sprintf("after cut %d", i))
 	}
 	after := taken()[len(down):]
 	if len(after) != 4 {
@@ -301,5 +240,57 @@ func TestResubscribePauses(t *testing.T) {
 		if p != down[0] {
 			t.Errorf("pause after cut %d = %v; want the first pause, %v (pauses while down: %v)", i, p, down[0], down)
 		}
+	}
+}
+
+// openSubscribed opens a store with prefix on the private server ps and
+// subscribes to queue q's wake-ups; set, when not nil, sees the store
+// before it subscribes. Both close when the test ends.
+func openSubscribed(t *testing.T, ps *privateServer, prefix string, set func(*Store)) (*Store, *backend.Subscription) {
+	t.Helper()
+	s, err := Open(t.Context(), Options{Addrs: []string{ps.addr()}, Prefix: prefix, RetryFor: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if set != nil {
+		set(s)
+	}
+	sub, err := s.Subscribe(t.Context(), backend.SubscribeParams{Queues: []string{"q"}})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	t.Cleanup(sub.Close)
+	return s, sub
+}
+
+// awaitSignal fails unless sub is signalled within 10 s; what says
+// which signal.
+func awaitSignal(t *testing.T, sub *backend.Subscription, what string) {
+	t.Helper()
+	select {
+	case <-sub.C:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no signal %s", what)
+	}
+}
+
+// patternCount is the number of pattern subscriptions on ps (PUBSUB
+// NUMPAT), or -1 when it cannot be read.
+func patternCount(ps *privateServer) int {
+	out, err := ps.cli("PUBSUB", "NUMPAT")
+	if err != nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(out))
+	return n
+}
+
+// cutPubSub cuts the Pub/Sub connection on ps (CLIENT KILL TYPE pubsub)
+// and fails unless exactly one was cut; what says which cut.
+func cutPubSub(t *testing.T, ps *privateServer, what string) {
+	t.Helper()
+	if out, err := ps.cli("CLIENT", "KILL", "TYPE", "pubsub"); err != nil || strings.TrimSpace(out) != "1" {
+		t.Fatalf("%s: CLIENT KILL TYPE pubsub = %q, %v; want one connection cut", what, out, err)
 	}
 }

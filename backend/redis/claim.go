@@ -127,12 +127,20 @@ type queueClaim struct {
 // worker id, as they come and go together.
 func (s *store) claimed(queue string, reply rueidis.RedisResult, workerHex, workerID string) (queueClaim, error) {
 	flat, err := reply.AsStrSlice()
-	if err != nil || len(flat) < 2 || (len(flat)-2)%3 != 0 {
+	if err != nil {
 		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply %s", reply.String())
+	}
+	return s.claimedFlat(queue, flat, workerHex, workerID)
+}
+
+// claimedFlat is claimed of a claim script's reply read as strings.
+func (s *store) claimedFlat(queue string, flat []string, workerHex, workerID string) (queueClaim, error) {
+	if len(flat) < 2 || (len(flat)-2)%3 != 0 {
+		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply of %d values", len(flat))
 	}
 	used, err := strconv.Atoi(flat[1])
 	if err != nil {
-		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply %s", reply.String())
+		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply: bytes %q", flat[1])
 	}
 	res := queueClaim{bytes: used, stopped: flat[0] == "1"}
 	flat = flat[2:]

@@ -19,8 +19,8 @@ import (
 // pipelined connection: the signal goes straight to the claiming
 // goroutine, and rueidis writes the claim and reads its reply in that
 // goroutine instead of its writer's and reader's. An enqueue of this
-// Store fills the claim without a wake-up, with its claim sent behind its
-// own script in one round trip (handoff.go).
+// Store fills the claim without a wake-up, in its own round trip: its
+// claim sent behind its own script, or in it (handoff.go).
 func (s *Store) ClaimWait(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	if err := p.Check(); err != nil {
 		return backend.ClaimResult{}, err

@@ -1,0 +1,86 @@
+package redis
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// TestCallgrindIdle is TestCallgrindPhases for idle jobs: a waiting
+// claim of one queue (ClaimWait, as an idle worker's), then the enqueue
+// of one job that fills it, 50 times to warm up, a callgrind dump, 1,000
+// times more and a dump, then 1,000 claims of the empty queue (the look
+// each waiting claim takes before it waits) and a dump. The second
+// dump's instructions less the third's, over 1,000, are an idle job's
+// enqueue and claim. It logs each measured phase's INFO commandstats.
+// Skipped unless KYU_CALLGRIND_ADDR and KYU_CALLGRIND_PID are set (see
+// the Redis section of docs/benchmarks.md for the commands).
+func TestCallgrindIdle(t *testing.T) {
+	addr, pid := os.Getenv("KYU_CALLGRIND_ADDR"), os.Getenv("KYU_CALLGRIND_PID")
+	if addr == "" || pid == "" {
+		t.Skip("KYU_CALLGRIND_ADDR and KYU_CALLGRIND_PID are not set")
+	}
+	const n = 1000
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Addrs: []string{addr}, Prefix: testPrefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deafen(t, s)
+	dump := func() {
+		if out, err := exec.Command("callgrind_control", "-d", pid).CombinedOutput(); err != nil {
+			t.Fatalf("callgrind_control: %v: %s", err, out)
+		}
+	}
+	do := func(args ...string) string {
+		out, err := s.client.Do(ctx, s.client.B().Arbitrary(args...).Build()).ToString()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return out
+	}
+	stats := func(phase string) {
+		var calls []string
+		for line := range strings.Lines(do("INFO", "commandstats")) {
+			if name, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+				c, _, _ := strings.Cut(v, ",")
+				calls = append(calls, strings.TrimPrefix(name, "cmdstat_")+" "+strings.TrimPrefix(c, "calls="))
+			}
+		}
+		t.Logf("%s: %s", phase, strings.Join(calls, ", "))
+	}
+	idle := func(k int) {
+		for range k {
+			answer := claimAsync(ctx, s, waitClaimParams(1, "idle"))
+			awaitHandoffs(t, s, 1)
+			res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: time.Now(), Jobs: []backend.NewJob{{Type: "bench", Queue: "idle", Payload: benchPayload}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := res.Jobs[0].ID
+			if a := <-answer; a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
+				t.Fatalf("ClaimWait = %+v, %v; want job %s", a.res, a.err, id)
+			}
+		}
+	}
+	idle(50)
+	dump()
+	do("CONFIG", "RESETSTAT")
+	idle(n)
+	stats("idle jobs")
+	dump()
+	do("CONFIG", "RESETSTAT")
+	for range n {
+		if res, err := s.Claim(ctx, waitClaimParams(1, "idle")); err != nil || len(res.Jobs) != 0 {
+			t.Fatalf("Claim = %+v, %v; want nothing", res, err)
+		}
+	}
+	stats("empty claims")
+	dump()
+}

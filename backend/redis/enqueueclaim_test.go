@@ -1,0 +1,150 @@
+package redis
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend"
+)
+
+// An idle job, one enqueued while a waiting claim of its queue waits,
+// costs Redis one script run of five commands: the enqueue and the claim
+// are one script ("enqueue claim"), and a lone job of a queue with
+// nothing else to do is written active at once. Failed before: two
+// scripts (the enqueue, then the claim script behind it) of twelve
+// commands.
+func TestIdleJobRunsOneScript(t *testing.T) {
+	ps := startServer(t, "--appendonly", "no")
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Addrs: []string{ps.addr()}, RetryFor: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deafen(t, s)
+	for round := range 3 {
+		answer := claimAsync(ctx, s, waitClaimParams(5, "q"))
+		awaitHandoffs(t, s, 1)
+		if _, err := ps.cli("CONFIG", "RESETSTAT"); err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now()
+		id := enqueueOneJob(t, s, "q")
+		calls := commandCalls(t, ps)
+		a := <-answer
+		if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
+			t.Fatalf("round %d: ClaimWait = %+v, %v; want job %s", round, a.res, a.err, id)
+		}
+		if round == 0 {
+			continue // the first enqueue registers the queue and loads the library
+		}
+		scripts, commands := calls["fcall"]+calls["evalsha"]+calls["eval"], int64(0)
+		for name, n := range calls {
+			if name != "fcall" && name != "config|resetstat" {
+				commands += n
+			}
+		}
+		if scripts != 1 || commands > 5 {
+			t.Fatalf("round %d: an idle job ran %d scripts of %d commands (%v); want 1 of at most 5", round, scripts, commands, calls)
+		}
+		j := a.res.Jobs[0]
+		if j.State != backend.StateActive || j.Attempt != 1 || j.LeaseToken != 1 || j.WorkerID != "w" || j.StartedAt.Before(before.Truncate(time.Millisecond)) {
+			t.Fatalf("round %d: claimed job %+v; want active, attempt 1, token 1, worker w, started after %v", round, j, before)
+		}
+		got, err := s.Get(ctx, backend.GetParams{ID: id})
+		if err != nil || got.State != backend.StateActive || !got.LeaseExpiresAt.Equal(j.LeaseExpiresAt) || !got.StartedAt.Equal(j.StartedAt) {
+			t.Fatalf("round %d: stored job = %+v, %v; want the claimed one", round, got, err)
+		}
+		if _, err := s.Complete(ctx, backend.CompleteParams{Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: id, Token: j.LeaseToken}}}, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if st := jobState(t, s, id); st != backend.StateCompleted {
+			t.Fatalf("round %d: job is %s after its completion; want completed", round, st)
+		}
+	}
+}
+
+// A job pending before the enqueue (here: a higher priority one of
+// another process, which the waiting claim did not hear) goes first: the
+// enqueue's claim takes the best pending job, not its own.
+func TestEnqueueClaimTakesBestPending(t *testing.T) {
+	s := openTest(t, "")
+	deafen(t, s)
+	other, err := Open(context.Background(), s.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx := context.Background()
+	answer := claimAsync(ctx, s, waitClaimParams(1, "q"))
+	awaitHandoffs(t, s, 1)
+	high := enqueueJob(t, other, backend.NewJob{Type: "t", Queue: "q", Priority: 5})
+	awaitHandoffs(t, s, 1) // other's enqueue fills none of s's claims
+	low := enqueueOneJob(t, s, "q")
+	if a := <-answer; a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != high.ID {
+		t.Fatalf("ClaimWait = %+v, %v; want the higher priority job %s", a.res, a.err, high.ID)
+	}
+	if st := jobState(t, s, low); st != backend.StatePending {
+		t.Fatalf("enqueued job is %s; want pending", st)
+	}
+}
+
+// A queue with due work that only the claim script does (a scheduled job
+// now due) has it done: the enqueue's script leaves the claim to the
+// claim script, which promotes the due job and claims it before the new
+// one, whose run-at is later.
+func TestEnqueueClaimLeavesDueWork(t *testing.T) {
+	s := openTest(t, "")
+	deafen(t, s)
+	ctx := context.Background()
+	runAt := time.Now().Add(100 * time.Millisecond)
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: time.Now(), Jobs: []backend.NewJob{{Type: "t", Queue: "q", RunAt: runAt}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := res.Jobs[0].ID
+	// The waiting claim's first look comes before the run-at; the
+	// enqueue's claim, after it.
+	answer := claimAsync(ctx, s, waitClaimParams(1, "q"))
+	awaitHandoffs(t, s, 1)
+	if st := jobState(t, s, due); st != backend.StateScheduled {
+		t.Fatalf("due job is %s before its run-at; want scheduled", st)
+	}
+	waitFor(t, 10*time.Second, "the scheduled job's run-at", func() bool { return time.Now().After(runAt.Add(5 * time.Millisecond)) })
+	msgs := listenWake(t, s, "q")
+	id := enqueueOneJob(t, s, "q")
+	if a := <-answer; a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != due {
+		t.Fatalf("ClaimWait = %+v, %v; want the due job %s", a.res, a.err, due)
+	}
+	if st := jobState(t, s, id); st != backend.StatePending {
+		t.Fatalf("enqueued job is %s; want pending", st)
+	}
+	if got := wakesUntil(t, s, msgs, "q"); len(got) != 1 {
+		t.Fatalf("wake-ups for the job the claim left: %q; want one", got)
+	}
+}
+
+// claimedHeader writes what the claim script writes for a job it claims.
+func TestClaimedHeader(t *testing.T) {
+	nj := backend.NewJob{Type: "t", Queue: "q", Priority: 3, MaxAttempts: 4, UniqueKey: "k", Retention: backend.RetainNone}
+	now := time.UnixMilli(1_700_000_000_000)
+	j := newRecord(&nj, "id", now)
+	rec := encodeRecord(&j)
+	head, ok := claimedHeader(rec, "1700000000500", "1700000060500", "77")
+	if !ok {
+		t.Fatal("claimedHeader refused a new job's record")
+	}
+	j.State, j.Attempt, j.LeaseToken, j.WorkerID = backend.StateActive, 1, 1, "w"
+	j.StartedAt, j.LeaseExpiresAt = time.UnixMilli(1_700_000_000_500), time.UnixMilli(1_700_000_060_500)
+	want, _, _ := strings.Cut(encodeRecord(&j), "\n")
+	if head != want+"\n" {
+		t.Fatalf("claimedHeader = %q; want %q", head, want+"\n")
+	}
+	for _, bad := range []string{"", "p|0|1\nbody", "p|x|1|0|0|1||||||||\n", "p|0|1|0|0|1|||||||||\n"} {
+		if _, ok := claimedHeader(bad, "1", "2", "77"); ok {
+			t.Errorf("claimedHeader(%q) accepted it", bad)
+		}
+	}
+}

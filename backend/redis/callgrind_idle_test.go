@@ -14,8 +14,8 @@ import (
 // TestCallgrindIdle is TestCallgrindPhases for idle jobs: a waiting
 // claim of one queue (ClaimWait, as an idle worker's), then the enqueue
 // of one job that fills it, 50 times to warm up, a callgrind dump, 1,000
-// times more and a dump, then 1,000 claims of the empty queue (the look
-// each waiting claim takes before it waits) and a dump. The second
+// times more and a dump, then 1,000 looks at the empty queue (the claim
+// each waiting claim makes before it waits) and a dump. The second
 // dump's instructions less the third's, over 1,000, are an idle job's
 // enqueue and claim. It logs each measured phase's INFO commandstats.
 // Skipped unless KYU_CALLGRIND_ADDR and KYU_CALLGRIND_PID are set (see
@@ -77,10 +77,10 @@ func TestCallgrindIdle(t *testing.T) {
 	dump()
 	do("CONFIG", "RESETSTAT")
 	for range n {
-		if res, err := s.Claim(ctx, waitClaimParams(1, "idle")); err != nil || len(res.Jobs) != 0 {
+		if res, err := s.claim(ctx, s.client, waitClaimParams(1, "idle"), true); err != nil || len(res.Jobs) != 0 {
 			t.Fatalf("Claim = %+v, %v; want nothing", res, err)
 		}
 	}
-	stats("empty claims")
+	stats("looks")
 	dump()
 }

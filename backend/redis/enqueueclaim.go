@@ -157,3 +157,17 @@ func enqueueClaimReply(reply rueidis.RedisResult) (enq rueidis.RedisResult, flat
 	}
 	return enq, flat, nil
 }
+
+// claimLeanCall is the "claim lean" call on queue q, number num, for the
+// claim script's ARGV args (claimArgs) of a claim with no type filter
+// and no byte budget: its first four values, then the queue name.
+func (s *store) claimLeanCall(num uint32, q string, args []string) call {
+	return call{s: s.scripts.claimLean, keys: s.keysOf(s.scripts.claimLean, num), args: []string{args[0], args[1], args[2], args[3], q}}
+}
+
+// leftToClaim reports whether a "claim lean" reply leaves the claim to the
+// claim script: the empty list.
+func leftToClaim(reply rueidis.RedisResult) bool {
+	arr, err := reply.ToArray()
+	return err == nil && len(arr) == 0
+}

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +147,67 @@ func TestClaimedHeader(t *testing.T) {
 		if _, ok := claimedHeader(bad, "1", "2", "77"); ok {
 			t.Errorf("claimedHeader(%q) accepted it", bad)
 		}
+	}
+}
+
+// A waiting claim's look at an empty queue runs "claim lean": one script
+// of three commands. Failed before: the claim script's five, with 20
+// keys and 8 arguments.
+func TestWaitingClaimLookIsLean(t *testing.T) {
+	ps := startServer(t, "--appendonly", "no")
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Addrs: []string{ps.addr()}, RetryFor: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deafen(t, s)
+	if !slices.Equal(s.scripts.claimLean.keys, s.scripts.enqueueClaim.keys) {
+		t.Fatalf("claim lean takes keys %v, enqueue claim %v: keysOf gives both the latter", s.scripts.claimLean.keys, s.scripts.enqueueClaim.keys)
+	}
+	enqueueOneJob(t, s, "q") // registers the queue, loads the library
+	if res, err := s.Claim(ctx, waitClaimParams(1, "q")); err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("Claim = %+v, %v", res, err)
+	}
+	if _, err := ps.cli("CONFIG", "RESETSTAT"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	answer := claimAsync(wctx, s, waitClaimParams(1, "q"))
+	awaitHandoffs(t, s, 1)
+	calls := commandCalls(t, ps)
+	cancel()
+	if a := <-answer; a.err == nil {
+		t.Fatalf("ClaimWait cancelled = %+v, %v", a.res, a.err)
+	}
+	commands := int64(0)
+	for name, n := range calls {
+		if name != "fcall" && name != "config|resetstat" && name != "info" {
+			commands += n
+		}
+	}
+	if calls["fcall"] != 1 || commands > 3 {
+		t.Fatalf("a waiting claim's look at an empty queue ran %d scripts of %d commands (%v); want 1 of at most 3", calls["fcall"], commands, calls)
+	}
+}
+
+// A waiting claim's look at a queue with due work (a scheduled job now
+// due) has the claim script promote and claim it.
+func TestWaitingClaimLookDoesDueWork(t *testing.T) {
+	s := openTest(t, "")
+	deafen(t, s)
+	ctx := context.Background()
+	now := time.Now()
+	// Scheduled as of an hour ago, due for half an hour.
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now.Add(-time.Hour), Jobs: []backend.NewJob{{Type: "t", Queue: "q", RunAt: now.Add(-30 * time.Minute)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := jobState(t, s, res.Jobs[0].ID); st != backend.StateScheduled {
+		t.Fatalf("job is %s; want scheduled until a claim promotes it", st)
+	}
+	got, err := s.ClaimWait(ctx, waitClaimParams(1, "q"))
+	if err != nil || len(got.Jobs) != 1 || got.Jobs[0].ID != res.Jobs[0].ID {
+		t.Fatalf("ClaimWait = %+v, %v; want the due job %s", got, err, res.Jobs[0].ID)
 	}
 }

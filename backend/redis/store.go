@@ -120,7 +120,8 @@ func (s *store) keysOf(sc *script, num uint32) []string {
 		return kl.enqueueJID
 	case sc == s.scripts.enqueueLean:
 		return kl.enqueueLean
-	case sc == s.scripts.enqueueClaim:
+	case sc == s.scripts.enqueueClaim, sc == s.scripts.claimLean:
+		// The two take the same keys.
 		return kl.enqueueClaim
 	}
 	return slotKeys(kl.all, sc.slots)

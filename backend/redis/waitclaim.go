@@ -123,9 +123,9 @@ func (s *store) claimOwn(ctx context.Context, p backend.ClaimParams) (backend.Cl
 		rc = s.runConns.take(s.client)
 	}
 	if rc == nil {
-		return s.claim(octx, s.client, p)
+		return s.claim(octx, s.client, p, true)
 	}
-	res, err := s.claim(octx, rc.c, p)
+	res, err := s.claim(octx, rc.c, p, true)
 	s.runConns.give(rc, err != nil)
 	return res, err
 }

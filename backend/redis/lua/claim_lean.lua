@@ -1,8 +1,8 @@
 -- claim_lean.lua: claim.lua for the look of a waiting claim (ClaimWait
 -- in waitclaim.go) with no type filter and no byte budget, which mostly
 -- finds nothing: it passes only the keys claimLean (common.lua) touches,
--- and on a queue with no settings, no scheduled or retry job and no
--- deadline, looks with three commands instead of five.
+-- and finds nothing at an idle queue (queueIdle) with two commands
+-- instead of five.
 --
 -- ARGV: 1 now, 2 max, 3 lease expiry, 4 worker id (hex), as claim.lua
 -- takes them, then 5 the queue name.
@@ -17,4 +17,5 @@
 
 local stale = checkQueue(ARGV[5], true)
 if stale then return stale end
+if queueIdle() then return {'0', '0'} end
 return claimLean(tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[1]) or {}

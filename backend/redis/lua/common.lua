@@ -766,6 +766,13 @@ local function leanClear()
   return redis.call('EXISTS', KEY_deadlines, KEY_waiting, KEY_settings) == 0
 end
 
+-- queueIdle reports whether the queue has no pending job besides what
+-- leanClear asks: one command tells a claim that it has nothing to take
+-- and nothing to do, as at an idle worker's queue.
+local function queueIdle()
+  return redis.call('EXISTS', KEY_ready, KEY_deadlines, KEY_waiting, KEY_settings) == 0
+end
+
 -- claimLean is claim.lua's claim of one queue for a claim with no type
 -- filter and no byte budget, in a script that passes only the keys it
 -- touches (lua/enqueue_claim.lua): jobs, errors, ready, waiting, leases,

@@ -30,10 +30,9 @@ local stale = checkQueue(ARGV[1], true)
 if stale then return stale end
 -- A lone job goes straight to active, written as the claim would write
 -- it, when nothing else could be claimed before it and the claim would
--- do nothing else: the queue has no pending job, no due work and no
--- settings (leanClear). Its pending record is then never written, read
--- or parsed here.
-if #ARGV == 9 and leanClear() and redis.call('ZCARD', KEY_ready) == 0 then
+-- do nothing else: the queue is idle (queueIdle). Its pending record is
+-- then never written, read or parsed here.
+if #ARGV == 9 and queueIdle() then
   local id, rec = ARGV[6], ARGV[8]
   local claimedRec = ARGV[9] .. string.sub(rec, string.find(rec, '\n', 1, true) + 1)
   if redis.call('HSETNX', KEY_jobs, id, claimedRec) == 1 then

@@ -236,3 +236,33 @@ func TestWaitingClaimLookDoesDueWork(t *testing.T) {
 		t.Fatalf("ClaimWait = %+v, %v; want the due job %s", got, err, res.Jobs[0].ID)
 	}
 }
+
+// On a server that refuses FUNCTION, "enqueue claim" and "claim lean"
+// run by EVALSHA: a lone job and a batch of two fill waiting claims.
+func TestEnqueueClaimByEvalsha(t *testing.T) {
+	ps := startServer(t, "--appendonly", "no", "--rename-command", "FUNCTION", "")
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Addrs: []string{ps.addr()}, RetryFor: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deafen(t, s)
+	enqueueFillsWaitingClaim(t, s, "q", "q")
+	answer := claimAsync(ctx, s, waitClaimParams(5, "q"))
+	awaitHandoffs(t, s, 1)
+	nj := backend.NewJob{Type: "t", Queue: "q"}
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Jobs: []backend.NewJob{nj, nj}, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := <-answer; a.err != nil || len(a.res.Jobs) != 2 {
+		t.Fatalf("ClaimWait = %+v, %v; want jobs %s and %s", a.res, a.err, res.Jobs[0].ID, res.Jobs[1].ID)
+	}
+	if !s.noFunctions.Load() {
+		t.Fatal("the store runs functions on a server that refuses FUNCTION")
+	}
+	if out, err := ps.cli("SCRIPT", "EXISTS", s.scripts.enqueueClaim.sha(), s.scripts.claimLean.sha()); err != nil || strings.Fields(out)[0] != "1" || strings.Fields(out)[1] != "1" {
+		t.Fatalf("SCRIPT EXISTS of enqueue claim and claim lean = %q, %v; want both", out, err)
+	}
+}

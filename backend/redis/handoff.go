@@ -23,11 +23,12 @@ import (
 // Pub/Sub message) sooner than when the worker hears the wake-up and
 // claims. A lean enqueue for a claim with no type filter or byte budget
 // (an idle worker's) sends one script that does both, "enqueue claim"
-// (enqueueclaim.go), instead of the pair. A lean enqueue (every job plain pending) so paired publishes no
-// wake-up: the claim takes its jobs, and the wake-up would only send
-// every subscribed process, this one included, to claim nothing. The
-// enqueue publishes it after the pair instead for jobs the claim left
-// (a claim of fewer jobs, a paused queue, a failure).
+// (enqueueclaim.go), instead of the pair. A lean enqueue (every job
+// plain pending) that fills a claim publishes no wake-up: the claim
+// takes its jobs, and the wake-up would only send every subscribed
+// process, this one included, to claim nothing. It is published for the
+// jobs the claim left (a claim of fewer jobs, a paused queue, a
+// failure): after the pair, or by "enqueue claim" itself.
 //
 // A claim is taken by one enqueue at a time and always given back: with
 // the jobs it got, or with none (it then waits again). Its Pub/Sub

@@ -27,12 +27,14 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 		return backend.ClaimResult{}, err
 	}
 	defer s.leave()
-	return s.claim(ctx, s.client, p)
+	return s.claim(ctx, s.client, p, false)
 }
 
 // claim is Claim through d: the shared client, or a connection of its own
-// (waitclaim.go).
-func (s *store) claim(ctx context.Context, d rueidis.CoreClient, p backend.ClaimParams) (backend.ClaimResult, error) {
+// (waitclaim.go). With look set (a waiting claim's look, which mostly
+// finds nothing) a claim with no type filter and no byte budget runs
+// "claim lean" (lua/claim_lean.lua) in each queue.
+func (s *store) claim(ctx context.Context, d rueidis.CoreClient, p backend.ClaimParams, look bool) (backend.ClaimResult, error) {
 	var res backend.ClaimResult
 	if p.Max <= 0 || len(p.Queues) == 0 {
 		return res, nil
@@ -49,7 +51,7 @@ func (s *store) claim(ctx context.Context, d rueidis.CoreClient, p backend.Claim
 		}
 		seen[q] = true
 		args := claimArgs(p, q, len(res.Jobs), used, taken)
-		got, err := s.claimQueue(ctx, d, q, args, p.WorkerID)
+		got, err := s.claimQueue(ctx, d, q, args, p.WorkerID, look && leanClaim(p))
 		if err != nil {
 			return res, err
 		}
@@ -82,11 +84,11 @@ func claimArgs(p backend.ClaimParams, q string, got, used, taken int) []string {
 	return args
 }
 
-// claimQueue runs the claim script on one queue, through d. When the
-// queue's keys are not marked as its own (the data was lost, and the
-// cached number may be another queue's now), it asks the registry again,
-// once.
-func (s *store) claimQueue(ctx context.Context, d rueidis.CoreClient, q string, args []string, workerID string) (queueClaim, error) {
+// claimQueue runs the claim script on one queue, through d; with lean,
+// "claim lean" first (see claimLeanCall). When the queue's keys are not
+// marked as its own (the data was lost, and the cached number may be
+// another queue's now), it asks the registry again, once.
+func (s *store) claimQueue(ctx context.Context, d rueidis.CoreClient, q string, args []string, workerID string, lean bool) (queueClaim, error) {
 	for try := 0; ; try++ {
 		num, ok, err := s.queues.number(ctx, q, false)
 		if err != nil || !ok {
@@ -94,6 +96,12 @@ func (s *store) claimQueue(ctx context.Context, d rueidis.CoreClient, q string, 
 		}
 		var reply rueidis.RedisResult
 		err = s.retry(ctx, func(int) error {
+			if lean {
+				reply = s.evalOn(ctx, d, s.claimLeanCall(num, q, args))
+				if !leftToClaim(reply) {
+					return reply.Error()
+				}
+			}
 			reply = s.evalOn(ctx, d, call{s: s.scripts.claim, keys: s.keysOf(s.scripts.claim, num), args: args})
 			return reply.Error()
 		})
@@ -127,12 +135,20 @@ type queueClaim struct {
 // worker id, as they come and go together.
 func (s *store) claimed(queue string, reply rueidis.RedisResult, workerHex, workerID string) (queueClaim, error) {
 	flat, err := reply.AsStrSlice()
-	if err != nil || len(flat) < 2 || (len(flat)-2)%3 != 0 {
+	if err != nil {
 		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply %s", reply.String())
+	}
+	return s.claimedFlat(queue, flat, workerHex, workerID)
+}
+
+// claimedFlat is claimed of a claim script's reply read as strings.
+func (s *store) claimedFlat(queue string, flat []string, workerHex, workerID string) (queueClaim, error) {
+	if len(flat) < 2 || (len(flat)-2)%3 != 0 {
+		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply of %d values", len(flat))
 	}
 	used, err := strconv.Atoi(flat[1])
 	if err != nil {
-		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply %s", reply.String())
+		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply: bytes %q", flat[1])
 	}
 	res := queueClaim{bytes: used, stopped: flat[0] == "1"}
 	flat = flat[2:]

@@ -21,11 +21,14 @@ import (
 // in one round trip, and the enqueueing goroutine hands the claimed jobs
 // to the waiting one: an idle worker's job starts one round trip (and a
 // Pub/Sub message) sooner than when the worker hears the wake-up and
-// claims. A lean enqueue (every job plain pending) so paired publishes no
-// wake-up: the claim takes its jobs, and the wake-up would only send
-// every subscribed process, this one included, to claim nothing. The
-// enqueue publishes it after the pair instead for jobs the claim left
-// (a claim of fewer jobs, a paused queue, a failure).
+// claims. A lean enqueue for a claim with no type filter or byte budget
+// (an idle worker's) sends one script that does both, "enqueue claim"
+// (enqueueclaim.go), instead of the pair. A lean enqueue (every job
+// plain pending) that fills a claim publishes no wake-up: the claim
+// takes its jobs, and the wake-up would only send every subscribed
+// process, this one included, to claim nothing. It is published for the
+// jobs the claim left (a claim of fewer jobs, a paused queue, a
+// failure): after the pair, or by "enqueue claim" itself.
 //
 // A claim is taken by one enqueue at a time and always given back: with
 // the jobs it got, or with none (it then waits again). Its Pub/Sub
@@ -182,6 +185,9 @@ func (g *enqueueGroup) makesPending() bool {
 // nor its deadline: the claim may take jobs, which w then must get.
 // The connection's timeouts bound it.
 func (s *store) enqueueHandoff(ctx context.Context, c call, g *enqueueGroup, w *handoffClaim) rueidis.RedisResult {
+	if c.s == s.scripts.enqueueLean && leanClaim(w.p) {
+		return s.enqueueClaim(ctx, c, g, w)
+	}
 	octx := context.WithoutCancel(ctx)
 	cc, p := s.handoffCall(g, w)
 	var d rueidis.CoreClient = s.client
@@ -259,6 +265,12 @@ func (s *store) handoffAnswer(g *enqueueGroup, p backend.ClaimParams, claimed ru
 		return handoffFill{signalled: true}
 	}
 	got, err := s.claimed(g.name, claimed, hex.EncodeToString([]byte(p.WorkerID)), p.WorkerID)
+	return handoffFillOf(got, err, enqFailed)
+}
+
+// handoffFillOf is handoffAnswer of a claim that got got, or failed with
+// err.
+func handoffFillOf(got queueClaim, err error, enqFailed bool) handoffFill {
 	if err != nil {
 		return handoffFill{signalled: true}
 	}

@@ -271,15 +271,16 @@ type keyLists struct {
 
 // keyList is the keys of one queue: all of them (queueKeys.all), and the
 // ones the enqueue script takes (its slots), without and with the JID
-// index, and the few its lean variant takes.
+// index, the few its lean variant takes, and those of the lean variant
+// with a claim behind it.
 type keyList struct {
-	all, enqueue, enqueueJID, enqueueLean []string
+	all, enqueue, enqueueJID, enqueueLean, enqueueClaim []string
 }
 
-// of returns the key lists of queue num; enqueueSlots, jidSlots and
-// leanSlots are the slots of the enqueue script and of its variants with
-// JIDs and for plain pending jobs.
-func (l *keyLists) of(k keys, num uint32, enqueueSlots, jidSlots, leanSlots []int) keyList {
+// of returns the key lists of queue num; enqueueSlots, jidSlots,
+// leanSlots and claimSlots are the slots of the enqueue script and of its
+// variants with JIDs, for plain pending jobs, and for those with a claim.
+func (l *keyLists) of(k keys, num uint32, enqueueSlots, jidSlots, leanSlots, claimSlots []int) keyList {
 	l.mu.RLock()
 	kl, ok := l.byNum[num]
 	l.mu.RUnlock()
@@ -287,7 +288,8 @@ func (l *keyLists) of(k keys, num uint32, enqueueSlots, jidSlots, leanSlots []in
 		return kl
 	}
 	all := k.queue(num).all()
-	kl = keyList{all: all, enqueue: slotKeys(all, enqueueSlots), enqueueJID: slotKeys(all, jidSlots), enqueueLean: slotKeys(all, leanSlots)}
+	kl = keyList{all: all, enqueue: slotKeys(all, enqueueSlots), enqueueJID: slotKeys(all, jidSlots), enqueueLean: slotKeys(all, leanSlots),
+		enqueueClaim: slotKeys(all, claimSlots)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byNum == nil {

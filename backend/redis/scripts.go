@@ -32,6 +32,7 @@ type scripts struct {
 	register, marker, lead, resign                       *script
 	importJobs, importHomes, jidReserve, jidSwap         *script
 	enqueueJID, enqueueLean                              *script
+	enqueueClaim, claimLean                              *script
 	// lib is every script as one function library.
 	lib *library
 }
@@ -67,6 +68,13 @@ func (s *scripts) specs() []scriptSpec {
 		// a call's 82,000. Its own lines pass only what such jobs need.
 		// It is standalone (scriptSpec.standalone).
 		{&s.enqueueLean, "enqueue lean", true, []string{"jobs", "ready", "queue_name"}},
+		// "enqueue claim" is "enqueue lean" with the claim of a waiting
+		// claim behind it, in one run (handoff.go): it takes the keys
+		// both touch for such a claim, 9 of the claim script's 20.
+		{&s.enqueueClaim, "enqueue claim", true, []string{"jobs", "errors", "ready", "waiting", "leases", "deadlines", "unique", "queue_name", "settings"}},
+		// "claim lean" is the claim script for a waiting claim's look
+		// (waitclaim.go), with the keys of "enqueue claim"'s claim.
+		{&s.claimLean, "claim lean", true, []string{"jobs", "errors", "ready", "waiting", "leases", "deadlines", "unique", "queue_name", "settings"}},
 		{&s.claim, "claim", true, nil},
 		{&s.heartbeat, "heartbeat", true, nil},
 		{&s.complete, "complete", true, nil},

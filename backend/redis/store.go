@@ -110,7 +110,7 @@ var _ backend.Backend = (*store)(nil)
 // as its calls pass them (sc.keys); the list is shared and must not be
 // changed.
 func (s *store) keysOf(sc *script, num uint32) []string {
-	kl := s.keyLists.of(s.keys, num, s.scripts.enqueue.slots, s.scripts.enqueueJID.slots, s.scripts.enqueueLean.slots)
+	kl := s.keyLists.of(s.keys, num, s.scripts.enqueue.slots, s.scripts.enqueueJID.slots, s.scripts.enqueueLean.slots, s.scripts.enqueueClaim.slots)
 	switch {
 	case sc.slots == nil:
 		return kl.all
@@ -120,6 +120,9 @@ func (s *store) keysOf(sc *script, num uint32) []string {
 		return kl.enqueueJID
 	case sc == s.scripts.enqueueLean:
 		return kl.enqueueLean
+	case sc == s.scripts.enqueueClaim, sc == s.scripts.claimLean:
+		// The two take the same keys.
+		return kl.enqueueClaim
 	}
 	return slotKeys(kl.all, sc.slots)
 }

@@ -19,8 +19,8 @@ import (
 // pipelined connection: the signal goes straight to the claiming
 // goroutine, and rueidis writes the claim and reads its reply in that
 // goroutine instead of its writer's and reader's. An enqueue of this
-// Store fills the claim without a wake-up, with its claim sent behind its
-// own script in one round trip (handoff.go).
+// Store fills the claim without a wake-up, in its own round trip: its
+// claim sent behind its own script, or in it (handoff.go).
 func (s *Store) ClaimWait(ctx context.Context, p backend.ClaimParams) (backend.ClaimResult, error) {
 	if err := p.Check(); err != nil {
 		return backend.ClaimResult{}, err
@@ -123,9 +123,9 @@ func (s *store) claimOwn(ctx context.Context, p backend.ClaimParams) (backend.Cl
 		rc = s.runConns.take(s.client)
 	}
 	if rc == nil {
-		return s.claim(octx, s.client, p)
+		return s.claim(octx, s.client, p, true)
 	}
-	res, err := s.claim(octx, rc.c, p)
+	res, err := s.claim(octx, rc.c, p, true)
 	s.runConns.give(rc, err != nil)
 	return res, err
 }

@@ -757,3 +757,66 @@ local function enqueueJobs()
   if asked then return 0 end
   return out
 end
+
+-- leanClear reports whether the queue has no settings (so it is not
+-- paused), no scheduled or retry job and no job with a deadline, as
+-- most queues of idle workers: one command tells, where the checks it
+-- spares take three.
+local function leanClear()
+  return redis.call('EXISTS', KEY_deadlines, KEY_waiting, KEY_settings) == 0
+end
+
+-- queueIdle reports whether the queue has no pending job besides what
+-- leanClear asks: one command tells a claim that it has nothing to take
+-- and nothing to do, as at an idle worker's queue.
+local function queueIdle()
+  return redis.call('EXISTS', KEY_ready, KEY_deadlines, KEY_waiting, KEY_settings) == 0
+end
+
+-- claimLean is claim.lua's claim of one queue for a claim with no type
+-- filter and no byte budget, in a script that passes only the keys it
+-- touches (lua/enqueue_claim.lua): jobs, errors, ready, waiting, leases,
+-- deadlines, unique and settings. It leases up to max jobs from the head
+-- of the ready set as claim.lua does, and returns claim.lua's reply, or
+-- nil, having changed nothing, when the queue has due work that only
+-- claim.lua does (a waiting job whose deadline has come, a scheduled or
+-- retry job due): the caller then runs claim.lua. The queue's mark is
+-- the caller's to check.
+local function claimLean(max, exp, worker, nowS)
+  if not leanClear() then
+    if redis.call('HGET', KEY_settings, 'paused') == '1' then return {'0', '0'} end
+    if #redis.call('ZRANGEBYSCORE', KEY_deadlines, '-inf', nowS, 'LIMIT', 0, 1) > 0
+      or #redis.call('ZRANGEBYSCORE', KEY_waiting, '-inf', nowS, 'LIMIT', 0, 1) > 0 then
+      return nil
+    end
+  end
+  local ids = redis.call('ZRANGE', KEY_ready, 0, max - 1)
+  prefetch(ids)
+  local out, n = {'0', '0'}, 2
+  for _, id in ipairs(ids) do
+    local r = load(id)
+    if r then
+      local h = r.h
+      local errs = ''
+      if h[F_token] ~= '0' then errs = redis.call('HGET', KEY_errors, id) or '' end
+      setState(id, r, 'a')
+      h[F_attempt] = succ(h[F_attempt])
+      h[F_token] = succ(h[F_token])
+      h[F_lease_exp] = exp
+      h[F_started] = nowS
+      h[F_worker] = worker
+      local rec = save(id, r)
+      defer(pending.leaseAdds, exp, id)
+      if h[F_deadline] ~= '' then redis.call('ZREM', KEY_deadlines, id) end
+      if r.uk ~= '' then touchUnique(id, r) end
+      out[n + 1], out[n + 2], out[n + 3] = id, rec, errs
+      n = n + 3
+    elseif r == false then
+      out[n + 1], out[n + 2], out[n + 3] = id, '', ''
+      n = n + 3
+    end
+  end
+  if #ids > 0 then redis.call('ZREMRANGEBYRANK', KEY_ready, 0, #ids - 1) end
+  finalize(nowS)
+  return out
+end

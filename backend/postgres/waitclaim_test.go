@@ -423,3 +423,58 @@ func TestClaimWaitFilledByCopy(t *testing.T) {
 		}
 	}
 }
+
+// tupleCounts is how many rows of s's jobs table the server has counted
+// as inserted and as updated (its cumulative statistics, which each
+// connection reports within about a second of its transactions).
+func tupleCounts(t *testing.T, s *Store) (inserted, updated int64) {
+	t.Helper()
+	err := s.pool.QueryRow(context.Background(), `SELECT n_tup_ins, n_tup_upd FROM pg_stat_user_tables
+		WHERE schemaname = $1 AND relname = 'jobs'`, s.opts.Schema).Scan(&inserted, &updated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inserted, updated
+}
+
+// An idle worker's job is written once: the enqueue that fills a claim
+// waiting on its empty queue inserts the job active, leased to the
+// claim, in one statement, rather than inserting it pending and then
+// locking and updating it (two statements and two row versions). The
+// lease it gets is the one a claim gives: its token completes the job.
+func TestClaimWaitFillInsertsActive(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{})
+	ctx := context.Background()
+	answer := claimAsync(ctx, s, waitClaimParams(2, "q"))
+	awaitWaiting(t, s, 1)
+	id := enqueueJobs(t, s, backend.NewJob{Queue: "q", Type: "t"})[0].ID
+	a := answerOf(t, answer)
+	if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
+		t.Fatalf("ClaimWait = %+v, %v; want the job", a.res.Jobs, a.err)
+	}
+	j := a.res.Jobs[0]
+	if j.State != backend.StateActive || j.Attempt != 1 || j.LeaseToken != 1 || j.WorkerID != "w" ||
+		j.StartedAt.IsZero() || !j.LeaseExpiresAt.After(j.StartedAt) {
+		t.Fatalf("claimed job = %+v; want active, attempt 1, token 1, worker w, leased from its start", j)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	ins, upd := tupleCounts(t, s)
+	for ins < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not count the job's insert")
+		}
+		time.Sleep(10 * time.Millisecond)
+		ins, upd = tupleCounts(t, s)
+	}
+	if ins != 1 || upd != 0 {
+		t.Fatalf("filling the claim inserted %d rows and updated %d; want 1 and 0", ins, upd)
+	}
+	if _, err := s.Complete(ctx, backend.CompleteParams{Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: id, Token: j.LeaseToken}}},
+		Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := rowVersion(t, s, id); st != "completed" {
+		t.Fatalf("job is %s after Complete with its lease; want completed", st)
+	}
+}

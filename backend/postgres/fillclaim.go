@@ -21,11 +21,11 @@ import (
 // (priority, run-at, the other processes' jobs, paused queues, deadlines,
 // types, budget), perhaps another job than the new one.
 //
-// An idle worker's case, one new job and one claim of that job's queue
-// alone, is one statement (sqlInsertClaimed): it inserts the job active,
-// leased to the claim, when a claim of the queue would take it (the queue
-// is not paused and holds no other job to claim), and pending otherwise,
-// the claim then claiming again itself. The job's row is written once,
+// An idle worker's case, one new job and one claim of its queue (and
+// perhaps others), is one statement (sqlInsertClaimed): it inserts the
+// job active, leased to the claim, when a claim would take it (its queue
+// is not paused and the claim's queues hold no other job to claim), and
+// pending otherwise, the claim then claiming again itself. The job's row is written once,
 // not inserted pending and then locked and updated. When the enqueue is
 // one INSERT and each claim it fills reads one queue (the common case
 // otherwise), the statements go in one pipeline whose implicit
@@ -95,7 +95,7 @@ func (s *store) enqueueFilling(ctx context.Context, op string, plans []*enqueueP
 		single = single && len(p.keyed) == 0 && !p.hasJID
 	}
 	if len(ws) == 1 && len(plans) == 1 && claimsOnInsert(plans[0], ps[0], orders[0]) {
-		done, err = s.fillInsert(ctx, op, plans[0], ps[0], &fills[0])
+		done, err = s.fillInsert(ctx, op, plans[0], ps[0], orders[0], &fills[0])
 		return nil, done, err
 	}
 	if len(plans) == 1 && len(plans[0].jobs) >= copyMinJobs {
@@ -118,28 +118,30 @@ func (s *store) enqueueFilling(ctx context.Context, op string, plans []*enqueueP
 
 // claimsOnInsert says whether the claim p, of the queues order, may take
 // plan's job in the job's own insert (sqlInsertClaimed): the plan is one
-// new pending job, written with one INSERT, in the claim's one queue, and
-// the claim takes jobs of any type. (A byte budget does not matter: the
-// first job of a claim always fits it.)
+// new pending job, written with one INSERT, in a queue of the claim, and
+// the claim takes jobs of any type. (Neither the order of the queues nor
+// a byte budget matters to a claim that finds that job alone: the first
+// job of a claim always fits its budget.)
 func claimsOnInsert(plan *enqueuePlan, p backend.ClaimParams, order []string) bool {
 	if len(plan.jobs) != 1 || len(plan.keyed) > 0 || plan.hasJID || plan.res[0].Duplicate {
 		return false
 	}
 	j := plan.jobs[0]
-	return j.State == backend.StatePending && len(order) == 1 && order[0] == j.Queue && len(p.Types) == 0
+	return j.State == backend.StatePending && slices.Contains(order, j.Queue) && len(p.Types) == 0
 }
 
 // fillInsert writes plan's one job with sqlInsertClaimed, which gives it
-// to the claim p when a claim of its queue now would take it, and sets
-// fill from what that claimed (see enqueueFilling). When the queue holds
-// other jobs to claim, or is paused, the job goes in pending and fill
-// stays empty: the claim claims again itself, and takes what Claim would.
-func (s *store) fillInsert(ctx context.Context, op string, plan *enqueuePlan, p backend.ClaimParams, fill *claimFill) (bool, error) {
+// to the claim p, of the queues order, when a claim now would take it,
+// and sets fill from what that claimed (see enqueueFilling). When those
+// queues hold other jobs to claim, or the job's is paused, the job goes
+// in pending and fill stays empty: the claim claims again itself, and
+// takes what Claim would.
+func (s *store) fillInsert(ctx context.Context, op string, plan *enqueuePlan, p backend.ClaimParams, order []string, fill *claimFill) (bool, error) {
 	row, err := insertRow(plan.jobs[0])
 	if err != nil {
 		return true, s.wrap(op, fmt.Errorf("job 0: %w", err))
 	}
-	args := append(row, plan.now, p.Now, nullText(p.WorkerID), p.Now.Add(p.Lease))
+	args := append(row, plan.now, p.Now, nullText(p.WorkerID), p.Now.Add(p.Lease), order)
 	rows, err := s.pool.Query(ctx, s.sqls.insertClaimed, args...)
 	if err != nil {
 		if serverError(err) {

@@ -594,21 +594,29 @@ const sqlInsertOne = `INSERT INTO {{s}}.jobs (id, queue, type, payload, title, p
 VALUES ($1::uuid, $2, $3, $4, $5, $6::smallint, $7, $8::int, $9, $10::bigint, $11, $12, $13::bigint, $14::jsonb, $15::jsonb, $16::bigint, $17, $18)`
 
 // sqlInsertClaimed: sqlInsertOne ($1.. $18) for a job that a claim
-// waiting on its queue alone may take in the same statement
-// (fillclaim.go): $19 the claim's now, $20 its worker id, $21 its lease
-// expiry. The job goes in active and leased, as sqlClaim leaves a job it
-// takes, when a claim of its queue now would take it: it is pending, past
-// no deadline, its queue is not paused and holds no other job a claim
-// could take (pending, past no deadline, not locked by another claimer;
-// one found is locked until the commit, as a claim's are). Otherwise it
-// goes in as sqlInsertOne writes it. Returns the job's row when it went in
-// active. The row is written once, instead of inserted pending and then
-// locked and updated by sqlClaim.
+// waiting on its queue may take in the same statement (fillclaim.go): $19
+// the claim's now, $20 its worker id, $21 its lease expiry, $22 its
+// queues. The job goes in active and leased, as sqlClaim leaves a job it
+// takes, when a claim now would take it: it is pending, past no deadline,
+// its queue is not paused, and the claim's queues hold no other job a
+// claim could take (pending, past no deadline, not locked by another
+// claimer; one found is locked until the commit, as a claim's are).
+// Each queue is looked up on its own, in jobs_claim's order, as sqlClaim
+// does: the generic plan of one lookup for the jobs of any queue in $22
+// scans the table once the planner thinks pending jobs common
+// (TestInsertClaimedPlan). Otherwise it
+// goes in as sqlInsertOne writes it. Returns the job's row
+// when it went in active. The row is written once, instead of inserted
+// pending and then locked and updated by sqlClaim.
 const sqlInsertClaimed = `WITH c AS (
 	SELECT $7::text = 'pending' AND ($11::timestamptz IS NULL OR $11::timestamptz > $19::timestamptz)
 		AND NOT EXISTS (SELECT 1 FROM {{s}}.queues q WHERE q.name = $2::text AND q.paused)
-		AND NOT EXISTS (SELECT 1 FROM {{s}}.jobs WHERE state = 'pending' AND queue = $2::text
-			AND (deadline IS NULL OR deadline > $19::timestamptz) FOR UPDATE SKIP LOCKED) AS claimed
+		AND NOT EXISTS (SELECT 1 FROM unnest($22::text[]) AS cq(name), LATERAL (
+			SELECT 1 FROM {{s}}.jobs WHERE state = 'pending' AND queue = cq.name
+				AND (deadline IS NULL OR deadline > $19::timestamptz)
+			ORDER BY priority DESC, run_at, id
+			LIMIT 1
+			FOR UPDATE SKIP LOCKED) o) AS claimed
 ), ins AS (
 	INSERT INTO {{s}}.jobs AS j (id, queue, type, payload, title, priority, state, max_attempts, run_at,
 		timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, jid, created_at,

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -13,15 +14,21 @@ import (
 
 // Filling waiting claims in an enqueue's transaction. An idle worker's
 // claim waits in the store (waitclaim.go); an Enqueue of this process that
-// makes jobs of its queues pending takes it and runs the claim's ordinary
-// statements in its own transaction, after the insert. The job is then
+// makes jobs of its queues pending takes it and claims for it in its own
+// transaction, with the insert or after it. The job is then
 // enqueued and claimed with one commit, one WAL flush, instead of the
 // enqueue's and then the claim's, and the claim takes what a Claim would
 // (priority, run-at, the other processes' jobs, paused queues, deadlines,
 // types, budget), perhaps another job than the new one.
 //
-// When the enqueue is one INSERT and each claim it fills reads one queue
-// (the common case), the statements go in one pipeline whose implicit
+// An idle worker's case, one new job and one claim of its queue (and
+// perhaps others), is one statement (sqlInsertClaimed): it inserts the
+// job active, leased to the claim, when a claim would take it (its queue
+// is not paused and the claim's queues hold no other job to claim), and
+// pending otherwise, the claim then claiming again itself. The job's row is written once,
+// not inserted pending and then locked and updated. When the enqueue is
+// one INSERT and each claim it fills reads one queue (the common case
+// otherwise), the statements go in one pipeline whose implicit
 // transaction commits at its end: one round trip, as the enqueue alone.
 // Otherwise (unique keys, JIDs, a COPY, claims of several queues) they go
 // in a transaction: the enqueue's statements, then each claim queue by
@@ -87,6 +94,10 @@ func (s *store) enqueueFilling(ctx context.Context, op string, plans []*enqueueP
 	for _, p := range plans {
 		single = single && len(p.keyed) == 0 && !p.hasJID
 	}
+	if len(ws) == 1 && len(plans) == 1 && claimsOnInsert(plans[0], ps[0], orders[0]) {
+		done, err = s.fillInsert(ctx, op, plans[0], ps[0], orders[0], &fills[0])
+		return nil, done, err
+	}
 	if len(plans) == 1 && len(plans[0].jobs) >= copyMinJobs {
 		// Written with COPY, which cannot join a pipeline.
 		single = false
@@ -103,6 +114,57 @@ func (s *store) enqueueFilling(ctx context.Context, op string, plans []*enqueueP
 		done, err = s.fillInTx(ctx, op, write, ps, orders, fills)
 	}
 	return nil, done, err
+}
+
+// claimsOnInsert says whether the claim p, of the queues order, may take
+// plan's job in the job's own insert (sqlInsertClaimed): the plan is one
+// new pending job, written with one INSERT, in a queue of the claim, and
+// the claim takes jobs of any type. (Neither the order of the queues nor
+// a byte budget matters to a claim that finds that job alone: the first
+// job of a claim always fits its budget.)
+func claimsOnInsert(plan *enqueuePlan, p backend.ClaimParams, order []string) bool {
+	if len(plan.jobs) != 1 || len(plan.keyed) > 0 || plan.hasJID || plan.res[0].Duplicate {
+		return false
+	}
+	j := plan.jobs[0]
+	return j.State == backend.StatePending && slices.Contains(order, j.Queue) && len(p.Types) == 0
+}
+
+// fillInsert writes plan's one job with sqlInsertClaimed, which gives it
+// to the claim p, of the queues order, when a claim now would take it,
+// and sets fill from what that claimed (see enqueueFilling). When those
+// queues hold other jobs to claim, or the job's is paused, the job goes
+// in pending and fill stays empty: the claim claims again itself, and
+// takes what Claim would.
+func (s *store) fillInsert(ctx context.Context, op string, plan *enqueuePlan, p backend.ClaimParams, order []string, fill *claimFill) (bool, error) {
+	row, err := insertRow(plan.jobs[0])
+	if err != nil {
+		return true, s.wrap(op, fmt.Errorf("job 0: %w", err))
+	}
+	args := append(row, plan.now, p.Now, nullText(p.WorkerID), p.Now.Add(p.Lease), order)
+	rows, err := s.pool.Query(ctx, s.sqls.insertClaimed, args...)
+	if err != nil {
+		if serverError(err) {
+			return false, nil // rolled back: the enqueue goes alone
+		}
+		return true, s.wrap(op, err)
+	}
+	// A row that does not decode is left out: its job stays active, as a
+	// claim's would, until lease recovery brings it back.
+	jobs, err := collectJobs(rows)
+	if err := rows.Err(); err != nil {
+		if serverError(err) {
+			return false, nil // rolled back: the enqueue goes alone
+		}
+		return true, s.wrap(op, err)
+	}
+	if err != nil {
+		s.log.Warn("kyu/postgres: a job claimed in its enqueue did not decode; it runs once its lease expires",
+			"schema", s.opts.Schema, "err", err)
+	}
+	s.vacuum.note(len(jobs))
+	fill.res = backend.ClaimResult{Jobs: jobs}
+	return true, nil
 }
 
 // fillPipelined sends the enqueue's one statement and one claim statement

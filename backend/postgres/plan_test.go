@@ -310,3 +310,45 @@ func TestClaimPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestInsertClaimedPlan checks that the generic plan of the insert that
+// fills a waiting claim looks for other jobs to claim through jobs_claim,
+// never scanning the table, with and without statistics.
+func TestInsertClaimedPlan(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{MaxConns: 2})
+	ctx := t.Context()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.schema+`.jobs (id, queue, type, payload, priority, state, max_attempts, run_at,
+		timeout_ns, created_at)
+	SELECT gen_random_uuid(), 'q' || (i % 4), 't', '\x00', 0, CASE WHEN i % 3 = 0 THEN 'completed' ELSE 'pending' END, 3,
+		$1::timestamptz, 0, $1::timestamptz
+	FROM generate_series(1, 20000) i`, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const types = `uuid, text, text, bytea, text, smallint, text, int, timestamptz, bigint, timestamptz, text, bigint,
+		jsonb, jsonb, bigint, text, timestamptz, timestamptz, text, timestamptz, text[]`
+	const args = `'0190a5c0-0000-7000-8000-000000000001', 'q1', 't', '\x00', '', 0, 'pending', 3, '2026-01-01T00:00:00Z', 0,
+		NULL, NULL, 0, NULL, NULL, 0, NULL, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 'w', '2026-01-01T01:00:00Z', '{q0,q1}'`
+	for _, what := range []string{"no statistics", "analysed"} {
+		if what == "analysed" {
+			if _, err := s.pool.Exec(ctx, `ANALYZE `+s.schema+`.jobs`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		plan, err := genericPlan(ctx, s, s.sqls.insertClaimed, types, args, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, indexes, err := planScans(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(seq, "jobs") || !slices.Contains(indexes, "jobs_claim") {
+			text, _ := genericPlan(ctx, s, s.sqls.insertClaimed, types, args, true)
+			t.Errorf("%s: sequential scans %v, index scans %v; want jobs_claim, no sequential scan of jobs:\n%s",
+				what, seq, indexes, text)
+		}
+	}
+}

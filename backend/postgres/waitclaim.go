@@ -12,9 +12,9 @@ import (
 
 // ClaimWait is Claim that waits for work (see backend.WaitingClaimer).
 // When nothing is claimable, the claim waits in the store: an Enqueue of
-// this process that makes a job of its queues pending takes it, and runs
-// its claim statements in the enqueue's own transaction, after the
-// insert, so the job is enqueued and claimed with one commit and one WAL
+// this process that makes a job of its queues pending takes it, and
+// claims for it in the enqueue's own transaction (for one job, in its
+// insert), so the job is enqueued and claimed with one commit and one WAL
 // flush (fillclaim.go). Jobs made pending otherwise (other processes,
 // retries, promotions) wake it as they wake a subscriber, and it claims
 // again.

@@ -423,3 +423,74 @@ func TestClaimWaitFilledByCopy(t *testing.T) {
 		}
 	}
 }
+
+// tupleCounts is how many rows of s's jobs table the server has counted
+// as inserted and as updated (its cumulative statistics, which each
+// connection reports within about a second of its transactions).
+func tupleCounts(t *testing.T, s *Store) (inserted, updated int64) {
+	t.Helper()
+	err := s.pool.QueryRow(context.Background(), `SELECT n_tup_ins, n_tup_upd FROM pg_stat_user_tables
+		WHERE schemaname = $1 AND relname = 'jobs'`, s.opts.Schema).Scan(&inserted, &updated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inserted, updated
+}
+
+// An idle worker's job is written once: the enqueue that fills a claim
+// waiting on empty queues inserts the job active, leased to the claim,
+// in one statement, rather than inserting it pending and then locking
+// and updating it (two statements or more, and two row versions). That
+// holds for a claim of one queue and for one of several, the job's the
+// last. The lease it gets is the one a claim gives: its token completes
+// the job.
+func TestClaimWaitFillInsertsActive(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{})
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		queues []string
+	}{
+		{"one queue", []string{"q"}},
+		{"queues", []string{"r0", "r1", "r"}},
+	}
+	var leases []backend.Lease // completed at the end: a completion is an update
+	for i, c := range cases {
+		queue := c.queues[len(c.queues)-1]
+		answer := claimAsync(ctx, s, waitClaimParams(2, c.queues...))
+		awaitWaiting(t, s, 1)
+		id := enqueueJobs(t, s, backend.NewJob{Queue: queue, Type: "t"})[0].ID
+		a := answerOf(t, answer)
+		if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
+			t.Fatalf("%s: ClaimWait = %+v, %v; want the job", c.name, a.res.Jobs, a.err)
+		}
+		j := a.res.Jobs[0]
+		if j.State != backend.StateActive || j.Attempt != 1 || j.LeaseToken != 1 || j.WorkerID != "w" ||
+			j.StartedAt.IsZero() || !j.LeaseExpiresAt.After(j.StartedAt) {
+			t.Fatalf("%s: claimed job = %+v; want active, attempt 1, token 1, worker w, leased from its start", c.name, j)
+		}
+		want := int64(i + 1)
+		deadline := time.Now().Add(20 * time.Second)
+		ins, upd := tupleCounts(t, s)
+		for ins < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the server did not count the job's insert", c.name)
+			}
+			time.Sleep(10 * time.Millisecond)
+			ins, upd = tupleCounts(t, s)
+		}
+		if ins != want || upd != 0 {
+			t.Fatalf("%s: %d rows inserted and %d updated; want %d and 0", c.name, ins, upd, want)
+		}
+		leases = append(leases, backend.Lease{JobID: id, Token: j.LeaseToken})
+	}
+	for _, l := range leases {
+		if _, err := s.Complete(ctx, backend.CompleteParams{Items: []backend.CompleteItem{{Lease: l}}, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := rowVersion(t, s, l.JobID); st != "completed" {
+			t.Fatalf("job is %s after Complete with its lease; want completed", st)
+		}
+	}
+}

@@ -238,7 +238,14 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *store, err er
 	}
 	s.commitCond = sync.NewCond(&s.mu)
 	s.records = pointReader{db: db, prefix: prefixJob}
-	jidRecords, err := s.rebuild()
+	moved, err := movePayloads(db)
+	if moved > 0 {
+		log.Info("moved payloads to the format 4 layout", "payloads", moved)
+	}
+	var jidRecords int
+	if err == nil {
+		jidRecords, err = s.rebuild()
+	}
 	if err == nil {
 		err = s.checkCommits()
 	}

@@ -68,7 +68,7 @@ func (s *store) claimResult(got []claimed, truncated bool) (backend.ClaimResult,
 		if c.payload != nil {
 			c.job.Payload = c.payload
 		} else if c.sd.payload {
-			pl, err := s.readPayload(&payloads, c.id)
+			pl, err := s.readPayload(onwardReader{&payloads}, c.id)
 			if err != nil {
 				return backend.ClaimResult{}, err
 			}
@@ -122,7 +122,7 @@ func (s *store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 		// may be behind the enqueuer's), so the heap is popped in order.
 		for len(got) < p.Max && qi.ready.len() > 0 && len(skipped) <= backend.ClaimTypeScan {
 			e := qi.ready.pop()
-			j, sd, err := s.load(e.id)
+			j, sd, err := s.loadPending(e.id)
 			if err != nil {
 				return nil, false, err
 			}
@@ -188,7 +188,7 @@ func (s *store) payloadLen(r *pointReader, id jobID, sd side) (int, error) {
 	if sd.payloadLen > 0 {
 		return sd.payloadLen, nil
 	}
-	v, _, err := r.Get(payloadKey(id))
+	v, _, err := r.getOnward(payloadKey(id))
 	if errors.Is(err, cpebble.ErrNotFound) {
 		return 0, nil
 	}

@@ -22,13 +22,24 @@ type dirtyEntry struct {
 // must be held. The record may be changed in place and then passed to put.
 // A storage error breaks the store.
 func (s *store) load(id jobID) (*backend.Job, side, error) {
+	return s.loadVia(&s.records, id)
+}
+
+// loadPending is load for a claim's reads of the pending jobs it pops,
+// whose records exist and are read in ascending order (onwardReader).
+func (s *store) loadPending(id jobID) (*backend.Job, side, error) {
+	return s.loadVia(onwardReader{&s.records}, id)
+}
+
+// loadVia is load reading Pebble through r, a reader of s.records.
+func (s *store) loadVia(r reader, id jobID) (*backend.Job, side, error) {
 	if e, ok := s.dirty[id]; ok {
 		return e.job, e.sd, nil
 	}
 	if le, ok := s.idx.leases[id]; ok && le.job != nil {
 		return le.job, le.sd, nil
 	}
-	j, sd, err := s.read(&s.records, id)
+	j, sd, err := s.read(r, id)
 	if err != nil {
 		return nil, side{}, s.breakStore(err)
 	}

@@ -68,7 +68,7 @@ func (s *store) claimResult(got []claimed, truncated bool) (backend.ClaimResult,
 		if c.payload != nil {
 			c.job.Payload = c.payload
 		} else if c.sd.payload {
-			pl, err := s.readPayload(onwardReader{&payloads}, c.id)
+			pl, err := s.readPayloadKey(onwardReader{&payloads}, payloads.idKey(c.id), c.id)
 			if err != nil {
 				return backend.ClaimResult{}, err
 			}
@@ -163,12 +163,18 @@ func (s *store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 			le.job, le.sd = j, sd
 			s.idx.leases[e.id] = le
 			s.noteState(e.id, j)
+			if got == nil {
+				got = make([]claimed, 0, min(p.Max, maxClaimPrealloc))
+			}
 			got = append(got, claimed{id: e.id, job: j.Clone(), sd: sd, payload: s.enqueuedPayload(e.id)})
 		}
 		pushAll(qi, skipped)
 	}
 	return got, false, nil
 }
+
+// maxClaimPrealloc is the most jobs a claim makes room for at once.
+const maxClaimPrealloc = 128
 
 // pushAll puts entries popped from a queue's ready heap back.
 func pushAll(qi *queueIndex, entries []readyEntry) {
@@ -188,7 +194,7 @@ func (s *store) payloadLen(r *pointReader, id jobID, sd side) (int, error) {
 	if sd.payloadLen > 0 {
 		return sd.payloadLen, nil
 	}
-	v, _, err := r.getOnward(payloadKey(id))
+	v, _, err := r.getOnward(r.idKey(id))
 	if errors.Is(err, cpebble.ErrNotFound) {
 		return 0, nil
 	}

@@ -35,6 +35,10 @@ type commitGroup struct {
 	err  error
 }
 
+// maxSpareDirty is the largest list of dirty entries kept for the next
+// group (see store.spareDirty).
+const maxSpareDirty = 4096
+
 type dirtyRef struct {
 	id  jobID
 	ver uint64
@@ -47,8 +51,10 @@ func (s *store) group() *commitGroup {
 	if s.pending == nil {
 		s.pending = &commitGroup{
 			batch: s.db.NewBatch(),
+			dirty: s.spareDirty,
 			done:  make(chan struct{}),
 		}
+		s.spareDirty = nil
 		s.commitCond.Signal()
 	}
 	return s.pending
@@ -156,6 +162,10 @@ func (s *store) commitLoop() {
 				delete(s.dirty, d.id)
 			}
 		}
+		if cap(g.dirty) <= maxSpareDirty {
+			s.spareDirty = g.dirty[:0]
+		}
+		g.dirty = nil
 		for _, r := range g.jids {
 			if e, ok := s.jids[r.jid]; ok && e.ver == r.ver {
 				delete(s.jids, r.jid)

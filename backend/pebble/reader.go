@@ -31,6 +31,17 @@ type pointReader struct {
 	// onward says the iterator was last positioned by getOnward (not by
 	// Get's prefix seek, after which it cannot step), so it may step on.
 	onward bool
+	// key holds the last key idKey built.
+	key [1 + len(jobID{})]byte
+}
+
+// idKey returns the key of id under the reader's prefix, valid until the
+// next call: a key built without an allocation, for Pebble copies the
+// keys it is given.
+func (r *pointReader) idKey(id jobID) []byte {
+	r.key[0] = r.prefix
+	copy(r.key[1:], id[:])
+	return r.key[:]
 }
 
 // open opens the iterator on first use.

@@ -31,7 +31,8 @@ func (s *store) loadPending(id jobID) (*backend.Job, side, error) {
 	return s.loadVia(onwardReader{&s.records}, id)
 }
 
-// loadVia is load reading Pebble through r, a reader of s.records.
+// loadVia is load reading Pebble through r, which reads through
+// s.records.
 func (s *store) loadVia(r reader, id jobID) (*backend.Job, side, error) {
 	if e, ok := s.dirty[id]; ok {
 		return e.job, e.sd, nil
@@ -39,7 +40,7 @@ func (s *store) loadVia(r reader, id jobID) (*backend.Job, side, error) {
 	if le, ok := s.idx.leases[id]; ok && le.job != nil {
 		return le.job, le.sd, nil
 	}
-	j, sd, err := s.read(r, id)
+	j, sd, err := s.readKey(r, s.records.idKey(id), id)
 	if err != nil {
 		return nil, side{}, s.breakStore(err)
 	}
@@ -75,7 +76,12 @@ type reader interface {
 
 // read decodes a job's record from Pebble; nil when there is none.
 func (s *store) read(r reader, id jobID) (*backend.Job, side, error) {
-	v, closer, err := r.Get(jobKey(id))
+	return s.readKey(r, jobKey(id), id)
+}
+
+// readKey is read with the job's key given.
+func (s *store) readKey(r reader, key []byte, id jobID) (*backend.Job, side, error) {
+	v, closer, err := r.Get(key)
 	if errors.Is(err, cpebble.ErrNotFound) {
 		return nil, side{}, nil
 	}
@@ -147,7 +153,12 @@ func (s *store) dropUnique(name string) {
 
 // readPayload returns a job's payload from Pebble; nil when it has none.
 func (s *store) readPayload(r reader, id jobID) ([]byte, error) {
-	v, closer, err := r.Get(payloadKey(id))
+	return s.readPayloadKey(r, payloadKey(id), id)
+}
+
+// readPayloadKey is readPayload with the payload's key given.
+func (s *store) readPayloadKey(r reader, key []byte, id jobID) ([]byte, error) {
+	v, closer, err := r.Get(key)
 	if errors.Is(err, cpebble.ErrNotFound) {
 		return nil, nil
 	}

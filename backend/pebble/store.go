@@ -103,6 +103,9 @@ type store struct {
 	buf    []byte
 	// records reads job records for the section under mu; see unlock.
 	records pointReader
+	// spareDirty is the list of dirty entries of a committed group,
+	// emptied, which the next group fills instead of growing its own.
+	spareDirty []dirtyRef
 
 	committerDone chan struct{}
 

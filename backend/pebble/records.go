@@ -40,7 +40,7 @@ func (s *store) loadVia(r reader, id jobID) (*backend.Job, side, error) {
 	if le, ok := s.idx.leases[id]; ok && le.job != nil {
 		return le.job, le.sd, nil
 	}
-	j, sd, err := s.readKey(r, s.records.idKey(id), id)
+	j, sd, err := s.readKey(r, s.records.idKey(id), id, &s.names)
 	if err != nil {
 		return nil, side{}, s.breakStore(err)
 	}
@@ -76,11 +76,12 @@ type reader interface {
 
 // read decodes a job's record from Pebble; nil when there is none.
 func (s *store) read(r reader, id jobID) (*backend.Job, side, error) {
-	return s.readKey(r, jobKey(id), id)
+	return s.readKey(r, jobKey(id), id, nil)
 }
 
-// readKey is read with the job's key given.
-func (s *store) readKey(r reader, key []byte, id jobID) (*backend.Job, side, error) {
+// readKey is read with the job's key given, decoding names through
+// names (which may be nil).
+func (s *store) readKey(r reader, key []byte, id jobID, names *nameCache) (*backend.Job, side, error) {
 	v, closer, err := r.Get(key)
 	if errors.Is(err, cpebble.ErrNotFound) {
 		return nil, side{}, nil
@@ -89,7 +90,7 @@ func (s *store) readKey(r reader, key []byte, id jobID) (*backend.Job, side, err
 		return nil, side{}, fmt.Errorf("read job %s: %w", id, err)
 	}
 	defer closer.Close()
-	j, sd, err := decodeJob(v)
+	j, sd, err := decodeJobNames(v, names)
 	if err != nil {
 		return nil, side{}, fmt.Errorf("%w: job %s: %w", ErrCorrupt, id, err)
 	}

@@ -103,6 +103,8 @@ type store struct {
 	buf    []byte
 	// records reads job records for the section under mu; see unlock.
 	records pointReader
+	// names holds the names the records read under mu share.
+	names nameCache
 	// spareDirty is the list of dirty entries of a committed group,
 	// emptied, which the next group fills instead of growing its own.
 	spareDirty []dirtyRef

@@ -62,13 +62,21 @@ func (s *store) claimResult(got []claimed, truncated bool) (backend.ClaimResult,
 	// Payloads are written once at enqueue and cannot go away while the
 	// job is active, so they are read outside the mutex.
 	res := backend.ClaimResult{Jobs: make([]*backend.Job, len(got)), Truncated: truncated}
-	payloads := pointReader{db: s.db, prefix: prefixPayload}
-	defer payloads.Close()
+	locked := false
+	defer func() {
+		if locked {
+			s.payloads.mu.Unlock()
+		}
+	}()
 	for i, c := range got {
 		if c.payload != nil {
 			c.job.Payload = c.payload
 		} else if c.sd.payload {
-			pl, err := s.readPayloadKey(onwardReader{&payloads}, payloads.idKey(c.id), c.id)
+			if !locked {
+				s.payloads.mu.Lock()
+				locked = true
+			}
+			pl, err := s.payloads.read(s, c.id)
 			if err != nil {
 				return backend.ClaimResult{}, err
 			}

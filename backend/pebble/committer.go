@@ -27,6 +27,9 @@ type commitGroup struct {
 	// queueMinutes names the queue minutes whose counters changed,
 	// written likewise.
 	queueMinutes []queueMinute
+	// importsPayloads says the group writes payloads of imported jobs
+	// (see payloadReader).
+	importsPayloads bool
 	// fills are the waiting claims filled in this group (waitclaim.go).
 	fills []groupFill
 	// seq is the group's number (Store.commits), set when it is taken.
@@ -170,6 +173,9 @@ func (s *store) commitLoop() {
 			if e, ok := s.jids[r.jid]; ok && e.ver == r.ver {
 				delete(s.jids, r.jid)
 			}
+		}
+		if g.importsPayloads && err == nil {
+			s.payloads.importsDone.Add(1)
 		}
 		g.err = err
 		close(g.done)

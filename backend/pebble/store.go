@@ -103,6 +103,10 @@ type store struct {
 	buf    []byte
 	// records reads job records for the section under mu; see unlock.
 	records pointReader
+	// payloads reads the payloads of claimed jobs (payloadreader.go);
+	// it has a mutex of its own.
+	payloads payloadReader
+
 	// names holds the names the records read under mu share.
 	names nameCache
 	// spareDirty is the list of dirty entries of a committed group,
@@ -243,6 +247,8 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *store, err er
 	}
 	s.commitCond = sync.NewCond(&s.mu)
 	s.records = pointReader{db: db, prefix: prefixJob}
+	s.payloads.r = pointReader{db: db, prefix: prefixPayload}
+	s.payloads.maxAge = payloadReaderAge
 	moved, err := movePayloads(db)
 	if moved > 0 {
 		log.Info("moved payloads to the format 4 layout", "payloads", moved)
@@ -390,6 +396,7 @@ func (s *store) Close() error {
 	close(s.markStop)
 	<-s.markDone
 	err := s.recordSynced()
+	s.payloads.stop()
 	if cerr := closePebble(s.db); err == nil {
 		err = cerr
 	}

@@ -62,13 +62,21 @@ func (s *store) claimResult(got []claimed, truncated bool) (backend.ClaimResult,
 	// Payloads are written once at enqueue and cannot go away while the
 	// job is active, so they are read outside the mutex.
 	res := backend.ClaimResult{Jobs: make([]*backend.Job, len(got)), Truncated: truncated}
-	payloads := pointReader{db: s.db, prefix: prefixPayload}
-	defer payloads.Close()
+	locked := false
+	defer func() {
+		if locked {
+			s.payloads.mu.Unlock()
+		}
+	}()
 	for i, c := range got {
 		if c.payload != nil {
 			c.job.Payload = c.payload
 		} else if c.sd.payload {
-			pl, err := s.readPayload(&payloads, c.id)
+			if !locked {
+				s.payloads.mu.Lock()
+				locked = true
+			}
+			pl, err := s.payloads.read(s, c.id)
 			if err != nil {
 				return backend.ClaimResult{}, err
 			}
@@ -122,7 +130,7 @@ func (s *store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 		// may be behind the enqueuer's), so the heap is popped in order.
 		for len(got) < p.Max && qi.ready.len() > 0 && len(skipped) <= backend.ClaimTypeScan {
 			e := qi.ready.pop()
-			j, sd, err := s.load(e.id)
+			j, sd, err := s.loadPending(e.id)
 			if err != nil {
 				return nil, false, err
 			}
@@ -163,12 +171,18 @@ func (s *store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 			le.job, le.sd = j, sd
 			s.idx.leases[e.id] = le
 			s.noteState(e.id, j)
+			if got == nil {
+				got = make([]claimed, 0, min(p.Max, maxClaimPrealloc))
+			}
 			got = append(got, claimed{id: e.id, job: j.Clone(), sd: sd, payload: s.enqueuedPayload(e.id)})
 		}
 		pushAll(qi, skipped)
 	}
 	return got, false, nil
 }
+
+// maxClaimPrealloc is the most jobs a claim makes room for at once.
+const maxClaimPrealloc = 128
 
 // pushAll puts entries popped from a queue's ready heap back.
 func pushAll(qi *queueIndex, entries []readyEntry) {
@@ -188,7 +202,7 @@ func (s *store) payloadLen(r *pointReader, id jobID, sd side) (int, error) {
 	if sd.payloadLen > 0 {
 		return sd.payloadLen, nil
 	}
-	v, _, err := r.Get(payloadKey(id))
+	v, _, err := r.getOnward(r.idKey(id))
 	if errors.Is(err, cpebble.ErrNotFound) {
 		return 0, nil
 	}

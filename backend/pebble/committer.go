@@ -27,6 +27,9 @@ type commitGroup struct {
 	// queueMinutes names the queue minutes whose counters changed,
 	// written likewise.
 	queueMinutes []queueMinute
+	// importsPayloads says the group writes payloads of imported jobs
+	// (see payloadReader).
+	importsPayloads bool
 	// fills are the waiting claims filled in this group (waitclaim.go).
 	fills []groupFill
 	// seq is the group's number (Store.commits), set when it is taken.
@@ -34,6 +37,10 @@ type commitGroup struct {
 	done chan struct{}
 	err  error
 }
+
+// maxSpareDirty is the largest list of dirty entries kept for the next
+// group (see store.spareDirty).
+const maxSpareDirty = 4096
 
 type dirtyRef struct {
 	id  jobID
@@ -47,8 +54,10 @@ func (s *store) group() *commitGroup {
 	if s.pending == nil {
 		s.pending = &commitGroup{
 			batch: s.db.NewBatch(),
+			dirty: s.spareDirty,
 			done:  make(chan struct{}),
 		}
+		s.spareDirty = nil
 		s.commitCond.Signal()
 	}
 	return s.pending
@@ -156,10 +165,17 @@ func (s *store) commitLoop() {
 				delete(s.dirty, d.id)
 			}
 		}
+		if cap(g.dirty) <= maxSpareDirty {
+			s.spareDirty = g.dirty[:0]
+		}
+		g.dirty = nil
 		for _, r := range g.jids {
 			if e, ok := s.jids[r.jid]; ok && e.ver == r.ver {
 				delete(s.jids, r.jid)
 			}
+		}
+		if g.importsPayloads && err == nil {
+			s.payloads.importsDone.Add(1)
 		}
 		g.err = err
 		close(g.done)

@@ -195,6 +195,12 @@ func appendJobV1(buf []byte, j *backend.Job, sd side) []byte {
 // errCorruptRecord. The returned job has no ID, Payload or Logs; sd says
 // which keys of its own the job has.
 func decodeJob(b []byte) (j *backend.Job, sd side, err error) {
+	return decodeJobNames(b, nil)
+}
+
+// decodeJobNames is decodeJob taking the type, queue and worker id from
+// names (see nameCache), which may be nil.
+func decodeJobNames(b []byte, names *nameCache) (j *backend.Job, sd side, err error) {
 	if len(b) == 0 {
 		return nil, side{}, fmt.Errorf("%w: empty", errCorruptRecord)
 	}
@@ -202,7 +208,7 @@ func decodeJob(b []byte) (j *backend.Job, sd side, err error) {
 	if version != recordVersion && version != recordVersionV2 && version != recordVersionV1 {
 		return nil, side{}, fmt.Errorf("%w: unknown encoding version %d (this kyu reads %d to %d)", errCorruptRecord, b[0], recordVersionV1, recordVersion)
 	}
-	d := decoder{b: b[1:]}
+	d := decoder{b: b[1:], names: names}
 	j = &backend.Job{}
 	flags := d.uvarint()
 	if d.err == nil && (flags&^flagsKnown != 0 || version == recordVersionV1 && flags&flagCancelRequested != 0) {
@@ -210,8 +216,8 @@ func decodeJob(b []byte) (j *backend.Job, sd side, err error) {
 	}
 	sd.payload = flags&flagHasPayload != 0
 	j.CancelRequested = flags&flagCancelRequested != 0
-	j.Type = d.string()
-	j.Queue = d.string()
+	j.Type = d.name()
+	j.Queue = d.name()
 	j.Title = d.string()
 	j.Priority = d.int()
 	code := d.byte()
@@ -246,7 +252,7 @@ func decodeJob(b []byte) (j *backend.Job, sd side, err error) {
 	j.CreatedAt = d.time()
 	j.StartedAt = d.time()
 	j.FinishedAt = d.time()
-	j.WorkerID = d.string()
+	j.WorkerID = d.name()
 	j.LeaseToken = d.varint()
 	j.LeaseExpiresAt = d.time()
 	if n := d.count(); n > 0 {
@@ -356,8 +362,9 @@ func appendString(buf []byte, s string) []byte {
 // decoder reads the primitives of a record, remembering the first error;
 // after an error every read returns a zero value.
 type decoder struct {
-	b   []byte
-	err error
+	b     []byte
+	err   error
+	names *nameCache
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -445,6 +452,15 @@ func (d *decoder) take(n uint64) []byte {
 func (d *decoder) string() string {
 	n := d.uvarint()
 	return string(d.take(n))
+}
+
+// name reads a string that many records share (a type, a queue, a
+// worker id): from d.names when it has it.
+func (d *decoder) name() string {
+	if d.names == nil {
+		return d.string()
+	}
+	return d.names.get(d.take(d.uvarint()))
 }
 
 func (d *decoder) bytes(n int) []byte {

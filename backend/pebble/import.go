@@ -82,6 +82,7 @@ func (s *store) importNew(ctx context.Context, p backend.ImportParams, items []b
 		g := s.group()
 		if sd.payload {
 			_ = g.batch.Set(payloadKey(id), payload, nil)
+			g.importsPayloads = true
 		}
 		for n, l := range logs {
 			_ = g.batch.Set(logKey(id, n), encodeLogLine(l.At, l.Line), nil)

@@ -10,7 +10,9 @@ import (
 // what it holds:
 //
 //	'j' + id[16]              the job's metadata record (encoding.go)
-//	'p' + id[16]              the job's payload, written once at enqueue
+//	'x' + id[16]              the job's payload, written once at enqueue
+//	                          (under 'p' + id[16] before format 4: see
+//	                          movePayloads)
 //	'u' + queue + 0x00 + key  a held unique key (uniqueValue)
 //	'i' + jid                 the id[16] of the job holding a JID (jids.go)
 //	'l' + id[16] + n[4]       log line n of the job (encodeLogLine), n from 0
@@ -23,9 +25,15 @@ import (
 //	                          see Options.AcceptDataLoss)
 //
 // The keys from 'l' on are new in format 2; the 'i' keys in format 3.
+//
+// The payloads' prefix sorts after every other. The tables Pebble flushes
+// from its memtable hold mostly rewritten records (every claim and outcome
+// rewrites one) and do not span the payloads, so its compactions merge the
+// records without reading and rewriting the payloads as well, which never
+// change.
 const (
 	prefixJob      = 'j'
-	prefixPayload  = 'p'
+	prefixPayload  = 'x'
 	prefixUnique   = 'u'
 	prefixJID      = 'i'
 	prefixLog      = 'l'
@@ -36,6 +44,9 @@ const (
 	prefixWorker   = 'w'
 	prefixCommits  = 'c'
 )
+
+// prefixPayloadV3 is where format 3 and earlier kept payloads.
+const prefixPayloadV3 = 'p'
 
 // jobID is a job id in its compact binary form (a UUID).
 type jobID [16]byte

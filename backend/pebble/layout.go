@@ -26,7 +26,12 @@ import (
 // Format 3 adds job records of encoding version 3 (they carry the JID)
 // and the JID keys. A format 1 or 2 store is read and marked format 3
 // likewise; its records hold no JID, so it needs no JID keys.
-const formatVersion = 3
+//
+// Format 4 moves the payloads from 'p' + id to 'x' + id (keys.go). Open
+// marks an older store format 4 first, then moves its payloads
+// (movePayloads), which it does at every open until none is left under
+// 'p', so a move a crash cut short is finished at the next open.
+const formatVersion = 4
 
 const markerHeader = "kyu store"
 

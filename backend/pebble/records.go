@@ -22,13 +22,25 @@ type dirtyEntry struct {
 // must be held. The record may be changed in place and then passed to put.
 // A storage error breaks the store.
 func (s *store) load(id jobID) (*backend.Job, side, error) {
+	return s.loadVia(&s.records, id)
+}
+
+// loadPending is load for a claim's reads of the pending jobs it pops,
+// whose records exist and are read in ascending order (onwardReader).
+func (s *store) loadPending(id jobID) (*backend.Job, side, error) {
+	return s.loadVia(onwardReader{&s.records}, id)
+}
+
+// loadVia is load reading Pebble through r, which reads through
+// s.records.
+func (s *store) loadVia(r reader, id jobID) (*backend.Job, side, error) {
 	if e, ok := s.dirty[id]; ok {
 		return e.job, e.sd, nil
 	}
 	if le, ok := s.idx.leases[id]; ok && le.job != nil {
 		return le.job, le.sd, nil
 	}
-	j, sd, err := s.read(&s.records, id)
+	j, sd, err := s.readKey(r, s.records.idKey(id), id, &s.names)
 	if err != nil {
 		return nil, side{}, s.breakStore(err)
 	}
@@ -64,7 +76,13 @@ type reader interface {
 
 // read decodes a job's record from Pebble; nil when there is none.
 func (s *store) read(r reader, id jobID) (*backend.Job, side, error) {
-	v, closer, err := r.Get(jobKey(id))
+	return s.readKey(r, jobKey(id), id, nil)
+}
+
+// readKey is read with the job's key given, decoding names through
+// names (which may be nil).
+func (s *store) readKey(r reader, key []byte, id jobID, names *nameCache) (*backend.Job, side, error) {
+	v, closer, err := r.Get(key)
 	if errors.Is(err, cpebble.ErrNotFound) {
 		return nil, side{}, nil
 	}
@@ -72,7 +90,7 @@ func (s *store) read(r reader, id jobID) (*backend.Job, side, error) {
 		return nil, side{}, fmt.Errorf("read job %s: %w", id, err)
 	}
 	defer closer.Close()
-	j, sd, err := decodeJob(v)
+	j, sd, err := decodeJobNames(v, names)
 	if err != nil {
 		return nil, side{}, fmt.Errorf("%w: job %s: %w", ErrCorrupt, id, err)
 	}
@@ -136,7 +154,12 @@ func (s *store) dropUnique(name string) {
 
 // readPayload returns a job's payload from Pebble; nil when it has none.
 func (s *store) readPayload(r reader, id jobID) ([]byte, error) {
-	v, closer, err := r.Get(payloadKey(id))
+	return s.readPayloadKey(r, payloadKey(id), id)
+}
+
+// readPayloadKey is readPayload with the payload's key given.
+func (s *store) readPayloadKey(r reader, key []byte, id jobID) ([]byte, error) {
+	v, closer, err := r.Get(key)
 	if errors.Is(err, cpebble.ErrNotFound) {
 		return nil, nil
 	}

@@ -103,6 +103,15 @@ type store struct {
 	buf    []byte
 	// records reads job records for the section under mu; see unlock.
 	records pointReader
+	// payloads reads the payloads of claimed jobs (payloadreader.go);
+	// it has a mutex of its own.
+	payloads payloadReader
+
+	// names holds the names the records read under mu share.
+	names nameCache
+	// spareDirty is the list of dirty entries of a committed group,
+	// emptied, which the next group fills instead of growing its own.
+	spareDirty []dirtyRef
 
 	committerDone chan struct{}
 
@@ -238,7 +247,16 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *store, err er
 	}
 	s.commitCond = sync.NewCond(&s.mu)
 	s.records = pointReader{db: db, prefix: prefixJob}
-	jidRecords, err := s.rebuild()
+	s.payloads.r = pointReader{db: db, prefix: prefixPayload}
+	s.payloads.maxAge = payloadReaderAge
+	moved, err := movePayloads(db)
+	if moved > 0 {
+		log.Info("moved payloads to the format 4 layout", "payloads", moved)
+	}
+	var jidRecords int
+	if err == nil {
+		jidRecords, err = s.rebuild()
+	}
 	if err == nil {
 		err = s.checkCommits()
 	}
@@ -378,6 +396,7 @@ func (s *store) Close() error {
 	close(s.markStop)
 	<-s.markDone
 	err := s.recordSynced()
+	s.payloads.stop()
 	if cerr := closePebble(s.db); err == nil {
 		err = cerr
 	}

@@ -29,6 +29,10 @@ type commitGroup struct {
 	queueMinutes []queueMinute
 	// fills are the waiting claims filled in this group (waitclaim.go).
 	fills []groupFill
+	// retention is set when the group writes retention keys, the
+	// earliest at retentionMin (see sweepRetention).
+	retention    bool
+	retentionMin int64
 	// seq is the group's number (Store.commits), set when it is taken.
 	seq  uint64
 	done chan struct{}

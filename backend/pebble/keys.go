@@ -21,8 +21,12 @@ import (
 //	'w' + worker id           a worker's registry entry (encodeWorker)
 //	'c'                       the number of groups committed (uvarint;
 //	                          see Options.AcceptDataLoss)
+//	'r' + at[8] + id[16]      a final job retention deletes at the time
+//	                          code at (retention.go); empty value
+//	'e'                       the 'r' keys are complete (empty value)
 //
-// The keys from 'l' on are new in format 2; the 'i' keys in format 3.
+// The keys from 'l' on are new in format 2; the 'i' keys in format 3; the
+// 'r' and 'e' keys in format 4.
 const (
 	prefixJob      = 'j'
 	prefixPayload  = 'p'
@@ -35,6 +39,10 @@ const (
 	prefixQueueMin = 'n'
 	prefixWorker   = 'w'
 	prefixCommits  = 'c'
+	// prefixRetention and prefixRetentionBuilt are the retention index
+	// (retention.go).
+	prefixRetention      = 'r'
+	prefixRetentionBuilt = 'e'
 )
 
 // jobID is a job id in its compact binary form (a UUID).

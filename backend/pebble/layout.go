@@ -26,7 +26,14 @@ import (
 // Format 3 adds job records of encoding version 3 (they carry the JID)
 // and the JID keys. A format 1 or 2 store is read and marked format 3
 // likewise; its records hold no JID, so it needs no JID keys.
-const formatVersion = 3
+//
+// Format 4 adds the retention index (retention.go): a key per final job
+// that retention will delete, ordered by when. An older store is marked
+// format 4 before anything is written, as above (a format 3 kyu would
+// write final jobs without their keys), and its keys are written while
+// the open scans its records; the 'e' key records that they all were, so
+// an open that crashed on the way writes them again.
+const formatVersion = 4
 
 const markerHeader = "kyu store"
 

@@ -33,6 +33,10 @@ type commitGroup struct {
 	// earliest at retentionMin (see sweepRetention).
 	retention    bool
 	retentionMin int64
+	// retentionOps are the group's writes to the retention index, added
+	// to the batch after the others when the group is taken
+	// (writeRetention).
+	retentionOps []retentionOp
 	// seq is the group's number (Store.commits), set when it is taken.
 	seq  uint64
 	done chan struct{}
@@ -143,6 +147,7 @@ func (s *store) commitLoop() {
 		}
 		s.pending, s.committing = nil, g
 		s.writeCounters(g)
+		g.writeRetention()
 		s.commits++
 		g.seq = s.commits
 		_ = g.batch.Set([]byte{prefixCommits}, binary.AppendUvarint(nil, g.seq), nil)

@@ -80,7 +80,6 @@ func (s *store) retry(id jobID, j *backend.Job, sd side, now time.Time) error {
 	if j.MaxAttempts < j.Attempt+1 {
 		j.MaxAttempts = j.Attempt + 1
 	}
-	s.dropRetention(id, j)
 	j.FinishedAt, j.ExpiresAt = time.Time{}, time.Time{}
 	j.Result, j.CancelReason, j.CancelRequested = nil, "", false
 	if !j.Deadline.IsZero() && !j.Deadline.After(now) {

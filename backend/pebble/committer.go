@@ -29,14 +29,13 @@ type commitGroup struct {
 	queueMinutes []queueMinute
 	// fills are the waiting claims filled in this group (waitclaim.go).
 	fills []groupFill
-	// retention is set when the group writes retention keys, the
+	// retention lists the jobs the group made final by deletion time,
+	// written as one key per time when the group is taken
+	// (writeRetention); hasRetention is set when it has any, the
 	// earliest at retentionMin (see sweepRetention).
-	retention    bool
+	retention    retentionLists
+	hasRetention bool
 	retentionMin int64
-	// retentionOps are the group's writes to the retention index, added
-	// to the batch after the others when the group is taken
-	// (writeRetention).
-	retentionOps []retentionOp
 	// seq is the group's number (Store.commits), set when it is taken.
 	seq  uint64
 	done chan struct{}
@@ -147,9 +146,9 @@ func (s *store) commitLoop() {
 		}
 		s.pending, s.committing = nil, g
 		s.writeCounters(g)
-		g.writeRetention()
 		s.commits++
 		g.seq = s.commits
+		g.writeRetention()
 		_ = g.batch.Set([]byte{prefixCommits}, binary.AppendUvarint(nil, g.seq), nil)
 		s.mu.Unlock()
 

@@ -21,8 +21,8 @@ import (
 //	'w' + worker id           a worker's registry entry (encodeWorker)
 //	'c'                       the number of groups committed (uvarint;
 //	                          see Options.AcceptDataLoss)
-//	'r' + at[8] + id[16]      a final job retention deletes at the time
-//	                          code at (retention.go); empty value
+//	'r' + at[8] + tag[8]      the ids[16]... of final jobs retention
+//	                          deletes at the time code at (retention.go)
 //	'e'                       the 'r' keys are complete (empty value)
 //
 // The keys from 'l' on are new in format 2; the 'i' keys in format 3; the

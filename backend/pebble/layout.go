@@ -27,7 +27,7 @@ import (
 // and the JID keys. A format 1 or 2 store is read and marked format 3
 // likewise; its records hold no JID, so it needs no JID keys.
 //
-// Format 4 adds the retention index (retention.go): a key per final job
+// Format 4 adds the retention index (retention.go): keys listing final jobs
 // that retention will delete, ordered by when. An older store is marked
 // format 4 before anything is written, as above (a format 3 kyu would
 // write final jobs without their keys), and its keys are written while

@@ -65,16 +65,13 @@ func (s *store) cancelForDeadline(id jobID, j *backend.Job, sd side, now time.Ti
 	s.toFinal(id, j, sd, backend.StateCancelled, now)
 }
 
-// deleteJob removes a job, its payload, its log lines, its JID key and,
-// when it was final, its retention key; from is the state the job's id is
-// tracked under (j.State may already be the next). A unique key without
+// deleteJob removes a job, its payload, its log lines and its JID key;
+// from is the state the job's id is tracked under. (Its id stays in the
+// retention index until its time: see retention.go.) A unique key without
 // UniqueFor is released; one with UniqueFor keeps holding, remembering the
 // state.
 func (s *store) deleteJob(id jobID, j *backend.Job, sd side, from backend.State) {
 	s.remove(id, sd)
-	if from.Final() {
-		s.dropRetention(id, j)
-	}
 	if j.JID != "" {
 		s.dropJID(j.JID, id)
 	}

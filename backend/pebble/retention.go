@@ -5,50 +5,56 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	cpebble "github.com/cockroachdb/pebble/v2"
 	"github.com/kyuhq/kyu/backend"
 )
 
 // The retention index orders the final jobs that retention will delete by
-// the time it deletes them. It lives in Pebble, not in memory: a final
-// job has the key retentionKey(at, id), where at is the timeCode of its
-// ExpiresAt, written in the same batch as the record that sets ExpiresAt
-// and deleted in the batch that deletes the job or takes it out of its
-// final state. A drain of a million jobs kept for a day so leaves no
-// million entries on the Go heap (a heap of them took 24 MB, and the
-// runtime keeps about as much again for a heap that size), and a reopen
-// need not rebuild it.
+// the time it deletes them. It lives in Pebble, not in memory: a drain of
+// a million jobs kept for a day so leaves no million entries on the Go
+// heap (a heap of them took 24 MB, and the runtime kept about as much
+// again for a heap that size), and a reopen need not rebuild it.
 //
-// ApplyRetention walks the keys in time order up to Now (sweepRetention)
-// and checks each against the job's current record, so a key that missed
-// its deletion is dropped harmlessly when its time comes.
+// A group commit writes one key per deletion time among the jobs it made
+// final, retentionKey(at, seq) with seq the group's number, whose value is
+// their ids (16 bytes each): a drain's completions share their deletion
+// time, and one key for a group's fifty costs Pebble far less than fifty
+// keys would. Keys are not updated when a job is deleted or retried
+// before its time: ApplyRetention walks the keys in time order up to Now
+// (sweepRetention) and checks each id against the job's current record,
+// deleting only a final job whose ExpiresAt is still the key's time.
 //
 // Stores of format 3 and older have no retention keys: the first open by
 // this code writes them while it scans the records (retentionMigration),
 // then the key prefixRetentionBuilt, which later opens look for.
 
-// retentionKeyLen is the length of a retention key: prefix, time, id.
-const retentionKeyLen = 1 + 8 + 16
+// retentionKeyLen is the length of a retention key: prefix, time, tag.
+const retentionKeyLen = 1 + 8 + 8
 
-// retentionKey is the key of job id in the retention index, to be deleted
-// at the time code at. The time is stored with its sign bit flipped, big
-// endian, so that keys sort in time order, negative times first.
-func retentionKey(at int64, id jobID) []byte {
+// retentionKey is the key of a list of jobs that retention deletes at the
+// time code at; tag tells apart the lists of one time (a group's number,
+// or a number of the migration's, at or above migrationTag). The time is
+// stored with its sign bit flipped, big endian, so that keys sort in time
+// order, negative times first.
+func retentionKey(at int64, tag uint64) []byte {
 	k := make([]byte, 0, retentionKeyLen)
 	k = append(k, prefixRetention)
 	k = binary.BigEndian.AppendUint64(k, uint64(at)^(1<<63))
-	return append(k, id[:]...)
+	return binary.BigEndian.AppendUint64(k, tag)
 }
 
-// parseRetentionKey reads a key retentionKey wrote.
-func parseRetentionKey(k []byte) (at int64, id jobID, ok bool) {
+// migrationTag is the least tag of the keys the migration writes; group
+// numbers stay below it.
+const migrationTag = 1 << 63
+
+// parseRetentionKey reads the time of a key retentionKey wrote.
+func parseRetentionKey(k []byte) (at int64, ok bool) {
 	if len(k) != retentionKeyLen || k[0] != prefixRetention {
-		return 0, jobID{}, false
+		return 0, false
 	}
-	at = int64(binary.BigEndian.Uint64(k[1:9]) ^ (1 << 63))
-	copy(id[:], k[9:])
-	return at, id, true
+	return int64(binary.BigEndian.Uint64(k[1:9]) ^ (1 << 63)), true
 }
 
 // retentionAt is the time code at which retention deletes a final job,
@@ -60,6 +66,48 @@ func retentionAt(j *backend.Job) (at int64, ok bool) {
 		return timeCode(t), true
 	}
 	return 0, false
+}
+
+// retentionList is the ids of the jobs, in the order they were added,
+// that retention deletes at one time.
+type retentionList struct {
+	at  int64
+	ids []byte
+}
+
+// retentionLists collects ids by deletion time.
+type retentionLists []retentionList
+
+// add appends id to the list of at.
+func (ls *retentionLists) add(at int64, id jobID) {
+	for i := len(*ls) - 1; i >= 0; i-- {
+		if l := &(*ls)[i]; l.at == at {
+			l.ids = append(l.ids, id[:]...)
+			return
+		}
+	}
+	*ls = append(*ls, retentionList{at: at, ids: append(make([]byte, 0, 16*16), id[:]...)})
+}
+
+// write sets one key per list in b, tagged tag, tag+1… in time order,
+// and returns the next tag.
+func (ls retentionLists) write(b *cpebble.Batch, tag uint64) uint64 {
+	slices.SortFunc(ls, func(a, b retentionList) int { return compareInt(a.at, b.at) })
+	for _, l := range ls {
+		_ = b.Set(retentionKey(l.at, tag), l.ids, nil)
+		tag++
+	}
+	return tag
+}
+
+func compareInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // retentionSweep is what the store remembers of the retention index
@@ -75,114 +123,98 @@ type retentionSweep struct {
 
 func newRetentionSweep() retentionSweep { return retentionSweep{from: math.MinInt64} }
 
-// putRetention queues the write of a final job's retention key, if
-// retention ever deletes it; mu must be held.
+// putRetention adds a final job to the current group's retention lists,
+// if retention ever deletes it; mu must be held.
 func (s *store) putRetention(id jobID, j *backend.Job) {
 	at, ok := retentionAt(j)
 	if !ok {
 		return
 	}
 	g := s.group()
-	g.queueRetention(at, id, false)
-	if !g.retention || at < g.retentionMin {
-		g.retention, g.retentionMin = true, at
+	g.retention.add(at, id)
+	if !g.hasRetention || at < g.retentionMin {
+		g.hasRetention, g.retentionMin = true, at
 	}
 	s.sweep.from = min(s.sweep.from, at)
 }
 
-// dropRetention queues the deletion of the retention key that j, a final
-// job's current record, was written with; mu must be held.
-func (s *store) dropRetention(id jobID, j *backend.Job) {
-	if at, ok := retentionAt(j); ok {
-		s.group().queueRetention(at, id, true)
-	}
-}
-
-// retentionOp is a write to the retention index: the key's Set, or its
-// Delete.
-type retentionOp struct {
-	key [retentionKeyLen]byte
-	del bool
-}
-
-// queueRetention queues a write to the retention index in the group; mu
-// must be held. The writes go into the batch after all the others
-// (writeRetention): Pebble inserts a batch's keys into its memtable one
-// by one, and each insert starts from where the last one landed, so a
-// drain's records, which sit side by side, and their retention keys,
-// which sit side by side elsewhere, cost each a search from the top when
-// they alternate (about 1,400 more instructions a job under callgrind
-// than in two runs).
-func (g *commitGroup) queueRetention(at int64, id jobID, del bool) {
-	op := retentionOp{del: del}
-	op.key[0] = prefixRetention
-	binary.BigEndian.PutUint64(op.key[1:9], uint64(at)^(1<<63))
-	copy(op.key[9:], id[:])
-	g.retentionOps = append(g.retentionOps, op)
-}
-
-// writeRetention adds the group's retention index writes to its batch, in
-// the order they were queued; the committer calls it when it takes the
-// group.
+// writeRetention adds the group's retention keys to its batch, after its
+// other writes: Pebble inserts a batch's keys into its memtable one by
+// one, each search starting where the last insert landed, so keys side
+// by side cost less together. The committer calls it once it has
+// numbered the group.
 func (g *commitGroup) writeRetention() {
-	for i := range g.retentionOps {
-		op := &g.retentionOps[i]
-		if op.del {
-			_ = g.batch.Delete(op.key[:], nil)
-		} else {
-			_ = g.batch.Set(op.key[:], nil, nil)
-		}
+	if len(g.retention) > 0 {
+		g.retention.write(g.batch, g.seq)
+		g.retention = nil
 	}
-	g.retentionOps = nil
 }
 
 // sweepRetention deletes, at most limit, the final jobs whose retention
 // ends at or before the time code now, in time order, and returns how many
 // it deleted; mu must be held. It reads the index as committed: a key
 // whose write is still in flight is swept by a later call (from stays at
-// or before it).
+// or before it). A list it stops in is written back with the ids it has
+// not reached.
 func (s *store) sweepRetention(now int64, limit int) (int, error) {
 	it, err := s.db.NewIter(&cpebble.IterOptions{
-		LowerBound: retentionKey(s.sweep.from, jobID{}),
+		LowerBound: retentionKey(s.sweep.from, 0),
 		UpperBound: []byte{prefixRetention + 1},
 	})
 	if err != nil {
 		return 0, s.breakStore(fmt.Errorf("retention index: %w", err))
 	}
 	moved, last := 0, s.sweep.from
+	fail := func(err error) (int, error) {
+		_ = it.Close()
+		return moved, s.breakStore(err)
+	}
 	for ok := it.First(); ok && moved < limit; ok = it.Next() {
-		at, id, valid := parseRetentionKey(it.Key())
+		at, valid := parseRetentionKey(it.Key())
 		if !valid {
-			_ = it.Close()
-			return moved, s.breakStore(fmt.Errorf("%w: %s: bad retention key %x", ErrCorrupt, s.dir, it.Key()))
+			return fail(fmt.Errorf("%w: %s: bad retention key %x", ErrCorrupt, s.dir, it.Key()))
 		}
 		if at > now {
 			break
 		}
 		last = at
-		j, sd, err := s.load(id)
+		ids, err := it.ValueAndErr()
 		if err != nil {
-			_ = it.Close()
-			return moved, err
+			return fail(fmt.Errorf("retention index: %w", err))
 		}
-		if j == nil || !j.State.Final() {
-			// Deleted or retried since, or a key left behind.
-			s.group().queueRetention(at, id, true)
-			continue
+		if len(ids)%16 != 0 {
+			return fail(fmt.Errorf("%w: %s: bad retention list of %d bytes", ErrCorrupt, s.dir, len(ids)))
 		}
-		if cur, ok := retentionAt(j); !ok || cur != at {
-			s.group().queueRetention(at, id, true)
-			continue
+		n := 0
+		for ; n < len(ids) && moved < limit; n += 16 {
+			id := jobID(ids[n : n+16])
+			j, sd, err := s.load(id)
+			if err != nil {
+				_ = it.Close()
+				return moved, err
+			}
+			if j == nil {
+				continue // deleted since
+			}
+			if cur, ok := retentionAt(j); !ok || cur != at {
+				continue // retried since, or finished again
+			}
+			s.deleteJob(id, j, sd, j.State)
+			moved++
 		}
-		s.deleteJob(id, j, sd, j.State)
-		moved++
+		key := append([]byte(nil), it.Key()...)
+		if n < len(ids) {
+			_ = s.group().batch.Set(key, ids[n:], nil)
+		} else {
+			_ = s.group().batch.Delete(key, nil)
+		}
 	}
 	if err := it.Close(); err != nil {
 		return moved, s.breakStore(fmt.Errorf("retention index: %w", err))
 	}
 	// Keys in groups not yet committed were invisible to the iterator.
 	for _, g := range []*commitGroup{s.pending, s.committing} {
-		if g != nil && g.retention {
+		if g != nil && g.hasRetention {
 			last = min(last, g.retentionMin)
 		}
 	}
@@ -194,10 +226,12 @@ func (s *store) sweepRetention(now int64, limit int) (int, error) {
 // yet (format 3 and older) while rebuild scans its records.
 type retentionMigration struct {
 	db    *cpebble.DB
-	batch *cpebble.Batch
+	lists retentionLists
+	n     int
+	tag   uint64
 }
 
-// retentionMigrationBatch is how many keys the migration writes per batch.
+// retentionMigrationBatch is how many jobs the migration lists per batch.
 const retentionMigrationBatch = 4096
 
 // startRetentionMigration returns a migration when the store's retention
@@ -211,33 +245,40 @@ func (s *store) startRetentionMigration() (*retentionMigration, error) {
 	case !errors.Is(err, cpebble.ErrNotFound):
 		return nil, fmt.Errorf("read the retention index flag: %w", err)
 	}
-	return &retentionMigration{db: s.db, batch: s.db.NewBatch()}, nil
+	return &retentionMigration{db: s.db, tag: migrationTag}, nil
 }
 
-// add writes the retention key of a final job the scan found.
+// add lists a final job the scan found.
 func (m *retentionMigration) add(id jobID, j *backend.Job) error {
 	at, ok := retentionAt(j)
 	if !ok {
 		return nil
 	}
-	_ = m.batch.Set(retentionKey(at, id), nil, nil)
-	if m.batch.Count() < retentionMigrationBatch {
+	m.lists.add(at, id)
+	if m.n++; m.n < retentionMigrationBatch {
 		return nil
 	}
-	err := m.batch.Commit(cpebble.NoSync)
-	_ = m.batch.Close()
-	m.batch = m.db.NewBatch()
+	return m.flush(cpebble.NoSync, false)
+}
+
+// flush writes the lists so far, and with done the prefixRetentionBuilt
+// key.
+func (m *retentionMigration) flush(opts *cpebble.WriteOptions, done bool) error {
+	b := m.db.NewBatch()
+	m.tag = m.lists.write(b, m.tag)
+	m.lists, m.n = nil, 0
+	if done {
+		_ = b.Set([]byte{prefixRetentionBuilt}, nil, nil)
+	}
+	err := b.Commit(opts)
+	_ = b.Close()
 	return err
 }
 
-// finish writes the last keys and the prefixRetentionBuilt key, durably:
-// an open that crashes before it writes them all again.
-func (m *retentionMigration) finish() error {
-	_ = m.batch.Set([]byte{prefixRetentionBuilt}, nil, nil)
-	err := m.batch.Commit(cpebble.Sync)
-	_ = m.batch.Close()
-	return err
-}
+// finish writes the last lists and the prefixRetentionBuilt key, durably:
+// an open that crashes before it writes them all again (the same keys, as
+// the scan reads the records in the same order).
+func (m *retentionMigration) finish() error { return m.flush(cpebble.Sync, true) }
 
-// abandon drops the keys not yet written, after a failed scan.
-func (m *retentionMigration) abandon() { _ = m.batch.Close() }
+// abandon drops the lists not yet written, after a failed scan.
+func (m *retentionMigration) abandon() { m.lists = nil }

@@ -46,9 +46,9 @@ func gone(t *testing.T, s *Store, id string) {
 	}
 }
 
-// The retention index holds one key per final job that retention will
-// delete, and none once they are deleted, retried or purged.
-func TestRetentionKeysFollowJobs(t *testing.T) {
+// Retention skips the jobs deleted or retried before their time, and
+// leaves no keys once it has swept them all.
+func TestRetentionSkipsRetriedAndDeleted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openStore(t, t.TempDir(), Options{})
@@ -58,26 +58,52 @@ func TestRetentionKeysFollowJobs(t *testing.T) {
 	if _, err := s.Fail(ctx, backend.FailParams{Items: []backend.FailItem{{Lease: leaseOf(j), Message: "x"}}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if n := countKeys(t, s, prefixRetention); n != 4 {
-		t.Fatalf("%d retention keys for 4 final jobs", n)
-	}
 	if _, err := s.Retry(ctx, backend.RetryParams{ID: failed, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(ctx, backend.DeleteParams{ID: ids[1], Now: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if n := countKeys(t, s, prefixRetention); n != 2 {
-		t.Fatalf("%d retention keys after a retry and a delete; want 2", n)
-	}
 	applyRetention(t, s, t0.Add(time.Hour-time.Nanosecond), 0)
 	applyRetention(t, s, t0.Add(3*time.Hour), 2)
 	gone(t, s, ids[0])
 	gone(t, s, ids[2])
-	if n := countKeys(t, s, prefixRetention); n != 0 {
-		t.Fatalf("%d retention keys after every final job was deleted", n)
-	}
+	applyRetention(t, s, t0.Add(backend.DefaultRetentionFailed+time.Hour), 0)
 	get(t, s, failed)
+	if n := countKeys(t, s, prefixRetention); n != 0 {
+		t.Fatalf("%d retention keys after every one was swept", n)
+	}
+}
+
+// A step's limit may stop it inside the list of one group's jobs: the
+// next step goes on with the rest.
+func TestRetentionLimitSplitsAList(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore(t, t.TempDir(), Options{})
+	var ids []string
+	for range 5 {
+		ids = append(ids, enqueue(t, s, t0, backend.NewJob{Retention: hour(1)})[0].ID)
+	}
+	var items []backend.CompleteItem
+	for _, j := range claim(t, s, t0, 5) {
+		items = append(items, backend.CompleteItem{Lease: leaseOf(j)})
+	}
+	if _, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, s, prefixRetention); n != 1 {
+		t.Fatalf("%d retention keys for 5 jobs finished in one group at one time; want 1", n)
+	}
+	for _, want := range []int{2, 2, 1, 0} {
+		m, err := s.ApplyRetention(ctx, backend.MaintenanceParams{Now: t0.Add(time.Hour), Limit: 2})
+		if err != nil || m.Moved != want {
+			t.Fatalf("ApplyRetention with limit 2 = %+v, %v; want %d deleted", m, err, want)
+		}
+	}
+	for _, id := range ids {
+		gone(t, s, id)
+	}
 }
 
 // A key written before where the last sweep stopped (a shorter retention
@@ -171,7 +197,7 @@ func TestRetentionIndexMigration(t *testing.T) {
 		t.Fatalf("marker after opening a format 3 store = %d, %v; want %d", v, err, formatVersion)
 	}
 	if n := countKeys(t, s, prefixRetention); n != 2 {
-		t.Fatalf("%d retention keys written for 2 final jobs that retention deletes", n)
+		t.Fatalf("%d retention keys written for 2 final jobs that retention deletes at 2 times", n)
 	}
 	if n := countKeys(t, s, prefixRetentionBuilt); n != 1 {
 		t.Fatal("no flag for the retention index written")

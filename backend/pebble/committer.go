@@ -32,6 +32,13 @@ type commitGroup struct {
 	importsPayloads bool
 	// fills are the waiting claims filled in this group (waitclaim.go).
 	fills []groupFill
+	// retention lists the jobs the group made final by deletion time,
+	// written as one key per time when the group is taken
+	// (writeRetention); hasRetention is set when it has any, the
+	// earliest at retentionMin (see sweepRetention).
+	retention    retentionLists
+	hasRetention bool
+	retentionMin int64
 	// seq is the group's number (Store.commits), set when it is taken.
 	seq  uint64
 	done chan struct{}
@@ -150,6 +157,7 @@ func (s *store) commitLoop() {
 		s.writeCounters(g)
 		s.commits++
 		g.seq = s.commits
+		g.writeRetention()
 		_ = g.batch.Set([]byte{prefixCommits}, binary.AppendUvarint(nil, g.seq), nil)
 		s.mu.Unlock()
 

@@ -90,6 +90,9 @@ func (s *idSet) add(id jobID) {
 			s.chunks = append(s.chunks, append(newChunk(), id))
 			return
 		}
+		if s.spill(ci, k, id) {
+			return
+		}
 		// Split the full chunk, then insert into the half that takes id.
 		half := len(c) / 2
 		right := append(newChunk(), c[half:]...)
@@ -101,6 +104,41 @@ func (s *idSet) add(id jobID) {
 		}
 	}
 	s.chunks[ci] = slices.Insert(c, k, id)
+}
+
+// spill inserts id at position k of the full chunk ci without splitting
+// it, when a neighbour has room: the chunk's first id moves to the end of
+// the chunk before it, or its last id to the front of the chunk after it.
+// Completions come in nearly, but not quite, in id order (workers finish
+// their batches in their own order), so inserts land a little before the
+// end; splitting every full chunk they hit left the completed set about
+// 70 % full (23 MB of chunks for a million ids, not 16). It reports
+// whether it inserted id. A neighbour with no spare capacity (one that a
+// drain from the front resliced) is not used, so that no chunk is
+// reallocated.
+func (s *idSet) spill(ci, k int, id jobID) bool {
+	c := s.chunks[ci]
+	if ci > 0 {
+		if l := s.chunks[ci-1]; len(l) < idChunk && len(l) < cap(l) {
+			if k == 0 {
+				s.chunks[ci-1] = append(l, id)
+				return true
+			}
+			s.chunks[ci-1] = append(l, c[0])
+			copy(c[:k-1], c[1:k])
+			c[k-1] = id
+			return true
+		}
+	}
+	if ci+1 < len(s.chunks) && k < len(c) {
+		if r := s.chunks[ci+1]; len(r) < idChunk && len(r) < cap(r) {
+			s.chunks[ci+1] = slices.Insert(r, 0, c[len(c)-1])
+			copy(c[k+1:], c[k:len(c)-1])
+			c[k] = id
+			return true
+		}
+	}
+	return false
 }
 
 // remove deletes id; removing an absent id changes nothing.

@@ -162,3 +162,38 @@ func TestIDSetSmallFirstChunk(t *testing.T) {
 		t.Errorf("len %d; want %d", s.len(), n)
 	}
 }
+
+// Ids added nearly in order, as completions arrive (each worker's batch in
+// order, the batches of several workers interleaved), fill the set's
+// chunks instead of leaving the halves of split ones.
+func TestIDSetNearlyInOrderStaysFull(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 3))
+	mk := func(n uint64) jobID {
+		var id jobID
+		binary.BigEndian.PutUint64(id[:8], n)
+		return id
+	}
+	const n, batch, workers = 100_000, 100, 4
+	var s idSet
+	for from := uint64(0); from < n; from += batch * workers {
+		// Each worker claimed batch ids in a row; they finish in any
+		// order, and each completes its batch in order.
+		order := rng.Perm(workers)
+		for _, w := range order {
+			for i := range uint64(batch) {
+				s.add(mk(from + uint64(w)*batch + i))
+			}
+		}
+	}
+	if s.len() != n {
+		t.Fatalf("len %d; want %d", s.len(), n)
+	}
+	room := 0
+	for _, c := range s.chunks {
+		room += cap(c)
+	}
+	if fill := float64(n) / float64(room); fill < 0.9 {
+		t.Errorf("the chunks are %.0f %% full (%d ids in room for %d); want at least 90 %%", 100*fill, n, room)
+	}
+}

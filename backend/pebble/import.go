@@ -92,6 +92,7 @@ func (s *store) importNew(ctx context.Context, p backend.ImportParams, items []b
 			s.putJID(rec.JID, id)
 		}
 		s.idx.index(id, rec)
+		s.putRetention(id, rec)
 		s.idx.track(rec.Queue, id, "", rec.State)
 		s.idx.watchDeadline(id, rec)
 		if name != "" {

@@ -87,8 +87,6 @@ type indexes struct {
 	leaseExpiry minHeap[timeEntry]
 	// deadlines orders jobs with a deadline that may still be waiting.
 	deadlines minHeap[timeEntry]
-	// retention orders final jobs by the time retention deletes them.
-	retention minHeap[timeEntry]
 	// uniques maps uniqueName(queue, key) to its holder.
 	uniques map[string]uniqueValue
 	// uniqueExpiry orders unique keys held for a UniqueFor period.
@@ -113,7 +111,8 @@ func (x *indexes) queue(name string) *queueIndex {
 }
 
 // index adds a job to the indexes that its current state calls for. It does
-// not touch unique keys.
+// not touch unique keys, nor the retention index of final jobs, which is
+// in Pebble (putRetention).
 func (x *indexes) index(id jobID, j *backend.Job) {
 	switch j.State {
 	case backend.StatePending:
@@ -124,12 +123,6 @@ func (x *indexes) index(id jobID, j *backend.Job) {
 		l := lease{token: j.LeaseToken, expires: timeCode(j.LeaseExpiresAt), queue: j.Queue}
 		x.leases[id] = l
 		x.watchLease(id, l.expires)
-	default:
-		// Expiry never sets a time past the range of times (its timeCode
-		// would overflow), nor does a version 1 record decode to one.
-		if at := j.ExpiresAt; !at.IsZero() && backend.InTimeRange(at) {
-			x.retention.push(timeEntry{at: timeCode(at), id: id})
-		}
 	}
 }
 

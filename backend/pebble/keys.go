@@ -23,8 +23,12 @@ import (
 //	'w' + worker id           a worker's registry entry (encodeWorker)
 //	'c'                       the number of groups committed (uvarint;
 //	                          see Options.AcceptDataLoss)
+//	'r' + at[8] + tag[8]      the ids[16]... of final jobs retention
+//	                          deletes at the time code at (retention.go)
+//	'e'                       the 'r' keys are complete (empty value)
 //
-// The keys from 'l' on are new in format 2; the 'i' keys in format 3.
+// The keys from 'l' on are new in format 2; the 'i' keys in format 3; the
+// 'r' and 'e' keys in format 5.
 //
 // The payloads' prefix sorts after every other. The tables Pebble flushes
 // from its memtable hold mostly rewritten records (every claim and outcome
@@ -43,6 +47,10 @@ const (
 	prefixQueueMin = 'n'
 	prefixWorker   = 'w'
 	prefixCommits  = 'c'
+	// prefixRetention and prefixRetentionBuilt are the retention index
+	// (retention.go).
+	prefixRetention      = 'r'
+	prefixRetentionBuilt = 'e'
 )
 
 // prefixPayloadV3 is where format 3 and earlier kept payloads.

@@ -28,10 +28,17 @@ import (
 // likewise; its records hold no JID, so it needs no JID keys.
 //
 // Format 4 moves the payloads from 'p' + id to 'x' + id (keys.go). Open
-// marks an older store format 4 first, then moves its payloads
+// marks an older store with the current format first, then moves its payloads
 // (movePayloads), which it does at every open until none is left under
 // 'p', so a move a crash cut short is finished at the next open.
-const formatVersion = 4
+//
+// Format 5 adds the retention index (retention.go): keys listing final jobs
+// that retention will delete, ordered by when. An older store is marked
+// format 5 before anything is written, as above (a format 4 kyu would
+// write final jobs without their keys), and its keys are written while
+// the open scans its records; the 'e' key records that they all were, so
+// an open that crashed on the way writes them again.
+const formatVersion = 5
 
 const markerHeader = "kyu store"
 

@@ -54,7 +54,7 @@ func (s *store) toFinal(id jobID, j *backend.Job, sd side, state backend.State, 
 	j.ExpiresAt = at
 	s.idx.track(j.Queue, id, from, state)
 	s.put(id, j, sd)
-	s.idx.index(id, j)
+	s.putRetention(id, j)
 	s.noteState(id, j)
 	s.finished(id)
 }
@@ -66,7 +66,8 @@ func (s *store) cancelForDeadline(id jobID, j *backend.Job, sd side, now time.Ti
 }
 
 // deleteJob removes a job, its payload, its log lines and its JID key;
-// from is the state the job's id is tracked under. A unique key without
+// from is the state the job's id is tracked under. (Its id stays in the
+// retention index until its time: see retention.go.) A unique key without
 // UniqueFor is released; one with UniqueFor keeps holding, remembering the
 // state.
 func (s *store) deleteJob(id jobID, j *backend.Job, sd side, from backend.State) {

@@ -119,18 +119,10 @@ func (s *store) ApplyRetention(ctx context.Context, p backend.MaintenanceParams)
 	return s.maintain(ctx, p, func(now time.Time, limit int) (backend.MaintenanceResult, error) {
 		var res backend.MaintenanceResult
 		nowCode := timeCode(now)
-		h := &s.idx.retention
-		for res.Moved < limit && h.len() > 0 && h.peek().at <= nowCode {
-			e := h.pop()
-			j, sd, err := s.load(e.id)
-			if err != nil {
-				return res, err
-			}
-			if j == nil || !j.State.Final() || j.ExpiresAt.IsZero() || timeCode(j.ExpiresAt) != e.at {
-				continue
-			}
-			s.deleteJob(e.id, j, sd, j.State)
-			res.Moved++
+		moved, err := s.sweepRetention(nowCode, limit)
+		res.Moved = moved
+		if err != nil {
+			return res, err
 		}
 		u := &s.idx.uniqueExpiry
 		for n := 0; n < limit && u.len() > 0 && u.peek().until <= nowCode; {

@@ -12,7 +12,8 @@ import (
 // one of the job records. A record that does not decode fails the open with
 // ErrCorrupt; so does a panic from the engine on damaged files. The JID
 // keys are not kept in memory; rebuild counts the records that carry a
-// JID, for checkJIDs.
+// JID, for checkJIDs. The retention index is not either: rebuild writes
+// it only for a store that lacks it (retentionMigration).
 func (s *store) rebuild() (jidRecords int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -37,6 +38,10 @@ func (s *store) rebuild() (jidRecords int, err error) {
 		return 0, err
 	}
 
+	mig, err := s.startRetentionMigration()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: %w", ErrCorrupt, s.dir, err)
+	}
 	counts := make(map[backend.State]int)
 	err = s.scan(prefixJob, func(k, v []byte) error {
 		if len(k) != 17 {
@@ -54,6 +59,11 @@ func (s *store) rebuild() (jidRecords int, err error) {
 		x.index(id, j)
 		x.track(j.Queue, id, "", j.State)
 		x.watchDeadline(id, j)
+		if mig != nil {
+			if err := mig.add(id, j); err != nil {
+				return fmt.Errorf("write the retention index: %w", err)
+			}
+		}
 		if j.UniqueKey != "" {
 			name := uniqueName(j.Queue, j.UniqueKey)
 			if u, ok := x.uniques[name]; ok && u.holder == id {
@@ -63,6 +73,15 @@ func (s *store) rebuild() (jidRecords int, err error) {
 		}
 		return nil
 	})
+	if mig != nil {
+		if err != nil {
+			mig.abandon()
+		} else if err = mig.finish(); err != nil {
+			err = fmt.Errorf("kyu/pebble: %s: write the retention index: %w", s.dir, err)
+		} else {
+			s.log.Info("retention index written", "final_jobs", counts[backend.StateCompleted]+counts[backend.StateFailed]+counts[backend.StateCancelled])
+		}
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -9,16 +9,18 @@
 // Pebble batch with one sync.
 //
 // The indexes that Claim and the maintenance steps need (ready jobs per
-// queue, timers, leases, deadlines, retention, unique keys) are kept in
-// memory and rebuilt by one scan when the store opens; they hold ids and
-// times, never payloads, and records only of active jobs (as many as the
-// leases workers hold), so a million pending jobs cost a few tens of
-// megabytes. Every job's id is also in one ordered set per queue and
-// state (idset.go), moved in the same step as its state: List pages
-// through them in id order, Purge and RetryQueue take the oldest from
-// them, and their sizes are Stats' exact counts. Queue settings, the
-// per-minute counters and the worker registry are small and kept in
-// memory too; log lines are read from storage only by Get.
+// queue, timers, leases, deadlines, unique keys) are kept in memory and
+// rebuilt by one scan when the store opens; they hold ids and times,
+// never payloads, and records only of active jobs (as many as the leases
+// workers hold), so a million pending jobs cost a few tens of megabytes.
+// Every job's id is also in one ordered set per queue and state
+// (idset.go), moved in the same step as its state: List pages through
+// them in id order, Purge and RetryQueue take the oldest from them, and
+// their sizes are Stats' exact counts. The order in which retention
+// deletes final jobs is kept in Pebble instead (retention.go), written
+// with their records. Queue settings, the per-minute counters and the
+// worker registry are small and kept in memory too; log lines are read
+// from storage only by Get.
 package pebble
 
 import (
@@ -101,6 +103,8 @@ type store struct {
 	// returns it, since memory and disk may disagree.
 	broken error
 	buf    []byte
+	// sweep is where ApplyRetention goes on walking the retention index.
+	sweep retentionSweep
 	// records reads job records for the section under mu; see unlock.
 	records pointReader
 	// payloads reads the payloads of claimed jobs (payloadreader.go);
@@ -244,6 +248,7 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *store, err er
 		markWake:      make(chan struct{}, 1),
 		markStop:      make(chan struct{}),
 		markDone:      make(chan struct{}),
+		sweep:         newRetentionSweep(),
 	}
 	s.commitCond = sync.NewCond(&s.mu)
 	s.records = pointReader{db: db, prefix: prefixJob}

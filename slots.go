@@ -26,13 +26,18 @@ const earlyFactor = 2
 //   - release, at once, for a run taken from its handler (shutdown, or a
 //     handler that overran its timeout).
 //
-// So a pool runs at most limit handlers, each queue at most its cap, and
-// holds at most (1+earlyFactor)*limit leases.
+// A pool may also claim up to ahead jobs more than it has handlers: they
+// wait in its handoff for a handler to return (see handoff, which keeps
+// the handlers running at limit). So a pool runs at most limit handlers,
+// claims at most limit+ahead jobs, each queue at most its cap (running
+// and waiting together), and holds at most (1+earlyFactor)*limit+ahead
+// leases.
 type slots struct {
 	limit int32 // concurrency
-	// taken counts the slots taken: jobs whose handler runs, and jobs
-	// whose handler has returned but whose slot is held until their
-	// outcome is recorded.
+	ahead int32 // jobs the pool may claim beyond limit (WorkerConfig.ClaimAhead)
+	// taken counts the slots taken: jobs claimed and waiting for a
+	// handler, jobs whose handler runs, and jobs whose handler has
+	// returned but whose slot is held until their outcome is recorded.
 	taken atomic.Int32
 	// held counts the jobs among taken whose handler has returned and
 	// whose slot is held until their outcome is recorded. It is its own
@@ -89,14 +94,15 @@ func (q *poolQueue) room() int32 {
 	return max(q.max-q.taken.Load(), 0)
 }
 
-func newSlots(limit int) *slots {
-	s := &slots{limit: int32(limit), freed: make(chan struct{}, 1)}
+func newSlots(limit, ahead int) *slots {
+	s := &slots{limit: int32(limit), ahead: int32(ahead), freed: make(chan struct{}, 1)}
 	s.want.Store(1)
 	return s
 }
 
-// free is how many slots are free now.
-func (s *slots) free() int32 { return s.limit - s.taken.Load() }
+// free is how many slots are free now: how many more jobs the pool may
+// claim.
+func (s *slots) free() int32 { return s.limit + s.ahead - s.taken.Load() }
 
 // acquire takes a slot for a job just claimed from q.
 func (s *slots) acquire(q *poolQueue) {
@@ -146,7 +152,7 @@ func (s *slots) releaseOnRecord(q *poolQueue, hold slotHold) bool {
 // release gives back a slot of q at once, and wakes the fetcher when it
 // wants that many free slots.
 func (s *slots) release(q *poolQueue) {
-	if s.limit-s.taken.Add(-1) >= s.want.Load() {
+	if s.limit+s.ahead-s.taken.Add(-1) >= s.want.Load() {
 		s.wake()
 	}
 	s.releaseQueue(q)
@@ -170,16 +176,17 @@ func (s *slots) wake() {
 }
 
 // setWant says how many free slots are worth a wake-up: with more work
-// about (more), a full batch, or one while none is free (to begin
-// lingering); without, none at all (more than the limit). It reports
-// whether that many are free already: a slot freed before the store was
-// judged by the old want.
+// about (more), a full batch, or, while every handler is taken, the
+// fewest that let claimSize begin lingering (one without claiming ahead);
+// without, none at all (more than the slots). It reports whether that
+// many are free already: a slot freed before the store was judged by the
+// old want.
 func (s *slots) setWant(more bool, batch int32) (ready bool) {
-	want := s.limit + 1
+	want := s.limit + s.ahead + 1
 	if more {
 		want = batch
 		if s.taken.Load() >= s.limit {
-			want = 1
+			want = min(batch, s.ahead+1)
 		}
 	}
 	s.want.Store(want)
@@ -189,7 +196,8 @@ func (s *slots) setWant(more bool, batch int32) (ready bool) {
 // claimSize returns how many jobs to claim now: none when no slot is
 // free. A partial batch waits (wait is true) while slots are about to free
 // up, since one full claim costs one commit and several small ones cost
-// several: while outcomes that hold their slots are being recorded, and,
+// several: while outcomes that hold their slots are being recorded, while
+// jobs claimed ahead wait for handlers (which then lack no work), and,
 // for at most fetcherLinger (lingered reports that it has passed), while
 // handlers are still running.
 func (s *slots) claimSize(batch int32, lingered bool) (n int32, wait bool) {
@@ -203,8 +211,11 @@ func (s *slots) claimSize(batch int32, lingered bool) (n int32, wait bool) {
 	if s.held.Load() > 0 {
 		return 0, false // the completer frees them and wakes us
 	}
-	// Every taken slot is a running handler now.
-	if free < s.limit && !lingered {
+	if s.taken.Load() > s.limit {
+		return 0, false // jobs claimed ahead wait: no hurry
+	}
+	// Every taken slot is a running handler, or a job on its way to one.
+	if free < s.limit+s.ahead && !lingered {
 		return 0, true
 	}
 	return free, false

@@ -1,0 +1,197 @@
+package kyu_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kyuhq/kyu"
+)
+
+// blockingHandler runs jobs that wait for release, counting those that
+// run at once (running, and the most seen in most).
+type blockingHandler struct {
+	release       chan struct{}
+	started       chan string
+	running, most atomic.Int32
+}
+
+func newBlockingHandler() *blockingHandler {
+	return &blockingHandler{release: make(chan struct{}), started: make(chan string, 100)}
+}
+
+func (h *blockingHandler) ProcessJob(ctx context.Context, job *kyu.Job) error {
+	n := h.running.Add(1)
+	for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
+	}
+	h.started <- job.ID
+	<-h.release
+	h.running.Add(-1)
+	return nil
+}
+
+// countActive counts the jobs of ids that are active (claimed).
+func countActive(t *testing.T, c *kyu.Client, ids []string) int {
+	t.Helper()
+	n := 0
+	for _, id := range ids {
+		j, err := c.Get(context.Background(), id)
+		if err != nil {
+			t.Fatalf("get %s: %v", id, err)
+		}
+		if j.State == kyu.StateActive {
+			n++
+		}
+	}
+	return n
+}
+
+// A queue claims ClaimAhead jobs beyond its concurrency while its handlers
+// are busy, and still runs no more than its concurrency at once.
+func TestClaimAheadRunsAtMostConcurrency(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		const concurrency, ahead, jobs = 2, 3, 10
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		ids := enqueueIn(t, c, "q", jobs)
+		h := newBlockingHandler()
+		startWorker(t, s, kyu.WorkerConfig{
+			Handler:    h,
+			Queues:     map[string]int{"q": concurrency},
+			ClaimBatch: 1,
+			ClaimAhead: ahead,
+		})
+		synctest.Wait()
+		if n := countActive(t, c, ids); n != concurrency+ahead {
+			t.Errorf("%d jobs claimed while every handler is busy, want %d (concurrency %d + ClaimAhead %d)", n, concurrency+ahead, concurrency, ahead)
+		}
+		close(h.release)
+		waitAllFinal(t, s, ids)
+		if m := h.most.Load(); m != concurrency {
+			t.Errorf("%d handlers ran at once, want %d", m, concurrency)
+		}
+	})
+}
+
+// A job claimed ahead starts its timeout when its handler starts, not
+// when it was claimed: it may wait in the worker longer than its timeout.
+func TestClaimAheadTimeoutStartsWithHandler(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		const timeout = 50 * time.Millisecond
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		release := make(chan struct{})
+		type seen struct {
+			start    time.Time
+			deadline time.Time
+			err      error
+		}
+		got := make(chan seen, 1)
+		startWorker(t, s, kyu.WorkerConfig{
+			Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+				if job.Type == "first" {
+					<-release
+					return nil
+				}
+				d, _ := ctx.Deadline()
+				got <- seen{start: time.Now(), deadline: d, err: ctx.Err()}
+				return nil
+			}),
+			Queues: map[string]int{"q": 1},
+		})
+		ids := enqueueSpecs(t, c, []kyu.JobSpec{
+			{Type: "first", EnqueueOptions: kyu.EnqueueOptions{Queue: "q"}},
+			{Type: "second", EnqueueOptions: kyu.EnqueueOptions{Queue: "q", Timeout: timeout}},
+		})
+		synctest.Wait()
+		if n := countActive(t, c, ids); n != 2 {
+			t.Fatalf("%d jobs active, want the first running and the second claimed ahead", n)
+		}
+		time.Sleep(4 * timeout) // the second waits for the handler
+		close(release)
+		v := recv(t, got, "the second job's handler")
+		if v.err != nil || !v.deadline.Equal(v.start.Add(timeout)) {
+			t.Errorf("second job's handler started with Err %v and deadline %v after its start, want nil and %v",
+				v.err, v.deadline.Sub(v.start), timeout)
+		}
+		waitAllFinal(t, s, ids)
+	})
+}
+
+// Jobs claimed ahead count against their queue's cap in a pool: a capped
+// queue never has more claimed than its cap.
+func TestClaimAheadCountsAgainstQueueCap(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		const max = 2
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		capped := enqueueIn(t, c, "capped", 6)
+		other := enqueueIn(t, c, "other", 10)
+		h := newBlockingHandler()
+		startWorker(t, s, kyu.WorkerConfig{
+			Handler: h,
+			Pool: &kyu.PoolConfig{Concurrency: 4, Queues: []kyu.PoolQueue{
+				{Name: "capped", Max: max},
+				{Name: "other"},
+			}},
+		})
+		synctest.Wait()
+		if n := countActive(t, c, capped); n != max {
+			t.Errorf("%d jobs of the capped queue claimed, want its cap %d", n, max)
+		}
+		if n := countActive(t, c, other); n != 2+4 {
+			t.Errorf("%d jobs of the other queue claimed, want 6: 2 running, 4 ahead", n)
+		}
+		close(h.release)
+		waitAllFinal(t, s, append(capped, other...))
+	})
+}
+
+// Shutdown hands the jobs claimed ahead back at once, their attempt not
+// counted, while it still waits for the running handler.
+func TestClaimAheadShutdownHandsBack(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		ids := enqueueIn(t, c, "q", 4)
+		h := newBlockingHandler()
+		w, err := kyu.NewWorker(s, kyu.WorkerConfig{
+			Handler:    h,
+			Queues:     map[string]int{"q": 1},
+			ClaimAhead: 3,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		running := recv(t, h.started, "the first handler")
+		synctest.Wait()
+		if n := countActive(t, c, ids); n != 4 {
+			t.Fatalf("%d jobs active, want 1 running and 3 claimed ahead", n)
+		}
+		stopped := make(chan error, 1)
+		go func() { stopped <- w.Shutdown(context.Background()) }()
+		synctest.Wait() // Shutdown waits for the running handler now
+		for _, id := range ids {
+			j, err := c.Get(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case id == running && j.State != kyu.StateActive:
+				t.Errorf("running job is %s during Shutdown's grace, want active", j.State)
+			case id != running && (j.State != kyu.StatePending || j.Attempt != 0):
+				t.Errorf("job claimed ahead is %s at attempt %d during Shutdown, want pending at attempt 0", j.State, j.Attempt)
+			}
+		}
+		close(h.release)
+		if err := recv(t, stopped, "Shutdown"); err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		waitState(t, s, c, running, kyu.StateCompleted)
+	})
+}

@@ -23,6 +23,13 @@ func newBlockingHandler() *blockingHandler {
 }
 
 func (h *blockingHandler) ProcessJob(ctx context.Context, job *kyu.Job) error {
+	switch job.Type {
+	case "quick":
+		return nil
+	case "long":
+		time.Sleep(50 * time.Millisecond)
+		return nil
+	}
 	n := h.running.Add(1)
 	for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
 	}
@@ -30,6 +37,13 @@ func (h *blockingHandler) ProcessJob(ctx context.Context, job *kyu.Job) error {
 	<-h.release
 	h.running.Add(-1)
 	return nil
+}
+
+// warmUp runs a quick job in queue: a pool claims ahead only once its
+// handlers have been seen to run short.
+func warmUp(t *testing.T, s *store, c *kyu.Client, queue string) {
+	t.Helper()
+	waitAllFinal(t, s, enqueueSpecs(t, c, []kyu.JobSpec{{Type: "quick", EnqueueOptions: kyu.EnqueueOptions{Queue: queue}}}))
 }
 
 // countActive counts the jobs of ids that are active (claimed).
@@ -55,7 +69,6 @@ func TestClaimAheadRunsAtMostConcurrency(t *testing.T) {
 		const concurrency, ahead, jobs = 2, 3, 10
 		s := newStore(t)
 		c := kyu.NewClient(s, kyu.ClientConfig{})
-		ids := enqueueIn(t, c, "q", jobs)
 		h := newBlockingHandler()
 		startWorker(t, s, kyu.WorkerConfig{
 			Handler:    h,
@@ -63,6 +76,8 @@ func TestClaimAheadRunsAtMostConcurrency(t *testing.T) {
 			ClaimBatch: 1,
 			ClaimAhead: ahead,
 		})
+		warmUp(t, s, c, "q")
+		ids := enqueueIn(t, c, "q", jobs)
 		synctest.Wait()
 		if n := countActive(t, c, ids); n != concurrency+ahead {
 			t.Errorf("%d jobs claimed while every handler is busy, want %d (concurrency %d + ClaimAhead %d)", n, concurrency+ahead, concurrency, ahead)
@@ -91,7 +106,10 @@ func TestClaimAheadTimeoutStartsWithHandler(t *testing.T) {
 		got := make(chan seen, 1)
 		startWorker(t, s, kyu.WorkerConfig{
 			Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
-				if job.Type == "first" {
+				switch job.Type {
+				case "quick":
+					return nil
+				case "first":
 					<-release
 					return nil
 				}
@@ -101,6 +119,7 @@ func TestClaimAheadTimeoutStartsWithHandler(t *testing.T) {
 			}),
 			Queues: map[string]int{"q": 1},
 		})
+		warmUp(t, s, c, "q")
 		ids := enqueueSpecs(t, c, []kyu.JobSpec{
 			{Type: "first", EnqueueOptions: kyu.EnqueueOptions{Queue: "q"}},
 			{Type: "second", EnqueueOptions: kyu.EnqueueOptions{Queue: "q", Timeout: timeout}},
@@ -127,8 +146,6 @@ func TestClaimAheadCountsAgainstQueueCap(t *testing.T) {
 		const max = 2
 		s := newStore(t)
 		c := kyu.NewClient(s, kyu.ClientConfig{})
-		capped := enqueueIn(t, c, "capped", 6)
-		other := enqueueIn(t, c, "other", 10)
 		h := newBlockingHandler()
 		startWorker(t, s, kyu.WorkerConfig{
 			Handler: h,
@@ -137,6 +154,9 @@ func TestClaimAheadCountsAgainstQueueCap(t *testing.T) {
 				{Name: "other"},
 			}},
 		})
+		warmUp(t, s, c, "other")
+		capped := enqueueIn(t, c, "capped", 6)
+		other := enqueueIn(t, c, "other", 10)
 		synctest.Wait()
 		if n := countActive(t, c, capped); n != max {
 			t.Errorf("%d jobs of the capped queue claimed, want its cap %d", n, max)
@@ -155,7 +175,6 @@ func TestClaimAheadShutdownHandsBack(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		s := newStore(t)
 		c := kyu.NewClient(s, kyu.ClientConfig{})
-		ids := enqueueIn(t, c, "q", 4)
 		h := newBlockingHandler()
 		w, err := kyu.NewWorker(s, kyu.WorkerConfig{
 			Handler:    h,
@@ -168,6 +187,8 @@ func TestClaimAheadShutdownHandsBack(t *testing.T) {
 		if err := w.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		warmUp(t, s, c, "q")
+		ids := enqueueIn(t, c, "q", 4)
 		running := recv(t, h.started, "the first handler")
 		synctest.Wait()
 		if n := countActive(t, c, ids); n != 4 {
@@ -193,5 +214,52 @@ func TestClaimAheadShutdownHandsBack(t *testing.T) {
 			t.Fatalf("Shutdown: %v", err)
 		}
 		waitState(t, s, c, running, kyu.StateCompleted)
+	})
+}
+
+// A pool whose handlers run long claims nothing ahead: a job claimed
+// ahead of them would wait about as long as they run, while another
+// worker might have run it at once. It starts so, and goes back to it
+// when its handlers turn long.
+func TestClaimAheadNotForLongJobs(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		const concurrency = 2
+		s := newStore(t)
+		c := kyu.NewClient(s, kyu.ClientConfig{})
+		h := newBlockingHandler()
+		startWorker(t, s, kyu.WorkerConfig{
+			Handler:    h,
+			Queues:     map[string]int{"q": concurrency},
+			ClaimBatch: 1,
+			ClaimAhead: 3,
+		})
+		check := func(when string, want int) {
+			t.Helper()
+			ids := enqueueIn(t, c, "q", 10)
+			synctest.Wait()
+			if n := countActive(t, c, ids); n != want {
+				t.Errorf("%s: %d jobs claimed while every handler is busy, want %d", when, n, want)
+			}
+			for range concurrency {
+				h.release <- struct{}{}
+			}
+			// Let the handlers drain the rest, one release each.
+			for range 10 - concurrency {
+				recv(t, h.started, "a handler")
+				h.release <- struct{}{}
+			}
+			waitAllFinal(t, s, ids)
+			for len(h.started) > 0 {
+				<-h.started
+			}
+		}
+		check("at start", concurrency)
+		warmUp(t, s, c, "q")
+		check("after a quick job", concurrency+3)
+		waitAllFinal(t, s, enqueueSpecs(t, c, []kyu.JobSpec{
+			{Type: "long", EnqueueOptions: kyu.EnqueueOptions{Queue: "q"}},
+			{Type: "long", EnqueueOptions: kyu.EnqueueOptions{Queue: "q"}},
+		}))
+		check("after long jobs", concurrency)
 	})
 }

@@ -321,10 +321,11 @@ const (
 )
 
 // TestClaimAheadCrashChild is the child process of TestClaimAheadCrash: it
-// enqueues claimAheadCrashJobs jobs into the store in
-// $KYU_CLAIM_AHEAD_CRASH_DIR, runs a worker with one handler that blocks
-// on its job, and prints "started ID" for each job a handler starts and
-// "claimed N" once N jobs are active, then waits to be killed.
+// runs a worker with one handler on the store in
+// $KYU_CLAIM_AHEAD_CRASH_DIR, lets it run one quick job, then enqueues
+// claimAheadCrashJobs jobs whose handler blocks. It prints "started ID"
+// for each of them a handler starts and "claimed N" once N jobs are
+// active, then waits to be killed.
 func TestClaimAheadCrashChild(t *testing.T) {
 	dir := os.Getenv(claimAheadCrashDirEnv)
 	if dir == "" {
@@ -336,15 +337,11 @@ func TestClaimAheadCrashChild(t *testing.T) {
 	}
 	c := kyu.NewClient(s, kyu.ClientConfig{})
 	ctx := context.Background()
-	jobs := make([]kyu.JobSpec, claimAheadCrashJobs)
-	for i := range jobs {
-		jobs[i] = kyu.JobSpec{Type: "crash"}
-	}
-	if _, err := c.EnqueueMany(ctx, jobs); err != nil {
-		t.Fatalf("EnqueueMany: %v", err)
-	}
 	w, err := kyu.NewWorker(s, kyu.WorkerConfig{
 		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			if job.Type == "quick" {
+				return nil
+			}
 			fmt.Printf("started %s\n", job.ID)
 			select {} // until the kill
 		}),
@@ -357,6 +354,22 @@ func TestClaimAheadCrashChild(t *testing.T) {
 	}
 	if err := w.Start(ctx); err != nil {
 		t.Fatalf("Start: %v", err)
+	}
+	// A quick job first: a pool claims ahead once its handlers have been
+	// seen to run short.
+	quick, err := c.Enqueue(ctx, "quick", nil, kyu.EnqueueOptions{})
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	if _, err := c.Wait(ctx, quick.ID); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	jobs := make([]kyu.JobSpec, claimAheadCrashJobs)
+	for i := range jobs {
+		jobs[i] = kyu.JobSpec{Type: "crash"}
+	}
+	if _, err := c.EnqueueMany(ctx, jobs); err != nil {
+		t.Fatalf("EnqueueMany: %v", err)
 	}
 	for deadline := time.Now().Add(crashChildLife); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		st, err := c.Stats(ctx, 0)

@@ -1,6 +1,9 @@
 package kyu
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // earlyFactor is how many times its concurrency a pool may have in jobs
 // whose handler has returned and whose slot was freed before their outcome
@@ -10,6 +13,14 @@ import "sync/atomic"
 // before overlap (PostgreSQL and Redis drains with 50 handlers about 10-20 %
 // faster, docs/benchmarks.md).
 const earlyFactor = 2
+
+// aheadMaxRun bounds the handler run time under which a pool claims
+// ahead: a moving average of its handlers' run times (slots.ran) must be
+// shorter. Claiming ahead overlaps a claim's commit (well under a
+// millisecond to a few) with the handlers' work, which is worth it for
+// short jobs only; a job claimed ahead of long ones would wait about as
+// long as they run, while another worker might have run it at once.
+const aheadMaxRun = 10 * time.Millisecond
 
 // slots owns the handler slots of one pool (a queue with its own
 // concurrency, or queues that share one): every change of its counts goes
@@ -26,9 +37,10 @@ const earlyFactor = 2
 //   - release, at once, for a run taken from its handler (shutdown, or a
 //     handler that overran its timeout).
 //
-// A pool may also claim up to ahead jobs more than it has handlers: they
-// wait in its handoff for a handler to return (see handoff, which keeps
-// the handlers running at limit). So a pool runs at most limit handlers,
+// A pool may also claim up to ahead jobs more than it has handlers, while
+// its handlers run short (see aheadMaxRun): they wait in its handoff for
+// a handler to return (see handoff, which keeps the handlers running at
+// limit). So a pool runs at most limit handlers,
 // claims at most limit+ahead jobs, each queue at most its cap (running
 // and waiting together), and holds at most (1+earlyFactor)*limit+ahead
 // leases.
@@ -49,6 +61,11 @@ type slots struct {
 	// returned and whose outcome is not yet recorded; at most
 	// earlyFactor*limit.
 	early atomic.Int32
+
+	// runTime is a moving average of the pool's handler run times, in
+	// nanoseconds (see ran); it starts at aheadMaxRun, so that a pool
+	// claims ahead only once its first handlers have run short.
+	runTime atomic.Int64
 
 	// want is how many free slots make a release worth waking the fetcher
 	// for (see setWant). Handlers return one by one, and waking the
@@ -97,12 +114,30 @@ func (q *poolQueue) room() int32 {
 func newSlots(limit, ahead int) *slots {
 	s := &slots{limit: int32(limit), ahead: int32(ahead), freed: make(chan struct{}, 1)}
 	s.want.Store(1)
+	s.runTime.Store(int64(aheadMaxRun))
 	return s
 }
 
+// ran counts a handler's run time d (nanoseconds) into the moving
+// average, with weight 1/8. Handlers return at once, and an update may
+// overwrite another: the average only needs to be about right.
+func (s *slots) ran(d int64) {
+	old := s.runTime.Load()
+	s.runTime.Store(old + (d-old)/8)
+}
+
+// aheadNow is how many jobs the pool may claim ahead now: ahead while its
+// handlers run shorter than aheadMaxRun on average, else none.
+func (s *slots) aheadNow() int32 {
+	if s.runTime.Load() >= int64(aheadMaxRun) {
+		return 0
+	}
+	return s.ahead
+}
+
 // free is how many slots are free now: how many more jobs the pool may
-// claim.
-func (s *slots) free() int32 { return s.limit + s.ahead - s.taken.Load() }
+// claim (negative when it stopped claiming ahead with jobs still ahead).
+func (s *slots) free() int32 { return s.limit + s.aheadNow() - s.taken.Load() }
 
 // acquire takes a slot for a job just claimed from q.
 func (s *slots) acquire(q *poolQueue) {
@@ -152,7 +187,7 @@ func (s *slots) releaseOnRecord(q *poolQueue, hold slotHold) bool {
 // release gives back a slot of q at once, and wakes the fetcher when it
 // wants that many free slots.
 func (s *slots) release(q *poolQueue) {
-	if s.limit+s.ahead-s.taken.Add(-1) >= s.want.Load() {
+	if s.limit+s.aheadNow()-s.taken.Add(-1) >= s.want.Load() {
 		s.wake()
 	}
 	s.releaseQueue(q)
@@ -182,11 +217,12 @@ func (s *slots) wake() {
 // many are free already: a slot freed before the store was judged by the
 // old want.
 func (s *slots) setWant(more bool, batch int32) (ready bool) {
-	want := s.limit + s.ahead + 1
+	ahead := s.aheadNow()
+	want := s.limit + ahead + 1
 	if more {
 		want = batch
 		if s.taken.Load() >= s.limit {
-			want = min(batch, s.ahead+1)
+			want = min(batch, ahead+1)
 		}
 	}
 	s.want.Store(want)
@@ -215,7 +251,7 @@ func (s *slots) claimSize(batch int32, lingered bool) (n int32, wait bool) {
 		return 0, false // jobs claimed ahead wait: no hurry
 	}
 	// Every taken slot is a running handler, or a job on its way to one.
-	if free < s.limit+s.ahead && !lingered {
+	if free < s.limit+s.aheadNow() && !lingered {
 		return 0, true
 	}
 	return free, false

@@ -98,11 +98,13 @@ type WorkerConfig struct {
 	// starts; while it waits its lease is renewed with the others; it
 	// counts against its queue's cap (PoolQueue.Max); and Shutdown hands
 	// the jobs still waiting back to their queue at once, their attempt
-	// not counted. Default 0: one claim's worth (the queue's or pool's
-	// ClaimBatch), at most 10,000. NoClaimAhead (any negative value)
-	// claims no job before a handler is free for it: for long jobs served
-	// by several workers, where a job waiting here for minutes could have
-	// run at once on another worker.
+	// not counted. A queue claims ahead only while its handlers run
+	// shorter than 10ms on average (so not before its first ones have
+	// returned): a job claimed ahead of long ones would wait about as
+	// long as they run, while another worker might have run it at once.
+	// Default 0: one claim's worth (the queue's or pool's ClaimBatch), at
+	// most 10,000. NoClaimAhead (any negative value) claims no job before
+	// a handler is free for it.
 	ClaimAhead int
 
 	// PollInterval is how often an idle queue is polled when no wake-up

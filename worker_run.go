@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -263,8 +264,13 @@ func isError(v any) bool {
 // has taken its goroutine out of the handoff's busy count.
 func (w *Worker) settle(run *jobRun, err error, stack string) (kept bool) {
 	run.cancel(nil)
-	if run.ctx.deadline.Load() != 0 {
+	if d := run.ctx.deadline.Load(); d != 0 {
 		w.timeouts.remove(&run.ctx)
+		// How long the handler ran, from its deadline: whether its pool
+		// claims ahead goes by it (slots.aheadNow).
+		if d != math.MaxInt64 {
+			run.f.slots.ran(w.timeouts.now() - (d - int64(run.timeout)))
+		}
 	}
 	w.stats.processed.Add(1)
 	w.stats.running.Add(-1)

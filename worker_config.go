@@ -96,9 +96,10 @@ type WorkerConfig struct {
 	// to a server) overlaps the handlers' work instead of coming between
 	// one batch and the next. A job's timeout starts when its handler
 	// starts; while it waits its lease is renewed with the others; it
-	// counts against its queue's cap (PoolQueue.Max); and Shutdown hands
-	// the jobs still waiting back to their queue at once, their attempt
-	// not counted. A queue claims ahead only while its handlers run
+	// counts against its queue's cap (PoolQueue.Max); and Shutdown (or
+	// Quiet) hands the jobs still waiting back to their queue at once,
+	// their attempt not counted but recorded as interrupted, as for
+	// handlers Shutdown interrupts. A queue claims ahead only while its handlers run
 	// shorter than 10ms on average (so not before its first ones have
 	// returned): a job claimed ahead of long ones would wait about as
 	// long as they run, while another worker might have run it at once.

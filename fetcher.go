@@ -137,8 +137,8 @@ func (f *fetcher) claimPlan(n int32) []claimPart {
 
 // claim makes the Claim calls of a round of up to n jobs (see claimPlan)
 // and starts the jobs claimed, even if ctx has ended meanwhile: they are
-// ours now, and the end of the loop hands back those not yet started. It returns how many it
-// claimed, and stops at the first error.
+// ours now, and the end of the loop hands back those not yet started. It
+// returns how many it claimed, and stops at the first error.
 func (f *fetcher) claim(ctx context.Context, n int32) (got int32, err error) {
 	for _, part := range f.claimPlan(n) {
 		want := n - got

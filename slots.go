@@ -40,10 +40,9 @@ const aheadMaxRun = 10 * time.Millisecond
 // A pool may also claim up to ahead jobs more than it has handlers, while
 // its handlers run short (see aheadMaxRun): they wait in its handoff for
 // a handler to return (see handoff, which keeps the handlers running at
-// limit). So a pool runs at most limit handlers,
-// claims at most limit+ahead jobs, each queue at most its cap (running
-// and waiting together), and holds at most (1+earlyFactor)*limit+ahead
-// leases.
+// limit). So a pool runs at most limit handlers, claims at most
+// limit+ahead jobs, each queue at most its cap (running and waiting
+// together), and holds at most (1+earlyFactor)*limit+ahead leases.
 type slots struct {
 	limit int32 // concurrency
 	ahead int32 // jobs the pool may claim beyond limit (WorkerConfig.ClaimAhead)

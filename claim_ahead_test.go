@@ -155,8 +155,19 @@ func TestClaimAheadCountsAgainstQueueCap(t *testing.T) {
 			}},
 		})
 		warmUp(t, s, c, "other")
-		capped := enqueueIn(t, c, "capped", 6)
-		other := enqueueIn(t, c, "other", 10)
+		// In one call, so that the first claim finds both queues' jobs:
+		// enqueued apart, the pool may claim the 2 capped ones alone, then
+		// 4 of the other, and wait for a full batch of room.
+		var specs []kyu.JobSpec
+		for i := range 16 {
+			q := "other"
+			if i < 6 {
+				q = "capped"
+			}
+			specs = append(specs, kyu.JobSpec{Type: "work", EnqueueOptions: kyu.EnqueueOptions{Queue: q}})
+		}
+		ids := enqueueSpecs(t, c, specs)
+		capped, other := ids[:6], ids[6:]
 		synctest.Wait()
 		if n := countActive(t, c, capped); n != max {
 			t.Errorf("%d jobs of the capped queue claimed, want its cap %d", n, max)
@@ -165,7 +176,7 @@ func TestClaimAheadCountsAgainstQueueCap(t *testing.T) {
 			t.Errorf("%d jobs of the other queue claimed, want 6: 2 running, 4 ahead", n)
 		}
 		close(h.release)
-		waitAllFinal(t, s, append(capped, other...))
+		waitAllFinal(t, s, ids)
 	})
 }
 

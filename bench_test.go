@@ -20,12 +20,17 @@ func BenchmarkDrain50(b *testing.B) { benchmarkDrain(b, 50) }
 
 // benchmarkDrain enqueues b.N no-op jobs, then times a worker with the
 // given concurrency draining them, until every outcome is recorded. The
-// store is the embedded one in a temp dir, or the one named by the URL in
-// KYU_BENCH_BACKEND (a fresh Redis prefix or PostgreSQL schema; the
-// benchmark does not clean it up). Besides the rate it reports the
-// process's CPU per job during the drain (the worker's, and the store's
-// when it is embedded) and how many jobs each Claim and Complete call
-// carried.
+// store is the in-memory one, or the one named by the URL in
+// KYU_BENCH_BACKEND (pebble:///dir for the embedded one; a fresh Redis
+// prefix or PostgreSQL schema; the benchmark does not clean it up).
+// KYU_BENCH_CLAIM_AHEAD, if set, is the worker's ClaimAhead (-1 for
+// none), for an A/B of one build:
+//
+//	KYU_BENCH_BACKEND=pebble://$(mktemp -d) KYU_BENCH_CLAIM_AHEAD=-1 go test -run '^$' -bench 'Drain50$' -benchtime 40000x .
+//
+// Besides the rate it reports the process's CPU per job during the drain
+// (the worker's, and the store's when it is embedded) and how many jobs
+// each Claim and Complete call carried.
 func benchmarkDrain(b *testing.B, concurrency int) {
 	var st backend.Backend
 	if u := os.Getenv("KYU_BENCH_BACKEND"); u != "" {
@@ -53,6 +58,13 @@ func benchmarkDrain(b *testing.B, concurrency int) {
 		}
 	}
 
+	ahead := 0
+	if v := os.Getenv("KYU_BENCH_CLAIM_AHEAD"); v != "" {
+		var err error
+		if ahead, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("KYU_BENCH_CLAIM_AHEAD: %v", err)
+		}
+	}
 	var n atomic.Int64
 	done := make(chan struct{})
 	total := int64(b.N)
@@ -63,7 +75,8 @@ func benchmarkDrain(b *testing.B, concurrency int) {
 			}
 			return nil
 		}),
-		Queues: map[string]int{"bench": concurrency},
+		Queues:     map[string]int{"bench": concurrency},
+		ClaimAhead: ahead,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -216,6 +216,9 @@ func TestWorkerCrash(t *testing.T) {
 	}
 	atKill := map[kyu.State]int{}
 	var activeAtKill []string
+	// claimedAhead counts the jobs active at the kill that no handler had
+	// started: claimed ahead (WorkerConfig.ClaimAhead), waiting for one.
+	claimedAhead := 0
 	for _, id := range enqueued {
 		j := get(id)
 		atKill[j.State]++
@@ -224,6 +227,9 @@ func TestWorkerCrash(t *testing.T) {
 		}
 		if j.State == kyu.StateActive {
 			activeAtKill = append(activeAtKill, id)
+			if !started[id] {
+				claimedAhead++
+			}
 		}
 	}
 	if len(activeAtKill) == 0 {
@@ -298,7 +304,168 @@ func TestWorkerCrash(t *testing.T) {
 	if retried == 0 {
 		t.Errorf("no completed job records a failed attempt; the child's retries never ran")
 	}
-	t.Logf("killed after %s: %d enqueued, %d started, states at kill %v; %d active jobs recovered, %d retried; all completed %s later (%d runs in the new worker)",
-		killedAt.Round(time.Millisecond), len(enqueued), len(started), atKill, len(activeAtKill), retried,
+	t.Logf("killed after %s: %d enqueued, %d started, states at kill %v; %d active jobs (%d of them claimed ahead, not started) recovered, %d retried; all completed %s later (%d runs in the new worker)",
+		killedAt.Round(time.Millisecond), len(enqueued), len(started), atKill, len(activeAtKill), claimedAhead, retried,
 		recovered.Round(time.Millisecond), reruns.Load())
+}
+
+// claimAheadCrashDirEnv names the store directory of
+// TestClaimAheadCrashChild.
+const claimAheadCrashDirEnv = "KYU_CLAIM_AHEAD_CRASH_DIR"
+
+// The shape of the claim-ahead crash run: one handler, blocked for good
+// on the first job, and claimAheadCrashAhead jobs claimed ahead behind it.
+const (
+	claimAheadCrashJobs  = 6
+	claimAheadCrashAhead = 3
+)
+
+// TestClaimAheadCrashChild is the child process of TestClaimAheadCrash: it
+// runs a worker with one handler on the store in
+// $KYU_CLAIM_AHEAD_CRASH_DIR, lets it run one quick job, then enqueues
+// claimAheadCrashJobs jobs whose handler blocks. It prints "started ID"
+// for each of them a handler starts and "claimed N" once N jobs are
+// active, then waits to be killed.
+func TestClaimAheadCrashChild(t *testing.T) {
+	dir := os.Getenv(claimAheadCrashDirEnv)
+	if dir == "" {
+		t.Skip("run by TestClaimAheadCrash")
+	}
+	s, err := pebble.Open(dir, pebble.Options{})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	ctx := context.Background()
+	w, err := kyu.NewWorker(s, kyu.WorkerConfig{
+		Handler: kyu.HandlerFunc(func(ctx context.Context, job *kyu.Job) error {
+			if job.Type == "quick" {
+				return nil
+			}
+			fmt.Printf("started %s\n", job.ID)
+			select {} // until the kill
+		}),
+		Queues:     map[string]int{"default": 1},
+		ClaimAhead: claimAheadCrashAhead,
+		Lease:      crashLease,
+	})
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	// A quick job first: a pool claims ahead once its handlers have been
+	// seen to run short.
+	quick, err := c.Enqueue(ctx, "quick", nil, kyu.EnqueueOptions{})
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	if _, err := c.Wait(ctx, quick.ID); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	jobs := make([]kyu.JobSpec, claimAheadCrashJobs)
+	for i := range jobs {
+		jobs[i] = kyu.JobSpec{Type: "crash"}
+	}
+	if _, err := c.EnqueueMany(ctx, jobs); err != nil {
+		t.Fatalf("EnqueueMany: %v", err)
+	}
+	for deadline := time.Now().Add(crashChildLife); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		st, err := c.Stats(ctx, 0)
+		if err != nil {
+			t.Fatalf("Stats: %v", err)
+		}
+		if len(st.Queues) == 1 && st.Queues[0].Counts[kyu.StateActive] == 1+claimAheadCrashAhead {
+			fmt.Printf("claimed %d\n", 1+claimAheadCrashAhead)
+			break
+		}
+	}
+	time.Sleep(crashChildLife) // the parent kills us long before
+	t.Fatalf("child was not killed within %s", crashChildLife)
+}
+
+// TestClaimAheadCrash kills with SIGKILL a worker holding jobs claimed
+// ahead of its one busy handler, and checks that those jobs, active in
+// the store though no handler started them, come back through lease
+// recovery and complete under a new worker.
+func TestClaimAheadCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestClaimAheadCrashChild$", "-test.count=1", "-test.timeout=2m")
+	cmd.Env = append(os.Environ(), claimAheadCrashDirEnv+"="+dir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr logBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start child: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	stall := time.AfterFunc(crashStall, func() { _ = cmd.Process.Kill() })
+	defer stall.Stop()
+	started := map[string]bool{}
+	killed := false
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 2 && f[0] == "started":
+			started[f[1]] = true
+		case len(f) == 2 && f[0] == "claimed" && !killed:
+			if err := cmd.Process.Kill(); err != nil {
+				t.Fatalf("kill child: %v", err)
+			}
+			killed = true
+		}
+	}
+	waitErr := cmd.Wait()
+	if !killed || len(started) != 1 {
+		t.Fatalf("child ended (%v) with %d handlers started, killed %v\nstderr:\n%s", waitErr, len(started), killed, stderr.String())
+	}
+
+	s, err := pebble.Open(dir, pebble.Options{})
+	if err != nil {
+		t.Fatalf("reopen store: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	c := kyu.NewClient(s, kyu.ClientConfig{})
+	ctx := context.Background()
+	page, err := c.List(ctx, kyu.ListOptions{State: kyu.StateActive, Limit: 100})
+	if err != nil {
+		t.Fatalf("list active jobs: %v", err)
+	}
+	var ahead, all []string
+	for _, j := range page.Jobs {
+		all = append(all, j.ID)
+		if !started[j.ID] {
+			ahead = append(ahead, j.ID)
+		}
+	}
+	if len(ahead) != claimAheadCrashAhead {
+		t.Fatalf("%d active jobs at the kill, %d of them not started; want %d claimed ahead", len(all), len(ahead), claimAheadCrashAhead)
+	}
+	startWorker(t, s, kyu.WorkerConfig{
+		Handler:             kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
+		Queues:              map[string]int{"default": 2},
+		PollInterval:        50 * time.Millisecond,
+		MaintenanceInterval: 50 * time.Millisecond,
+	})
+	waitAllFinal(t, s, all)
+	for _, id := range ahead {
+		j, err := c.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("get %s: %v", id, err)
+		}
+		expired := slices.ContainsFunc(j.Errors, func(e kyu.AttemptError) bool { return e.Kind == backend.AttemptLeaseExpired })
+		if j.State != kyu.StateCompleted || !expired {
+			t.Errorf("job %s claimed ahead at the kill ended %s at attempt %d with errors %+v; want completed after a lease_expired attempt",
+				id, j.State, j.Attempt, j.Errors)
+		}
+	}
 }

@@ -35,32 +35,32 @@ type fetcher struct {
 
 	// handoff passes claimed jobs to the handler goroutines (see
 	// Worker.handlerLoop); it is closed when the fetcher's loop ends, which
-	// ends the waiting goroutines. goroutines counts the handler
+	// ends the waiting goroutines and hands back the jobs no handler has
+	// started (see Worker.releaseUnstarted). goroutines counts the handler
 	// goroutines, running a handler or waiting.
 	handoff    *handoff
 	goroutines atomic.Int32
 
-	// order, names and parts are reused by claimPlan, starting, handing
-	// and timed by Worker.startJobs; only the loop uses them.
+	// order, names and parts are reused by claimPlan, starting and
+	// handing by Worker.startJobs; only the loop uses them.
 	order    []*poolQueue
 	names    []string
 	parts    []claimPart
 	starting []*jobRun
 	handing  []handed
-	timed    []*runContext
 }
 
 // newFetcher returns the fetcher of a pool of queues sharing concurrency
-// slots.
-func newFetcher(w *Worker, queues []*poolQueue, weighted bool, concurrency, batch int) *fetcher {
+// slots, which may claim ahead jobs beyond them.
+func newFetcher(w *Worker, queues []*poolQueue, weighted bool, concurrency, batch, ahead int) *fetcher {
 	return &fetcher{
 		w:        w,
 		queues:   queues,
 		weighted: weighted,
 		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-		slots:    newSlots(concurrency),
+		slots:    newSlots(concurrency, ahead),
 		batch:    int32(batch),
-		handoff:  newHandoff(),
+		handoff:  newHandoff(concurrency),
 	}
 }
 
@@ -137,8 +137,8 @@ func (f *fetcher) claimPlan(n int32) []claimPart {
 
 // claim makes the Claim calls of a round of up to n jobs (see claimPlan)
 // and starts the jobs claimed, even if ctx has ended meanwhile: they are
-// ours now, and shutdown will wait for them. It returns how many it
-// claimed, and stops at the first error.
+// ours now, and the end of the loop hands back those not yet started. It
+// returns how many it claimed, and stops at the first error.
 func (f *fetcher) claim(ctx context.Context, n int32) (got int32, err error) {
 	for _, part := range f.claimPlan(n) {
 		want := n - got
@@ -184,8 +184,9 @@ func weightedOrder(rng *rand.Rand, queues []*poolQueue) {
 }
 
 func (f *fetcher) run(ctx context.Context) {
-	// Only this loop hands jobs to handler goroutines.
-	defer f.handoff.close()
+	// Only this loop hands jobs to handler goroutines; the jobs none has
+	// started when it ends go back to their queue at once.
+	defer func() { f.w.releaseUnstarted(f.handoff.close()) }()
 	names := f.queueNames()
 	log := f.w.log.With("queue", names[0])
 	if len(names) > 1 {

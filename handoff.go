@@ -5,18 +5,20 @@ import (
 	"sync"
 )
 
-// handoff passes a fetcher's claimed jobs to its handler goroutines.
+// handoff passes a fetcher's claimed jobs to its handler goroutines, and
+// keeps at most limit of them running a job: the jobs a pool claims
+// ahead (WorkerConfig.ClaimAhead) wait here for a handler to return.
 //
 // The fetcher queues each job it claims; a handler goroutine that has
 // returned from a job takes the next queued one before it waits, so
 // while jobs are queued a goroutine goes from one to the next without
-// parking. A job never waits behind a running handler: while jobs are
-// queued, one goroutine is always on its way to them (coming), a waiting
-// one woken or a new one started, and each that takes a job calls the
-// next while more are queued. So a batch of short jobs is run by as many
-// goroutines as keep up with it, not woken one per job, and a batch of
-// long ones still starts every job at once, each goroutine waking the
-// next.
+// parking. A job never waits behind a running handler while fewer than
+// limit run: while jobs are queued and a handler is free, one goroutine
+// is always on its way to them (coming), a waiting one woken or a new one
+// started, and each that takes a job calls the next while more are
+// queued. So a batch of short jobs is run by as many goroutines as keep
+// up with it, not woken one per job, and a batch of long ones still
+// starts every job at once, each goroutine waking the next.
 type handoff struct {
 	mu   sync.Mutex
 	wait sync.Cond // L is &mu; signalled once per goroutine called
@@ -27,6 +29,10 @@ type handoff struct {
 	// woken or started that have not looked at runs yet (at most one,
 	// except at close).
 	parked, coming int
+	// busy counts the goroutines running a job they took, at most limit
+	// (the pool's concurrency). A goroutine whose job was taken from its
+	// handler (abandoned) leaves the count (leave) though it still runs.
+	busy, limit int
 	// closed is set when the fetcher's loop has ended: goroutines finding
 	// no job end.
 	closed bool
@@ -39,8 +45,8 @@ type handed struct {
 	ctx context.Context
 }
 
-func newHandoff() *handoff {
-	h := &handoff{}
+func newHandoff(limit int) *handoff {
+	h := &handoff{limit: limit}
 	h.wait.L = &h.mu
 	return h
 }
@@ -56,10 +62,11 @@ func (h *handoff) put(runs []handed) (start bool) {
 }
 
 // call makes sure a goroutine is on its way to the queue: none if one
-// already is, else a waiting one woken; it reports whether there is none
+// already is or limit goroutines are busy (the first to return takes the
+// next job), else a waiting one woken; it reports whether there is none
 // to wake, and the caller must start one. Under mu.
 func (h *handoff) call() (start bool) {
-	if h.coming > 0 {
+	if h.coming > 0 || h.busy >= h.limit {
 		return false
 	}
 	h.coming++
@@ -71,17 +78,23 @@ func (h *handoff) call() (start bool) {
 }
 
 // take returns the next queued job, waiting for one, or none (a nil run)
-// once the handoff is closed and empty. coming says that the caller was called
-// (started by put's or take's report); take likewise reports whether
-// the caller must start a goroutine for the jobs still queued.
-func (h *handoff) take(coming bool) (job handed, start bool) {
+// once the handoff is closed and empty. coming says that the caller was
+// called (started by put's or take's report), busy that it returns from
+// a job it took (and so leaves the busy count); take likewise reports
+// whether the caller must start a goroutine for the jobs still queued.
+// A job taken counts the caller busy until its next take or leave.
+func (h *handoff) take(coming, busy bool) (job handed, start bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if busy {
+		h.busy--
+	}
 	for {
 		if coming {
 			h.coming--
 		}
-		if h.head < len(h.runs) {
+		if h.head < len(h.runs) && h.busy < h.limit {
+			h.busy++
 			job = h.runs[h.head]
 			h.runs[h.head] = handed{}
 			h.head++
@@ -113,13 +126,34 @@ func (h *handoff) take(coming bool) (job handed, start bool) {
 	}
 }
 
-// close ends the goroutines that find no job, once the queued jobs are
-// taken; no job may be put after it.
-func (h *handoff) close() {
+// leave takes a busy goroutine out of the busy count: its job was taken
+// from its handler (abandoned), or it ends without a take. It reports, as
+// put does, whether the caller must start a goroutine for the jobs
+// queued.
+func (h *handoff) leave() (start bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.busy--
+	if h.head < len(h.runs) {
+		return h.call()
+	}
+	return false
+}
+
+// close takes back the jobs still queued, which no handler has started,
+// and ends the goroutines that find no job; no job may be put after it.
+func (h *handoff) close() []*jobRun {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
+	var left []*jobRun
+	for _, j := range h.runs[h.head:] {
+		left = append(left, j.run)
+	}
+	clear(h.runs)
+	h.runs, h.head = h.runs[:0], 0
 	if h.parked > 0 {
 		h.call()
 	}
+	return left
 }

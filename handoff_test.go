@@ -8,12 +8,15 @@ import (
 )
 
 // testHandlers runs handler goroutines on a handoff as handlerLoop does,
-// each calling do with the jobs it takes.
+// each calling do with the jobs it takes; a goroutine whose do returns
+// false ends, as one whose run was taken from it (the taker calls leave).
 type testHandlers struct {
 	h          *handoff
-	do         func(*jobRun)
+	do         func(*jobRun) bool
 	wg         sync.WaitGroup
 	goroutines atomic.Int32
+	// left holds the jobs close took back.
+	left []*jobRun
 }
 
 // put queues a job, starting a goroutine when the handoff asks for one.
@@ -31,9 +34,9 @@ func (th *testHandlers) start() {
 
 func (th *testHandlers) loop() {
 	defer th.wg.Done()
-	coming := true
+	coming, busy := true, false
 	for {
-		job, start := th.h.take(coming)
+		job, start := th.h.take(coming, busy)
 		run := job.run
 		if run == nil {
 			return
@@ -41,15 +44,24 @@ func (th *testHandlers) loop() {
 		if start {
 			th.start()
 		}
-		th.do(run)
-		coming = false
+		if !th.do(run) {
+			return
+		}
+		coming, busy = false, true
+	}
+}
+
+// leave is what the taker of a run does for its goroutine.
+func (th *testHandlers) leave() {
+	if th.h.leave() {
+		th.start()
 	}
 }
 
 // closeAndWait closes the handoff and waits for every goroutine to end.
 func (th *testHandlers) closeAndWait(t *testing.T) {
 	t.Helper()
-	th.h.close()
+	th.left = th.h.close()
 	done := make(chan struct{})
 	go func() { th.wg.Wait(); close(done) }()
 	select {
@@ -67,9 +79,10 @@ func TestHandoffStartsEveryJobAtOnce(t *testing.T) {
 	const n = 50
 	started := make(chan *jobRun)
 	release := make(chan struct{}) // one value lets one handler return
-	th := &testHandlers{h: newHandoff(), do: func(run *jobRun) {
+	th := &testHandlers{h: newHandoff(n), do: func(run *jobRun) bool {
 		started <- run
 		<-release
+		return true
 	}}
 	for round := range 2 {
 		for range n {
@@ -95,27 +108,84 @@ func TestHandoffStartsEveryJobAtOnce(t *testing.T) {
 	}
 }
 
-// Jobs queued before close still run, and every goroutine ends once they
-// have.
-func TestHandoffCloseRunsQueuedJobs(t *testing.T) {
+// Jobs queued at close are taken back, not run, and every goroutine
+// ends.
+func TestHandoffCloseTakesBackQueuedJobs(t *testing.T) {
 	var ran atomic.Int32
-	th := &testHandlers{h: newHandoff(), do: func(*jobRun) { ran.Add(1) }}
-	for range 3 {
-		th.put(&jobRun{})
-	}
-	// Let the goroutines run out of jobs and wait, then queue more and
-	// close at once.
-	for deadline := time.Now().Add(10 * time.Second); ran.Load() < 3; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 3 jobs ran", ran.Load())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	block := make(chan struct{})
+	th := &testHandlers{h: newHandoff(2), do: func(*jobRun) bool {
+		ran.Add(1)
+		<-block
+		return true
+	}}
 	for range 5 {
 		th.put(&jobRun{})
 	}
+	for deadline := time.Now().Add(10 * time.Second); ran.Load() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 2 jobs started", ran.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	left := th.h.close()
+	close(block)
 	th.closeAndWait(t)
-	if n := ran.Load(); n != 8 {
-		t.Errorf("%d jobs ran, want 8", n)
+	if n, l := ran.Load(), len(left); n != 2 || l != 3 {
+		t.Errorf("%d jobs ran and %d were taken back, want 2 and 3", n, l)
+	}
+}
+
+// At most limit jobs run at once, however many are queued (jobs claimed
+// ahead wait); a handler that returns takes the next, and one whose run
+// is taken from it (leave) has another goroutine take its place.
+func TestHandoffRunsAtMostLimit(t *testing.T) {
+	const limit, jobs = 3, 10
+	started := make(chan *jobRun, jobs)
+	// Each value lets one handler return; false ends its goroutine as
+	// one whose run was taken from it.
+	release := make(chan bool)
+	th := &testHandlers{h: newHandoff(limit), do: func(run *jobRun) bool {
+		started <- run
+		return <-release
+	}}
+	for range jobs {
+		th.put(&jobRun{})
+	}
+	wait := func(n int) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for range n {
+			select {
+			case <-started:
+			case <-deadline:
+				t.Fatalf("fewer than %d jobs started", n)
+			}
+		}
+		// No more start than given room: the handoff holds them.
+		select {
+		case <-started:
+			t.Fatalf("more than %d handlers run at once", limit)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	wait(limit)
+	release <- true // one returns, and takes the next
+	wait(1)
+	release <- false // one is abandoned: another takes its place
+	th.leave()
+	wait(1)
+	for range jobs - limit - 2 {
+		release <- true
+		wait(1)
+	}
+	for range limit {
+		release <- true
+	}
+	th.closeAndWait(t)
+	if len(th.left) != 0 {
+		t.Errorf("%d jobs left queued", len(th.left))
+	}
+	if g := th.goroutines.Load(); g > limit+1 {
+		t.Errorf("%d goroutines ran %d jobs %d at a time, want at most %d", g, jobs, limit, limit+1)
 	}
 }

@@ -125,7 +125,8 @@ func (w *Worker) checkRuns(ctx context.Context, runs []*jobRun, renewed []bool) 
 		if !run.state.load().live() {
 			continue
 		}
-		if run.ctx.deadline != 0 && time.Duration(w.timeouts.now()-run.ctx.deadline) >= grace {
+		// A job waiting for a handler has no deadline yet.
+		if d := run.ctx.deadline.Load(); d != 0 && time.Duration(w.timeouts.now()-d) >= grace {
 			w.abandonTimedOut(ctx, run)
 			continue
 		}
@@ -150,6 +151,10 @@ func (w *Worker) abandonTimedOut(ctx context.Context, run *jobRun) {
 	}
 	w.untrack(run)
 	run.cancel(context.DeadlineExceeded)
+	// Its goroutine no longer counts among the pool's handlers.
+	if run.f.handoff.leave() {
+		w.startHandler(run.f)
+	}
 	w.log.Warn("kyu: handler did not return within its timeout plus grace; attempt failed and slot freed, its goroutine is leaked",
 		"job_id", run.lease.JobID, "type", run.jobType, "timeout", run.timeout, "grace", w.cfg.timeoutGrace())
 

@@ -20,23 +20,44 @@ import (
 // claimed, had every garbage collection of the drain scan all of them.
 func BenchmarkWorkerOverhead(b *testing.B) {
 	for _, rtt := range []time.Duration{0, time.Millisecond} {
-		b.Run("rtt="+rtt.String(), func(b *testing.B) { benchmarkOverhead(b, 50, rtt) })
+		b.Run("rtt="+rtt.String(), func(b *testing.B) { benchmarkOverhead(b, 50, rtt, 0, 0) })
 	}
 }
 
-func benchmarkOverhead(b *testing.B, concurrency int, rtt time.Duration) {
+// BenchmarkWorkerOverlap drains b.N jobs as BenchmarkWorkerOverhead does,
+// each handler sleeping 1ms, from a fake store whose calls take 1ms: with
+// claims ahead (the default) the next claim's round trip overlaps the
+// handlers' sleep, about 50 jobs a millisecond; without (NoClaimAhead)
+// each batch waits for its claim, then for its handlers, about 25.
+func BenchmarkWorkerOverlap(b *testing.B) {
+	for _, ahead := range []int{0, kyu.NoClaimAhead} {
+		name := "ahead=default"
+		if ahead < 0 {
+			name = "ahead=none"
+		}
+		b.Run(name, func(b *testing.B) { benchmarkOverhead(b, 50, time.Millisecond, time.Millisecond, ahead) })
+	}
+}
+
+// benchmarkOverhead drains b.N jobs with handlers that sleep work, from a
+// fakeBackend whose calls take rtt, claiming ahead as ClaimAhead says.
+func benchmarkOverhead(b *testing.B, concurrency int, rtt, work time.Duration, ahead int) {
 	fb := &fakeBackend{left: b.N, rtt: rtt, sub: make(chan struct{})}
 	var n atomic.Int64
 	total := int64(b.N)
 	done := make(chan struct{})
 	w, err := kyu.NewWorker(fb, kyu.WorkerConfig{
 		Handler: kyu.HandlerFunc(func(context.Context, *kyu.Job) error {
+			if work > 0 {
+				time.Sleep(work)
+			}
 			if n.Add(1) == total {
 				close(done)
 			}
 			return nil
 		}),
 		Queues:             map[string]int{"bench": concurrency},
+		ClaimAhead:         ahead,
 		DisableMaintenance: true,
 	})
 	if err != nil {

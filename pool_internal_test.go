@@ -80,7 +80,7 @@ func TestClaimPlanKeepsCaps(t *testing.T) {
 	t.Parallel()
 	slow := &poolQueue{name: "slow", max: 3}
 	f := &fetcher{queues: []*poolQueue{{name: "first"}, slow, {name: "fast"}, {name: "last"}}}
-	s := newSlots(10)
+	s := newSlots(10, 0)
 	if got, want := plan(f, 3), "[first slow fast last]"; got != want {
 		t.Fatalf("claim of 3 with slow's cap 3 free: plan %s; want %s", got, want)
 	}

@@ -41,8 +41,9 @@ type runContext struct {
 	run *jobRun
 	// deadline is when the job's timeout ends, in nanoseconds since the
 	// worker's timeouts' epoch (see deadlineAfter); zero without a
-	// timeout.
-	deadline int64
+	// timeout, and until the handler starts (Worker.begin). It is read
+	// by the heartbeater too, hence atomic.
+	deadline atomic.Int64
 	// timedOut is set when the timeout has fired, before the child is
 	// cancelled.
 	timedOut atomic.Bool
@@ -53,20 +54,22 @@ type runContext struct {
 	onTimeout func()
 }
 
-// Deadline is the end of the job's timeout, if it has one.
+// Deadline is the end of the job's timeout, if it has one (the handler
+// asks only once it has started, and with it the timeout).
 func (c *runContext) Deadline() (time.Time, bool) {
-	if c.deadline == 0 {
+	d := c.deadline.Load()
+	if d == 0 {
 		return c.Context.Deadline()
 	}
-	return c.run.w().timeouts.time(c.deadline), true
+	return c.run.w().timeouts.time(d), true
 }
 
 // Done is nil without a timeout. With one it is the worker's channel that
 // is never closed, so that the handler's context registers through
-// AfterFunc (it is never waited on: only the handler's context is handed
-// out); see runContext.
+// AfterFunc as it is made, at the claim (it is never waited on: only the
+// handler's context is handed out); see runContext.
 func (c *runContext) Done() <-chan struct{} {
-	if c.deadline == 0 {
+	if c.run.timeout <= 0 {
 		return c.Context.Done()
 	}
 	return c.run.w().never
@@ -81,9 +84,8 @@ func (c *runContext) Err() error {
 }
 
 // AfterFunc arranges for f to run at the deadline: the handler's context
-// calls it once, as it is made, to be cancelled then. The context enters the
-// worker's timeouts with the others of its claim (Worker.startJobs),
-// before its handler may start. The returned stop does nothing: the run
+// calls it once, as it is made, to be cancelled then. The context enters
+// the worker's timeouts as its handler starts (Worker.begin). The returned stop does nothing: the run
 // leaves the worker's timeouts when its handler returns (settle), which
 // the handler context's cancel precedes.
 func (c *runContext) AfterFunc(f func()) (stop func() bool) {

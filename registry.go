@@ -95,7 +95,8 @@ func (w *Worker) register(ctx context.Context) (WorkerCommand, error) {
 }
 
 // registryEntry describes the worker at now: its identity, the ids of the
-// jobs it holds (running, or whose outcome is being recorded), its
+// jobs it holds (claimed ahead and waiting for a handler, running, or
+// whose outcome is being recorded), its
 // counters, its state and its periodic schedules. Processed counts every
 // attempt whose outcome was recorded, Failed those recorded failed, as the
 // store's own counters do.

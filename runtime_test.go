@@ -465,9 +465,10 @@ func (s gatedComplete) Complete(ctx context.Context, p backend.CompleteParams) (
 }
 
 // While no outcome is recorded, a queue holds at most three times its
-// concurrency in leases: its running handlers, and twice its concurrency
-// of returned handlers whose slots were freed early (slots.releaseEarly).
-// Once outcomes are recorded, the rest of the jobs run.
+// concurrency in leases, plus the jobs it may claim ahead: its running
+// handlers, twice its concurrency of returned handlers whose slots were
+// freed early (slots.releaseEarly), and ClaimAhead jobs waiting for a
+// handler. Once outcomes are recorded, the rest of the jobs run.
 //
 // Claims take one job each, so every freed slot is claimed at once and the
 // worker reaches the bound. With larger claims it may stop short of it: a
@@ -476,26 +477,28 @@ func (s gatedComplete) Complete(ctx context.Context, p backend.CompleteParams) (
 // until the gate opens.
 func TestWorkerBoundsUnrecordedLeases(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		const concurrency, jobs = 4, 40
+		const concurrency, ahead, jobs = 4, 2, 40
 		s := newStore(t)
 		c := kyu.NewClient(s, kyu.ClientConfig{})
 		var ids []string
 		for range jobs {
 			ids = append(ids, enqueue(t, c, "bounded", nil, kyu.EnqueueOptions{}))
 		}
-		b := gatedComplete{Backend: s, gate: make(chan struct{}), limit: 3 * concurrency,
+		const bound = 3*concurrency + ahead
+		b := gatedComplete{Backend: s, gate: make(chan struct{}), limit: bound,
 			claimed: new(atomic.Int64), over: new(atomic.Int64), claims: new(changes)}
 		startWorker(t, b, kyu.WorkerConfig{
 			Handler:    kyu.HandlerFunc(func(context.Context, *kyu.Job) error { return nil }),
 			Queues:     map[string]int{backend.DefaultQueue: concurrency},
 			ClaimBatch: 1,
+			ClaimAhead: ahead,
 		})
 		// Cleanups run last first: the gate opens before the worker stops.
 		openGate := sync.OnceFunc(func() { close(b.gate) })
 		t.Cleanup(openGate)
-		b.claims.waitFor(t, "the worker to lease three times its concurrency", func() bool { return b.claimed.Load() >= 3*concurrency })
+		b.claims.waitFor(t, "the worker to lease three times its concurrency and ClaimAhead", func() bool { return b.claimed.Load() >= bound })
 		if n := b.over.Load(); n > 0 {
-			t.Fatalf("the worker asked for %d jobs beyond 3x its concurrency while no outcome was recorded", n)
+			t.Fatalf("the worker asked for %d jobs beyond 3x its concurrency plus ClaimAhead while no outcome was recorded", n)
 		}
 		openGate()
 		waitAllFinal(t, s, ids)

@@ -1,6 +1,9 @@
 package kyu
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // earlyFactor is how many times its concurrency a pool may have in jobs
 // whose handler has returned and whose slot was freed before their outcome
@@ -10,6 +13,14 @@ import "sync/atomic"
 // before overlap (PostgreSQL and Redis drains with 50 handlers about 10-20 %
 // faster, docs/benchmarks.md).
 const earlyFactor = 2
+
+// aheadMaxRun bounds the handler run time under which a pool claims
+// ahead: a moving average of its handlers' run times (slots.ran) must be
+// shorter. Claiming ahead overlaps a claim's commit (well under a
+// millisecond to a few) with the handlers' work, which is worth it for
+// short jobs only; a job claimed ahead of long ones would wait about as
+// long as they run, while another worker might have run it at once.
+const aheadMaxRun = 10 * time.Millisecond
 
 // slots owns the handler slots of one pool (a queue with its own
 // concurrency, or queues that share one): every change of its counts goes
@@ -26,13 +37,18 @@ const earlyFactor = 2
 //   - release, at once, for a run taken from its handler (shutdown, or a
 //     handler that overran its timeout).
 //
-// So a pool runs at most limit handlers, each queue at most its cap, and
-// holds at most (1+earlyFactor)*limit leases.
+// A pool may also claim up to ahead jobs more than it has handlers, while
+// its handlers run short (see aheadMaxRun): they wait in its handoff for
+// a handler to return (see handoff, which keeps the handlers running at
+// limit). So a pool runs at most limit handlers, claims at most
+// limit+ahead jobs, each queue at most its cap (running and waiting
+// together), and holds at most (1+earlyFactor)*limit+ahead leases.
 type slots struct {
 	limit int32 // concurrency
-	// taken counts the slots taken: jobs whose handler runs, and jobs
-	// whose handler has returned but whose slot is held until their
-	// outcome is recorded.
+	ahead int32 // jobs the pool may claim beyond limit (WorkerConfig.ClaimAhead)
+	// taken counts the slots taken: jobs claimed and waiting for a
+	// handler, jobs whose handler runs, and jobs whose handler has
+	// returned but whose slot is held until their outcome is recorded.
 	taken atomic.Int32
 	// held counts the jobs among taken whose handler has returned and
 	// whose slot is held until their outcome is recorded. It is its own
@@ -44,6 +60,11 @@ type slots struct {
 	// returned and whose outcome is not yet recorded; at most
 	// earlyFactor*limit.
 	early atomic.Int32
+
+	// runTime is a moving average of the pool's handler run times, in
+	// nanoseconds (see ran); it starts at aheadMaxRun, so that a pool
+	// claims ahead only once its first handlers have run short.
+	runTime atomic.Int64
 
 	// want is how many free slots make a release worth waking the fetcher
 	// for (see setWant). Handlers return one by one, and waking the
@@ -89,14 +110,33 @@ func (q *poolQueue) room() int32 {
 	return max(q.max-q.taken.Load(), 0)
 }
 
-func newSlots(limit int) *slots {
-	s := &slots{limit: int32(limit), freed: make(chan struct{}, 1)}
+func newSlots(limit, ahead int) *slots {
+	s := &slots{limit: int32(limit), ahead: int32(ahead), freed: make(chan struct{}, 1)}
 	s.want.Store(1)
+	s.runTime.Store(int64(aheadMaxRun))
 	return s
 }
 
-// free is how many slots are free now.
-func (s *slots) free() int32 { return s.limit - s.taken.Load() }
+// ran counts a handler's run time d (nanoseconds) into the moving
+// average, with weight 1/8. Handlers return at once, and an update may
+// overwrite another: the average only needs to be about right.
+func (s *slots) ran(d int64) {
+	old := s.runTime.Load()
+	s.runTime.Store(old + (d-old)/8)
+}
+
+// aheadNow is how many jobs the pool may claim ahead now: ahead while its
+// handlers run shorter than aheadMaxRun on average, else none.
+func (s *slots) aheadNow() int32 {
+	if s.runTime.Load() >= int64(aheadMaxRun) {
+		return 0
+	}
+	return s.ahead
+}
+
+// free is how many slots are free now: how many more jobs the pool may
+// claim (negative when it stopped claiming ahead with jobs still ahead).
+func (s *slots) free() int32 { return s.limit + s.aheadNow() - s.taken.Load() }
 
 // acquire takes a slot for a job just claimed from q.
 func (s *slots) acquire(q *poolQueue) {
@@ -146,7 +186,7 @@ func (s *slots) releaseOnRecord(q *poolQueue, hold slotHold) bool {
 // release gives back a slot of q at once, and wakes the fetcher when it
 // wants that many free slots.
 func (s *slots) release(q *poolQueue) {
-	if s.limit-s.taken.Add(-1) >= s.want.Load() {
+	if s.limit+s.aheadNow()-s.taken.Add(-1) >= s.want.Load() {
 		s.wake()
 	}
 	s.releaseQueue(q)
@@ -170,16 +210,18 @@ func (s *slots) wake() {
 }
 
 // setWant says how many free slots are worth a wake-up: with more work
-// about (more), a full batch, or one while none is free (to begin
-// lingering); without, none at all (more than the limit). It reports
-// whether that many are free already: a slot freed before the store was
-// judged by the old want.
+// about (more), a full batch, or, while every handler is taken, the
+// fewest that let claimSize begin lingering (one without claiming ahead);
+// without, none at all (more than the slots). It reports whether that
+// many are free already: a slot freed before the store was judged by the
+// old want.
 func (s *slots) setWant(more bool, batch int32) (ready bool) {
-	want := s.limit + 1
+	ahead := s.aheadNow()
+	want := s.limit + ahead + 1
 	if more {
 		want = batch
 		if s.taken.Load() >= s.limit {
-			want = 1
+			want = min(batch, ahead+1)
 		}
 	}
 	s.want.Store(want)
@@ -189,7 +231,8 @@ func (s *slots) setWant(more bool, batch int32) (ready bool) {
 // claimSize returns how many jobs to claim now: none when no slot is
 // free. A partial batch waits (wait is true) while slots are about to free
 // up, since one full claim costs one commit and several small ones cost
-// several: while outcomes that hold their slots are being recorded, and,
+// several: while outcomes that hold their slots are being recorded, while
+// jobs claimed ahead wait for handlers (which then lack no work), and,
 // for at most fetcherLinger (lingered reports that it has passed), while
 // handlers are still running.
 func (s *slots) claimSize(batch int32, lingered bool) (n int32, wait bool) {
@@ -203,8 +246,11 @@ func (s *slots) claimSize(batch int32, lingered bool) (n int32, wait bool) {
 	if s.held.Load() > 0 {
 		return 0, false // the completer frees them and wakes us
 	}
-	// Every taken slot is a running handler now.
-	if free < s.limit && !lingered {
+	if s.taken.Load() > s.limit {
+		return 0, false // jobs claimed ahead wait: no hurry
+	}
+	// Every taken slot is a running handler, or a job on its way to one.
+	if free < s.limit+s.aheadNow() && !lingered {
 		return 0, true
 	}
 	return free, false

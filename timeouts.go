@@ -68,10 +68,10 @@ func (t *timeouts) add(cs ...*runContext) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	first := cs[0].deadline
+	first := cs[0].deadline.Load()
 	for _, c := range cs {
 		t.heap.push(c)
-		first = min(first, c.deadline)
+		first = min(first, c.deadline.Load())
 	}
 	if t.armed == 0 || first < t.armed {
 		t.armed = first
@@ -99,12 +99,12 @@ func (t *timeouts) fire() {
 	var fired []*runContext // rare: once per timeout that runs out
 	t.mu.Lock()
 	now := t.now()
-	for len(t.heap) > 0 && t.heap[0].deadline <= now {
+	for len(t.heap) > 0 && t.heap[0].deadline.Load() <= now {
 		fired = append(fired, t.heap.remove(0))
 	}
 	t.armed = 0
 	if len(t.heap) > 0 {
-		t.armed = t.heap[0].deadline
+		t.armed = t.heap[0].deadline.Load()
 		t.timer.Reset(time.Duration(t.armed - now))
 	}
 	t.mu.Unlock()
@@ -151,7 +151,7 @@ func (h deadlines) up(i int) {
 	c := h[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if h[p].deadline <= c.deadline {
+		if h[p].deadline.Load() <= c.deadline.Load() {
 			break
 		}
 		h.set(i, h[p])
@@ -169,10 +169,10 @@ func (h deadlines) down(i int) bool {
 		if m >= len(h) {
 			break
 		}
-		if r := m + 1; r < len(h) && h[r].deadline < h[m].deadline {
+		if r := m + 1; r < len(h) && h[r].deadline.Load() < h[m].deadline.Load() {
 			m = r
 		}
-		if h[m].deadline >= c.deadline {
+		if h[m].deadline.Load() >= c.deadline.Load() {
 			break
 		}
 		h.set(i, h[m])

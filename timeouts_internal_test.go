@@ -22,7 +22,8 @@ func TestTimeouts(t *testing.T) {
 		firedAt := make(map[int]time.Time)
 		ctxs := make([]*runContext, n)
 		for _, i := range rand.Perm(n) {
-			c := &runContext{deadline: int64(time.Duration(10+rand.IntN(150)) * time.Millisecond), index: -1}
+			c := &runContext{index: -1}
+			c.deadline.Store(int64(time.Duration(10+rand.IntN(150)) * time.Millisecond))
 			c.onTimeout = func() {
 				mu.Lock()
 				firedAt[i] = time.Now()
@@ -50,8 +51,8 @@ func TestTimeouts(t *testing.T) {
 			switch {
 			case i%3 == 0 && fired:
 				t.Errorf("context %d fired after it was removed", i)
-			case i%3 != 0 && at.Before(ts.time(c.deadline)):
-				t.Errorf("context %d fired %s before its deadline", i, ts.time(c.deadline).Sub(at))
+			case i%3 != 0 && at.Before(ts.time(c.deadline.Load())):
+				t.Errorf("context %d fired %s before its deadline", i, ts.time(c.deadline.Load()).Sub(at))
 			case i%3 != 0 && (!c.timedOut.Load() || c.index != -1):
 				t.Errorf("context %d: timedOut %v, index %d after firing", i, c.timedOut.Load(), c.index)
 			}
@@ -87,7 +88,7 @@ func TestDeadlinesHeap(t *testing.T) {
 			if c.index != int32(i) {
 				t.Fatalf("context at %d has index %d", i, c.index)
 			}
-			if i > 0 && h[(i-1)/2].deadline > c.deadline {
+			if i > 0 && h[(i-1)/2].deadline.Load() > c.deadline.Load() {
 				t.Fatalf("context at %d is earlier than its parent", i)
 			}
 		}
@@ -99,17 +100,19 @@ func TestDeadlinesHeap(t *testing.T) {
 				t.Fatalf("removed context has index %d", c.index)
 			}
 		} else {
-			h.push(&runContext{deadline: rng.Int64N(50)})
+			c := &runContext{}
+			c.deadline.Store(rng.Int64N(50))
+			h.push(c)
 		}
 		check()
 	}
 	last := int64(-1)
 	for len(h) > 0 {
 		c := h.remove(0)
-		if c.deadline < last {
-			t.Fatalf("deadline %d after %d", c.deadline, last)
+		if c.deadline.Load() < last {
+			t.Fatalf("deadline %d after %d", c.deadline.Load(), last)
 		}
-		last = c.deadline
+		last = c.deadline.Load()
 		check()
 	}
 }

@@ -139,18 +139,18 @@ func NewWorker(b WorkerBackend, cfg WorkerConfig) (*Worker, error) {
 	w.sched = sched
 	for _, q := range cfg.queueNames() {
 		n := cfg.Queues[q]
-		w.fetchers = append(w.fetchers, newFetcher(w, []*poolQueue{{name: q}}, false, n, cfg.claimBatch(n)))
+		w.fetchers = append(w.fetchers, newFetcher(w, []*poolQueue{{name: q}}, false, n, cfg.claimBatch(n), cfg.claimAhead(n)))
 	}
 	if p := cfg.Pool; p != nil {
 		queues := make([]*poolQueue, len(p.Queues))
 		for i, q := range p.Queues {
 			queues[i] = &poolQueue{name: q.Name, weight: q.Weight, max: int32(q.Max)}
 		}
-		w.fetchers = append(w.fetchers, newFetcher(w, queues, p.weighted(), p.Concurrency, cfg.claimBatch(p.Concurrency)))
+		w.fetchers = append(w.fetchers, newFetcher(w, queues, p.weighted(), p.Concurrency, cfg.claimBatch(p.Concurrency), cfg.claimAhead(p.Concurrency)))
 	}
 	// A pool has at most 1+earlyFactor times its concurrency of outcomes
-	// unrecorded (see slots.releaseEarly): the completer's queue is sized
-	// for that.
+	// unrecorded (see slots.releaseEarly), the jobs it claims ahead aside:
+	// the completer's queue is sized for that.
 	w.comp = newCompleter(w, (1+earlyFactor)*cfg.concurrency())
 	w.reports = newReporter(w)
 	return w, nil
@@ -321,6 +321,10 @@ func (w *Worker) abandonRunning() []*jobRun {
 	w.untrack(abandoned...)
 	for _, run := range abandoned {
 		run.cancel(nil)
+		// Its goroutine no longer counts among the pool's handlers.
+		if run.f.handoff.leave() {
+			w.startHandler(run.f)
+		}
 	}
 	return abandoned
 }
@@ -352,6 +356,37 @@ func (w *Worker) releaseAbandoned(runs []*jobRun) error {
 			"job_id", run.lease.JobID, "type", run.jobType)
 	}
 	return err
+}
+
+// releaseUnstarted hands back to their queue, at once, the jobs a fetcher
+// had claimed that no handler started before its loop ended (see
+// handoff.close): jobs claimed ahead, or just claimed. Their attempt is
+// not counted (Release); should the call fail, they return when their
+// leases expire.
+func (w *Worker) releaseUnstarted(runs []*jobRun) {
+	if len(runs) == 0 {
+		return
+	}
+	leases := make([]backend.Lease, 0, len(runs))
+	for _, run := range runs {
+		// A run is live until now: no handler has it.
+		run.state.abandon()
+		leases = append(leases, run.lease)
+	}
+	w.untrack(runs...)
+	ctx, cancel := context.WithTimeout(w.jobsCtx, releaseTimeout)
+	defer cancel()
+	if _, err := w.b.Release(ctx, backend.ReleaseParams{Leases: leases, Now: w.cfg.Clock.Now()}); err != nil {
+		w.log.Error("kyu: could not hand back jobs claimed but not started; they return when their leases expire",
+			"count", len(runs), "error", err)
+	} else {
+		w.log.Debug("kyu: jobs claimed but not started handed back", "count", len(runs))
+	}
+	for _, run := range runs {
+		run.cancel(nil)
+		run.f.slots.release(run.q)
+		run.state.record()
+	}
 }
 
 // track registers runs until their outcome is recorded.

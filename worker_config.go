@@ -38,7 +38,13 @@ const (
 	// NoShutdownGrace as WorkerConfig.ShutdownGrace makes Shutdown cancel
 	// running jobs and hand them back at once.
 	NoShutdownGrace = time.Duration(-1)
+	// maxClaimAhead bounds WorkerConfig.ClaimAhead.
+	maxClaimAhead = 10_000
 )
+
+// NoClaimAhead as WorkerConfig.ClaimAhead claims no job before a handler
+// is free for it.
+const NoClaimAhead = -1
 
 // WorkerConfig configures a Worker. Only Handler is required; every other
 // field has the default named in its comment.
@@ -82,6 +88,25 @@ type WorkerConfig struct {
 	// ClaimBatch is the most jobs one claim call may take. Default, per
 	// queue (or pool), the smaller of its concurrency and 50.
 	ClaimBatch int
+
+	// ClaimAhead is how many jobs each queue (or pool) may hold claimed
+	// beyond its concurrency, waiting for a handler to return: while its
+	// handlers are all busy, its next claim is made and committed, so that
+	// the store's commit (a disk sync in the embedded store, a round trip
+	// to a server) overlaps the handlers' work instead of coming between
+	// one batch and the next. A job's timeout starts when its handler
+	// starts; while it waits its lease is renewed with the others; it
+	// counts against its queue's cap (PoolQueue.Max); and Shutdown (or
+	// Quiet) hands the jobs still waiting back to their queue at once,
+	// their attempt not counted but recorded as interrupted, as for
+	// handlers Shutdown interrupts. A queue claims ahead only while its handlers run
+	// shorter than 10ms on average (so not before its first ones have
+	// returned): a job claimed ahead of long ones would wait about as
+	// long as they run, while another worker might have run it at once.
+	// Default 0: one claim's worth (the queue's or pool's ClaimBatch), at
+	// most 10,000. NoClaimAhead (any negative value) claims no job before
+	// a handler is free for it.
+	ClaimAhead int
 
 	// PollInterval is how often an idle queue is polled when no wake-up
 	// signal arrives from the backend, and so, while the backend gives
@@ -232,6 +257,8 @@ func (c WorkerConfig) validate() error {
 		return fmt.Errorf("kyu: WorkerConfig.HeartbeatInterval %s must be positive and at most half of Lease %s", c.HeartbeatInterval, c.Lease)
 	case c.ClaimBatch < 0:
 		return fmt.Errorf("kyu: WorkerConfig.ClaimBatch %d is negative", c.ClaimBatch)
+	case c.ClaimAhead > maxClaimAhead:
+		return fmt.Errorf("kyu: WorkerConfig.ClaimAhead %d is over %d", c.ClaimAhead, maxClaimAhead)
 	case c.PollInterval < 0 || c.PollInterval > maxPollInterval:
 		return fmt.Errorf("kyu: WorkerConfig.PollInterval %s is outside (0, %s]", c.PollInterval, maxPollInterval)
 	case c.ShutdownGrace > maxShutdownGrace:
@@ -308,6 +335,18 @@ func (c WorkerConfig) claimBatch(concurrency int) int {
 		n = defaultMaxClaimBatch
 	}
 	return min(n, concurrency)
+}
+
+// claimAhead is how many jobs a pool (or queue) of the given concurrency
+// may claim beyond it (see ClaimAhead).
+func (c WorkerConfig) claimAhead(concurrency int) int {
+	switch {
+	case c.ClaimAhead < 0:
+		return 0
+	case c.ClaimAhead == 0:
+		return c.claimBatch(concurrency)
+	}
+	return c.ClaimAhead
 }
 
 // leaseMargin is how long before its known expiry an unrenewed lease is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -124,24 +125,20 @@ func newRun(rec *backend.Job, f *fetcher, q *poolQueue) *jobRun {
 // startJobs begins the jobs one Claim call returned to f: it takes their
 // slots, and queues them to f's handler goroutines (see handoff), starting
 // one if none is waiting and none is on its way. The runs of the call are
-// tracked, enter the worker's timeouts and are queued each under one lock,
-// not one per job. Called only from f's loop.
+// tracked (so their leases are kept alive while they wait for a handler)
+// and queued each under one lock, not one per job. A job's timeout starts
+// with its handler (see begin), not here: a job claimed ahead may wait.
+// Called only from f's loop.
 func (w *Worker) startJobs(f *fetcher, recs []*backend.Job) {
 	if len(recs) == 0 {
 		return
 	}
-	// On the real (monotonic) clock: timeouts run on real time whatever
-	// the Clock says. One reading serves the call's jobs, claimed together.
-	now := w.timeouts.now()
-	runs, handing, timed := f.starting[:0], f.handing[:0], f.timed[:0]
+	runs, handing := f.starting[:0], f.handing[:0]
 	for _, rec := range recs {
 		q := f.queueOf(rec.Queue)
 		f.slots.acquire(q)
 		run := newRun(rec, f, q)
 		run.ctx.Context, run.ctx.run, run.ctx.index = w.jobsCtx, run, -1
-		if rec.Timeout > 0 {
-			run.ctx.deadline = deadlineAfter(now, rec.Timeout)
-		}
 		// The cancellable context is the one handed out, so a cancel's
 		// cause is what the handler sees; the timeout (see runContext)
 		// ends it from its parent.
@@ -149,20 +146,25 @@ func (w *Worker) startJobs(f *fetcher, recs []*backend.Job) {
 		ctx, run.cancel = context.WithCancelCause(&run.ctx)
 		runs = append(runs, run)
 		handing = append(handing, handed{run: run, ctx: ctx})
-		if run.ctx.onTimeout != nil {
-			timed = append(timed, &run.ctx)
-		}
 	}
 	w.track(runs)
-	w.timeouts.add(timed...)
-	w.stats.running.Add(int64(len(runs)))
 	if f.handoff.put(handing) {
 		w.startHandler(f)
 	}
 	clear(runs)
 	clear(handing)
-	clear(timed)
-	f.starting, f.handing, f.timed = runs[:0], handing[:0], timed[:0]
+	f.starting, f.handing = runs[:0], handing[:0]
+}
+
+// begin starts a run's handler time: it is counted running, and its
+// timeout, if it has one, starts now (on the real, monotonic clock:
+// timeouts run on real time whatever the Clock says).
+func (w *Worker) begin(run *jobRun) {
+	w.stats.running.Add(1)
+	if run.ctx.onTimeout != nil {
+		run.ctx.deadline.Store(deadlineAfter(w.timeouts.now(), run.timeout))
+		w.timeouts.add(&run.ctx)
+	}
 }
 
 // startHandler starts a handler goroutine of f, called to its queue.
@@ -172,14 +174,14 @@ func (w *Worker) startHandler(f *fetcher) {
 }
 
 // handlerLoop runs the jobs f queues, one after the other, until f's loop
-// has stopped and no job is left, or f has more handler goroutines than
-// its concurrency. Reusing goroutines spares each job a goroutine's start
-// and the growth of its stack, and taking the next queued job before
-// waiting spares most jobs of a batch a wake-up (see handoff). A handler
-// that calls runtime.Goexit ends its goroutine; one whose timeout is
-// overrun keeps it, and f starts others meanwhile. A handler that locks
-// its OS thread or sets pprof labels must undo it before it returns
-// (Handler says so).
+// has stopped and no job is left. Reusing goroutines spares each job a
+// goroutine's start and the growth of its stack, and taking the next
+// queued job before waiting spares most jobs of a batch a wake-up (see
+// handoff). A handler that calls runtime.Goexit ends its goroutine; one
+// whose run is taken from it (its timeout overrun, or Shutdown past its
+// grace) ends it when it returns, and f starts others meanwhile. A
+// handler that locks its OS thread or sets pprof labels must undo it
+// before it returns (Handler says so).
 //
 // Kept for speed over a plain goroutine per job, which drained
 // BenchmarkWorkerOverhead/rtt=0s at 375k jobs/s instead of 517k (CPU
@@ -188,17 +190,28 @@ func (w *Worker) startHandler(f *fetcher) {
 // -benchtime 20000x, medians of 3 alternating rounds, 2 loaded CPUs).
 func (w *Worker) handlerLoop(f *fetcher) {
 	defer f.goroutines.Add(-1)
-	coming := true // started by a call to the queue
+	// busy is set while the goroutine counts in the handoff's busy
+	// handlers: from a take that returned a job to the next take, unless
+	// the run was taken from its handler (whoever took it left the count).
+	coming, busy := true, false
+	defer func() {
+		// A handler called runtime.Goexit: its place goes to another.
+		if busy && f.handoff.leave() {
+			w.startHandler(f)
+		}
+	}()
 	for {
-		job, start := f.handoff.take(coming)
-		if job.run == nil {
+		job, start := f.handoff.take(coming, busy)
+		busy = job.run != nil
+		if !busy {
 			return
 		}
 		if start {
 			w.startHandler(f)
 		}
-		w.execute(job.ctx, job.run)
-		if f.goroutines.Load() > f.slots.limit {
+		w.begin(job.run)
+		w.execute(job.ctx, job.run, &busy)
+		if !busy {
 			return
 		}
 		coming = false
@@ -208,7 +221,9 @@ func (w *Worker) handlerLoop(f *fetcher) {
 // execute runs the handler and hands its outcome to the completer. The
 // bookkeeping runs deferred, so a handler that panics or calls
 // runtime.Goexit still gives back its slot and has its attempt recorded.
-func (w *Worker) execute(ctx context.Context, run *jobRun) {
+// It clears *busy when the run was taken from its handler meanwhile
+// (see settle).
+func (w *Worker) execute(ctx context.Context, run *jobRun, busy *bool) {
 	var err error
 	returned := false
 	defer func() {
@@ -228,7 +243,9 @@ func (w *Worker) execute(ctx context.Context, run *jobRun) {
 					"attempt", run.attempt, "error", err, "stack", stack)
 			}
 		}
-		w.settle(run, err, stack)
+		if !w.settle(run, err, stack) {
+			*busy = false
+		}
 	}()
 	run.state.start()
 	err = w.cfg.Handler.ProcessJob(ctx, &run.job)
@@ -242,11 +259,18 @@ func isError(v any) bool {
 
 // settle deals with the outcome of a handler that has ended: it is dropped
 // when the worker has abandoned the run or given up on its lease, and
-// otherwise queued to the completer.
-func (w *Worker) settle(run *jobRun, err error, stack string) {
+// otherwise queued to the completer. It reports false when the run had
+// been taken from its handler (abandoned or timed out): whoever took it
+// has taken its goroutine out of the handoff's busy count.
+func (w *Worker) settle(run *jobRun, err error, stack string) (kept bool) {
 	run.cancel(nil)
-	if run.ctx.deadline != 0 {
+	if d := run.ctx.deadline.Load(); d != 0 {
 		w.timeouts.remove(&run.ctx)
+		// How long the handler ran, from its deadline: whether its pool
+		// claims ahead goes by it (slots.aheadNow).
+		if d != math.MaxInt64 {
+			run.f.slots.ran(w.timeouts.now() - (d - int64(run.timeout)))
+		}
 	}
 	w.stats.processed.Add(1)
 	w.stats.running.Add(-1)
@@ -260,12 +284,12 @@ func (w *Worker) settle(run *jobRun, err error, stack string) {
 		w.log.Debug("kyu: job's lease was lost; outcome dropped",
 			"job_id", run.lease.JobID, "type", run.jobType, "error", err)
 		w.finish([]*jobRun{run})
-		return
+		return true
 	default:
 		// Whoever took the run from its handler has sent its reports.
 		w.log.Debug("kyu: outcome of an abandoned job dropped",
 			"job_id", run.lease.JobID, "type", run.jobType, "error", err)
-		return
+		return false
 	}
 	// No more reports; what is pending goes just before the outcome.
 	if item, ok := run.closeReport(); ok {
@@ -276,6 +300,7 @@ func (w *Worker) settle(run *jobRun, err error, stack string) {
 	}
 	run.hold = run.f.slots.releaseEarly(run.q)
 	w.comp.send(run)
+	return true
 }
 
 // setFailure records err as the run's outcome, with its retry time.

@@ -23,10 +23,10 @@ func BenchmarkDrain50(b *testing.B) { benchmarkDrain(b, 50) }
 // store is the in-memory one, or the one named by the URL in
 // KYU_BENCH_BACKEND (pebble:///dir for the embedded one; a fresh Redis
 // prefix or PostgreSQL schema; the benchmark does not clean it up).
-// KYU_BENCH_CLAIM_AHEAD, if set, is the worker's ClaimAhead (-1 for
-// none), for an A/B of one build:
+// KYU_BENCH_CLAIM_AHEAD, if set, is the worker's ClaimAhead (by default
+// 0, none), for an A/B of one build:
 //
-//	KYU_BENCH_BACKEND=pebble://$(mktemp -d) KYU_BENCH_CLAIM_AHEAD=-1 go test -run '^$' -bench 'Drain50$' -benchtime 40000x .
+//	KYU_BENCH_BACKEND=pebble://$(mktemp -d) KYU_BENCH_CLAIM_AHEAD=50 go test -run '^$' -bench 'Drain50$' -benchtime 40000x .
 //
 // Besides the rate it reports the process's CPU per job during the drain
 // (the worker's, and the store's when it is embedded) and how many jobs

@@ -117,7 +117,8 @@ func TestClaimAheadTimeoutStartsWithHandler(t *testing.T) {
 				got <- seen{start: time.Now(), deadline: d, err: ctx.Err()}
 				return nil
 			}),
-			Queues: map[string]int{"q": 1},
+			Queues:     map[string]int{"q": 1},
+			ClaimAhead: 1,
 		})
 		warmUp(t, s, c, "q")
 		ids := enqueueSpecs(t, c, []kyu.JobSpec{
@@ -153,6 +154,7 @@ func TestClaimAheadCountsAgainstQueueCap(t *testing.T) {
 				{Name: "capped", Max: max},
 				{Name: "other"},
 			}},
+			ClaimAhead: 4,
 		})
 		warmUp(t, s, c, "other")
 		// In one call, so that the first claim finds both queues' jobs:

@@ -32,10 +32,10 @@
 // concurrency, and the queues of WorkerConfig.Pool with one concurrency
 // they share, in strict or weighted order, each queue optionally capped
 // (see PoolConfig). It claims jobs in batches as slots free up, waking on the
-// backend's signals and polling as a fallback, and, while its handlers are
-// busy with short jobs, claims one batch ahead so that the next claim's
-// commit overlaps their work (WorkerConfig.ClaimAhead). It runs each job in
-// its own goroutine with a context that ends at the job's timeout (counted
+// backend's signals and polling as a fallback, and, if asked to
+// (WorkerConfig.ClaimAhead), claims ahead while its handlers are busy with
+// short jobs so that the next claim's commit overlaps their work. It runs
+// each job in its own goroutine with a context that ends at the job's timeout (counted
 // from the handler's start), when its lease is lost or about to expire
 // unrenewed (the cause is then ErrLeaseLost), or at a forced shutdown. One heartbeater extends all leases; one completer
 // records the outcomes of many jobs in one backend call. A handler that

@@ -139,14 +139,14 @@ func NewWorker(b WorkerBackend, cfg WorkerConfig) (*Worker, error) {
 	w.sched = sched
 	for _, q := range cfg.queueNames() {
 		n := cfg.Queues[q]
-		w.fetchers = append(w.fetchers, newFetcher(w, []*poolQueue{{name: q}}, false, n, cfg.claimBatch(n), cfg.claimAhead(n)))
+		w.fetchers = append(w.fetchers, newFetcher(w, []*poolQueue{{name: q}}, false, n, cfg.claimBatch(n), cfg.ClaimAhead))
 	}
 	if p := cfg.Pool; p != nil {
 		queues := make([]*poolQueue, len(p.Queues))
 		for i, q := range p.Queues {
 			queues[i] = &poolQueue{name: q.Name, weight: q.Weight, max: int32(q.Max)}
 		}
-		w.fetchers = append(w.fetchers, newFetcher(w, queues, p.weighted(), p.Concurrency, cfg.claimBatch(p.Concurrency), cfg.claimAhead(p.Concurrency)))
+		w.fetchers = append(w.fetchers, newFetcher(w, queues, p.weighted(), p.Concurrency, cfg.claimBatch(p.Concurrency), cfg.ClaimAhead))
 	}
 	// A pool has at most 1+earlyFactor times its concurrency of outcomes
 	// unrecorded (see slots.releaseEarly), the jobs it claims ahead aside:

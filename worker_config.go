@@ -42,10 +42,6 @@ const (
 	maxClaimAhead = 10_000
 )
 
-// NoClaimAhead as WorkerConfig.ClaimAhead claims no job before a handler
-// is free for it.
-const NoClaimAhead = -1
-
 // WorkerConfig configures a Worker. Only Handler is required; every other
 // field has the default named in its comment.
 type WorkerConfig struct {
@@ -103,9 +99,10 @@ type WorkerConfig struct {
 	// shorter than 10ms on average (so not before its first ones have
 	// returned): a job claimed ahead of long ones would wait about as
 	// long as they run, while another worker might have run it at once.
-	// Default 0: one claim's worth (the queue's or pool's ClaimBatch), at
-	// most 10,000. NoClaimAhead (any negative value) claims no job before
-	// a handler is free for it.
+	// Worth it for short jobs on a store whose claims take a while (a
+	// round trip, a sync): one claim's worth (ClaimBatch) is a good value.
+	// At most 10,000. Default 0: no job is claimed before a handler is
+	// free for it.
 	ClaimAhead int
 
 	// PollInterval is how often an idle queue is polled when no wake-up
@@ -257,8 +254,8 @@ func (c WorkerConfig) validate() error {
 		return fmt.Errorf("kyu: WorkerConfig.HeartbeatInterval %s must be positive and at most half of Lease %s", c.HeartbeatInterval, c.Lease)
 	case c.ClaimBatch < 0:
 		return fmt.Errorf("kyu: WorkerConfig.ClaimBatch %d is negative", c.ClaimBatch)
-	case c.ClaimAhead > maxClaimAhead:
-		return fmt.Errorf("kyu: WorkerConfig.ClaimAhead %d is over %d", c.ClaimAhead, maxClaimAhead)
+	case c.ClaimAhead < 0 || c.ClaimAhead > maxClaimAhead:
+		return fmt.Errorf("kyu: WorkerConfig.ClaimAhead %d is outside [0, %d]", c.ClaimAhead, maxClaimAhead)
 	case c.PollInterval < 0 || c.PollInterval > maxPollInterval:
 		return fmt.Errorf("kyu: WorkerConfig.PollInterval %s is outside (0, %s]", c.PollInterval, maxPollInterval)
 	case c.ShutdownGrace > maxShutdownGrace:
@@ -335,18 +332,6 @@ func (c WorkerConfig) claimBatch(concurrency int) int {
 		n = defaultMaxClaimBatch
 	}
 	return min(n, concurrency)
-}
-
-// claimAhead is how many jobs a pool (or queue) of the given concurrency
-// may claim beyond it (see ClaimAhead).
-func (c WorkerConfig) claimAhead(concurrency int) int {
-	switch {
-	case c.ClaimAhead < 0:
-		return 0
-	case c.ClaimAhead == 0:
-		return c.claimBatch(concurrency)
-	}
-	return c.ClaimAhead
 }
 
 // leaseMargin is how long before its known expiry an unrenewed lease is

@@ -72,6 +72,7 @@ func Run(ctx context.Context, b backend.Backend, cfg Config) (rep Report, err er
 		PayloadBytes: cfg.PayloadBytes,
 		Producers:    cfg.Producers,
 		Batch:        cfg.Batch,
+		ClaimAhead:   cfg.ClaimAhead,
 	}
 	log := cfg.Logger
 

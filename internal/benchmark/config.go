@@ -17,6 +17,10 @@ const (
 	DefaultLatencyGap     = 5 * time.Millisecond
 )
 
+// MaxClaimAhead is the most Config.ClaimAhead may be, as for
+// kyu.WorkerConfig.ClaimAhead.
+const MaxClaimAhead = 10_000
+
 // DefaultConcurrency lists the handler counts drained with by default.
 func DefaultConcurrency() []int { return []int{10, 50} }
 
@@ -34,6 +38,9 @@ type Config struct {
 	Concurrency []int
 	// LatencySamples is how many single jobs the latency measurement times.
 	LatencySamples int
+	// ClaimAhead is the draining workers' WorkerConfig.ClaimAhead: how
+	// many jobs each may claim beyond its handlers (default none).
+	ClaimAhead int
 	// LatencyGap is the pause between latency samples, so that the worker
 	// is idle (waiting for work) when each job arrives.
 	LatencyGap time.Duration
@@ -94,6 +101,9 @@ func (c Config) validate() error {
 	}
 	if c.Batch < 1 {
 		errs = append(errs, fmt.Errorf("batch: %d is less than 1", c.Batch))
+	}
+	if c.ClaimAhead < 0 || c.ClaimAhead > MaxClaimAhead {
+		errs = append(errs, fmt.Errorf("claim ahead: %d is outside [0, %d]", c.ClaimAhead, MaxClaimAhead))
 	}
 	for _, n := range c.Concurrency {
 		if n < 1 {

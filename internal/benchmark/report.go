@@ -25,6 +25,8 @@ type Report struct {
 	PayloadBytes int       `json:"payload_bytes"`
 	Producers    int       `json:"producers"`
 	Batch        int       `json:"batch"`
+	// ClaimAhead is the draining workers' WorkerConfig.ClaimAhead.
+	ClaimAhead int `json:"claim_ahead,omitempty"`
 
 	// Enqueue is one job per Enqueue call, from Producers goroutines.
 	Enqueue Throughput `json:"enqueue"`
@@ -134,7 +136,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	throughput(fmt.Sprintf("enqueue, 1 job per call, %d goroutines", r.Producers), r.Enqueue)
 	throughput(fmt.Sprintf("enqueue, %d jobs per call, %d goroutines", r.Batch, r.Producers), r.BatchEnqueue)
 	for _, d := range r.Drain {
-		throughput(fmt.Sprintf("drain, %d handlers (run + durable complete)", d.Concurrency), d.Throughput)
+		name := fmt.Sprintf("drain, %d handlers (run + durable complete)", d.Concurrency)
+		if r.ClaimAhead > 0 {
+			name = fmt.Sprintf("drain, %d handlers, %d claimed ahead (run + durable complete)", d.Concurrency, r.ClaimAhead)
+		}
+		throughput(name, d.Throughput)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

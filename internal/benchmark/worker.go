@@ -22,9 +22,10 @@ func (r *runner) startWorker(ctx context.Context, queue string, conc int, h kyu.
 	mux := kyu.NewMux()
 	mux.HandleFunc(JobType, h)
 	w, err := kyu.NewWorker(r.b, kyu.WorkerConfig{
-		Handler: mux,
-		Queues:  map[string]int{queue: conc},
-		Logger:  r.cfg.Logger.With("queue", queue),
+		Handler:    mux,
+		Queues:     map[string]int{queue: conc},
+		ClaimAhead: r.cfg.ClaimAhead,
+		Logger:     r.cfg.Logger.With("queue", queue),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("benchmark: new worker: %w", err)

@@ -27,6 +27,7 @@ type benchFlags struct {
 	batch          int
 	concurrency    []int
 	latencySamples int
+	claimAhead     int
 	json           bool
 	quiet          bool
 	keep           bool
@@ -85,6 +86,7 @@ Progress goes to stderr, the results to stdout.`,
 	fl.IntVar(&f.batch, "batch", benchmark.DefaultBatch, "jobs per call in the batch enqueue")
 	fl.IntSliceVar(&f.concurrency, "concurrency", benchmark.DefaultConcurrency(), "handler counts to drain with, one drain each")
 	fl.IntVar(&f.latencySamples, "latency-samples", benchmark.DefaultLatencySamples, "jobs timed for the enqueue-to-start latency (and syncs timed each way for the sync floor)")
+	fl.IntVar(&f.claimAhead, "claim-ahead", 0, "jobs each draining worker may claim beyond its handlers (WorkerConfig.ClaimAhead)")
 	fl.BoolVar(&f.json, "json", false, "print the results as JSON")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress")
 	fl.BoolVar(&f.keep, "keep", false, "leave the run's completed jobs in the store for retention to remove")
@@ -108,6 +110,9 @@ func (f benchFlags) config(log *slog.Logger) (benchmark.Config, error) {
 	if f.payload > backend.DefaultMaxPayload {
 		return benchmark.Config{}, usageErrorf("--payload: %d is over the maximum payload of %d bytes", f.payload, backend.DefaultMaxPayload)
 	}
+	if f.claimAhead < 0 || f.claimAhead > benchmark.MaxClaimAhead {
+		return benchmark.Config{}, usageErrorf("--claim-ahead: %d is outside [0, %d]", f.claimAhead, benchmark.MaxClaimAhead)
+	}
 	if len(f.concurrency) == 0 {
 		return benchmark.Config{}, usageErrorf("--concurrency: give at least one handler count")
 	}
@@ -123,6 +128,7 @@ func (f benchFlags) config(log *slog.Logger) (benchmark.Config, error) {
 		Batch:          f.batch,
 		Concurrency:    f.concurrency,
 		LatencySamples: f.latencySamples,
+		ClaimAhead:     f.claimAhead,
 		Keep:           f.keep,
 		Logger:         log,
 	}, nil

@@ -63,6 +63,21 @@ func TestBenchJSON(t *testing.T) {
 	}
 }
 
+// --claim-ahead reaches the draining workers and the report.
+func TestBenchClaimAhead(t *testing.T) {
+	t.Parallel()
+	out, _, err := run(t, append([]string{"bench", "--backend", "memory://", "--claim-ahead", "5"}, tinyBench...)...)
+	if err != nil {
+		t.Fatalf("kyu bench --claim-ahead 5: %v", err)
+	}
+	if !strings.Contains(out, "drain, 3 handlers, 5 claimed ahead") {
+		t.Errorf("output lacks the drain with 5 claimed ahead:\n%s", out)
+	}
+	if _, _, err := run(t, "bench", "--claim-ahead", "-1"); err == nil || !strings.Contains(err.Error(), "--claim-ahead: -1") {
+		t.Errorf("kyu bench --claim-ahead -1: err = %v, want a usage error naming the flag", err)
+	}
+}
+
 // A store that is not embedded gets no sync floor.
 func TestBenchNoFloorOffDisk(t *testing.T) {
 	t.Parallel()

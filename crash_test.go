@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -117,6 +118,26 @@ func TestWorkerCrashChild(t *testing.T) {
 	t.Fatalf("child was not killed within %s", crashChildLife)
 }
 
+// startCrashChild starts this test binary running only the test named
+// child, with env added to its environment, and returns it with its
+// stdout to read and its stderr kept; the test's cleanup kills it.
+func startCrashChild(t *testing.T, child, env string) (*exec.Cmd, io.Reader, *logBuffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.count=1", "-test.timeout=2m")
+	cmd.Env = append(os.Environ(), env)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &logBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start child: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, stdout, stderr
+}
+
 // TestWorkerCrash runs a Client and a Worker in a child process on a real
 // directory, kills the child with SIGKILL while jobs are running, reopens
 // the directory and checks that no acknowledged job was lost and that a
@@ -128,18 +149,7 @@ func TestWorkerCrash(t *testing.T) {
 	}
 	t.Parallel()
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWorkerCrashChild$", "-test.count=1", "-test.timeout=2m")
-	cmd.Env = append(os.Environ(), workerCrashDirEnv+"="+dir)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr logBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start child: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	cmd, stdout, stderr := startCrashChild(t, "TestWorkerCrashChild", workerCrashDirEnv+"="+dir)
 	// A child that stalls is killed at a deadline; the test then fails
 	// below for having been killed before enough jobs started.
 	var stalled atomic.Bool
@@ -395,18 +405,7 @@ func TestClaimAheadCrash(t *testing.T) {
 	}
 	t.Parallel()
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestClaimAheadCrashChild$", "-test.count=1", "-test.timeout=2m")
-	cmd.Env = append(os.Environ(), claimAheadCrashDirEnv+"="+dir)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr logBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start child: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	cmd, stdout, stderr := startCrashChild(t, "TestClaimAheadCrashChild", claimAheadCrashDirEnv+"="+dir)
 	stall := time.AfterFunc(crashStall, func() { _ = cmd.Process.Kill() })
 	defer stall.Stop()
 	started := map[string]bool{}

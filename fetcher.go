@@ -35,8 +35,8 @@ type fetcher struct {
 
 	// handoff passes claimed jobs to the handler goroutines (see
 	// Worker.handlerLoop); it is closed when the fetcher's loop ends, which
-	// ends the waiting goroutines and hands back the jobs no handler has
-	// started (see Worker.releaseUnstarted). goroutines counts the handler
+	// ends the waiting goroutines and hands back the jobs claimed ahead that
+	// no handler will start (see Worker.releaseUnstarted). goroutines counts the handler
 	// goroutines, running a handler or waiting.
 	handoff    *handoff
 	goroutines atomic.Int32
@@ -184,8 +184,8 @@ func weightedOrder(rng *rand.Rand, queues []*poolQueue) {
 }
 
 func (f *fetcher) run(ctx context.Context) {
-	// Only this loop hands jobs to handler goroutines; the jobs none has
-	// started when it ends go back to their queue at once.
+	// Only this loop hands jobs to handler goroutines; the jobs claimed
+	// ahead that none will start go back to their queue at once.
 	defer func() { f.w.releaseUnstarted(f.handoff.close()) }()
 	names := f.queueNames()
 	log := f.w.log.With("queue", names[0])

@@ -140,18 +140,25 @@ func (h *handoff) leave() (start bool) {
 	return false
 }
 
-// close takes back the jobs still queued, which no handler has started,
-// and ends the goroutines that find no job; no job may be put after it.
+// close takes back the queued jobs no handler will start: those beyond
+// the handlers free now (limit less busy), which were claimed ahead. The
+// others are still run, as they would have been had the fetcher stopped
+// a moment before claiming them. It ends the goroutines that find no
+// job; no job may be put after it.
 func (h *handoff) close() []*jobRun {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
+	keep := h.head + min(max(h.limit-h.busy, 0), len(h.runs)-h.head)
 	var left []*jobRun
-	for _, j := range h.runs[h.head:] {
+	for _, j := range h.runs[keep:] {
 		left = append(left, j.run)
 	}
-	clear(h.runs)
-	h.runs, h.head = h.runs[:0], 0
+	clear(h.runs[keep:])
+	h.runs = h.runs[:keep]
+	if h.head == len(h.runs) {
+		h.runs, h.head = h.runs[:0], 0
+	}
 	if h.parked > 0 {
 		h.call()
 	}

@@ -189,3 +189,22 @@ func TestHandoffRunsAtMostLimit(t *testing.T) {
 		t.Errorf("%d goroutines ran %d jobs %d at a time, want at most %d", g, jobs, limit, limit+1)
 	}
 }
+
+// Jobs queued at close that free handlers would start are kept and run:
+// only jobs beyond the free handlers (claimed ahead) are taken back, so
+// a job claimed just before a fetcher stops (Quiet) still runs.
+func TestHandoffCloseKeepsJobsForFreeHandlers(t *testing.T) {
+	h := newHandoff(2)
+	runs := []*jobRun{{}, {}, {}}
+	h.put([]handed{{run: runs[0]}, {run: runs[1]}, {run: runs[2]}})
+	left := h.close()
+	if len(left) != 1 || left[0] != runs[2] {
+		t.Fatalf("close took back %d jobs, want the one beyond the 2 free handlers", len(left))
+	}
+	for i, want := range runs[:2] {
+		got, _ := h.take(i == 0, false)
+		if got.run != want {
+			t.Fatalf("take %d after close = %p, want the queued job %p", i, got.run, want)
+		}
+	}
+}

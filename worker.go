@@ -359,8 +359,7 @@ func (w *Worker) releaseAbandoned(runs []*jobRun) error {
 }
 
 // releaseUnstarted hands back to their queue, at once, the jobs a fetcher
-// had claimed that no handler started before its loop ended (see
-// handoff.close): jobs claimed ahead, or just claimed. Their attempt is
+// had claimed ahead that no handler will start (see handoff.close). Their attempt is
 // not counted (Release); should the call fail, they return when their
 // leases expire.
 func (w *Worker) releaseUnstarted(runs []*jobRun) {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,10 +45,10 @@ type pchild struct {
 	curMu  sync.Mutex
 	curCtx context.Context // the running job's handler context, for its output
 
-	// outRead and outDone count the output bytes read from the pipe and
-	// those handed on as lines (or kept as a partial line): see
-	// flushOutput.
-	outRead, outDone atomic.Int64
+	// outMu is held while output is read from the pipe and handed on as
+	// lines (or kept as a partial line), so that flushOutput, holding it,
+	// sees either output still in the pipe or all of it handed on.
+	outMu sync.Mutex
 }
 
 func newPreforkRunner(jobType string, h HandlerConfig, c Config) *preforkRunner {
@@ -329,39 +328,60 @@ func (r *preforkRunner) close() {
 }
 
 // readOutput calls fn with each line of the child's output, as
-// readLines does, counting the bytes it reads and hands on.
+// readLines does. Each read from the pipe and the handing on of what it
+// read happen under outMu (see flushOutput), in the poller's callback:
+// a read that finds the pipe empty waits for it outside the lock.
 func (c *pchild) readOutput(fn func(string)) {
 	buf := make([]byte, outputReadSize)
 	var partial []byte
 	emit := func(b []byte) {
 		fn(clip(strings.ToValidUTF8(strings.TrimRight(string(b), "\r"), "\uFFFD"), maxLogLine))
 	}
+	handOn := func(rest []byte) {
+		for {
+			i := bytes.IndexByte(rest, '\n')
+			if i < 0 {
+				break
+			}
+			if len(partial) > 0 {
+				emit(append(partial, rest[:i]...))
+				partial = partial[:0]
+			} else {
+				emit(rest[:i])
+			}
+			rest = rest[i+1:]
+		}
+		partial = append(partial, rest...)
+		if len(partial) >= outputReadSize {
+			emit(partial)
+			partial = partial[:0]
+		}
+	}
+	rc, err := c.out.SyscallConn()
+	if err != nil {
+		return
+	}
 	for {
-		n, err := c.out.Read(buf)
-		if n > 0 {
-			c.outRead.Add(int64(n))
-			rest := buf[:n]
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			c.outMu.Lock()
+			defer c.outMu.Unlock()
 			for {
-				i := bytes.IndexByte(rest, '\n')
-				if i < 0 {
+				n, rerr = syscall.Read(int(fd), buf)
+				if rerr != syscall.EINTR {
 					break
 				}
-				if len(partial) > 0 {
-					emit(append(partial, rest[:i]...))
-					partial = partial[:0]
-				} else {
-					emit(rest[:i])
-				}
-				rest = rest[i+1:]
 			}
-			partial = append(partial, rest...)
-			if len(partial) >= outputReadSize {
-				emit(partial)
-				partial = partial[:0]
+			if rerr == syscall.EAGAIN {
+				return false // wait until the pipe is readable
 			}
-			c.outDone.Add(int64(n))
-		}
-		if err != nil {
+			if n > 0 {
+				handOn(buf[:n])
+			}
+			return true
+		})
+		if err != nil || rerr != nil || n <= 0 {
 			if len(partial) > 0 {
 				emit(partial)
 			}
@@ -374,14 +394,14 @@ func (c *pchild) readOutput(fn func(string)) {
 // wrote before its answer has been read and handed to the job's log: a
 // child writes its output, then its answer on another pipe, so the
 // output is in its pipe (or being handed on) by the time the answer is
-// read.
+// read. Holding outMu, an empty pipe means all of it was handed on.
 func (c *pchild) flushOutput() {
 	deadline := time.Now().Add(outputFlushWait)
 	for {
-		if c.outRead.Load() == c.outDone.Load() && pipeEmpty(c.out) {
-			return
-		}
-		if time.Now().After(deadline) {
+		c.outMu.Lock()
+		empty := pipeEmpty(c.out)
+		c.outMu.Unlock()
+		if empty || time.Now().After(deadline) {
 			return
 		}
 		time.Sleep(100 * time.Microsecond)

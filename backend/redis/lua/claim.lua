@@ -101,14 +101,7 @@ for k, id in ipairs(ids) do
   if r then
     took = true
     local h = r.h
-    local errs = ''
-    if h[F_token] ~= '0' then errs = redis.call('HGET', KEY_errors, id) or '' end
-    setState(id, r, 'a')
-    h[F_attempt] = succ(h[F_attempt])
-    h[F_token] = succ(h[F_token])
-    h[F_lease_exp] = exp
-    h[F_started] = nowS
-    h[F_worker] = worker
+    local errs = markClaimed(id, r, exp, nowS, worker)
     -- What save does, and defer for the lease.
     local rec
     local head = r.head and claimedHeads[r.head]

@@ -773,6 +773,23 @@ local function queueIdle()
   return redis.call('EXISTS', KEY_ready, KEY_deadlines, KEY_waiting, KEY_settings) == 0
 end
 
+-- markClaimed makes the loaded record r of job id active under a new
+-- claim (attempt and lease token counted up, lease until exp, started at
+-- nowS, by worker), as every claim does before it writes the record, and
+-- returns the job's attempt errors so far ('' before its first retry).
+local function markClaimed(id, r, exp, nowS, worker)
+  local h = r.h
+  local errs = ''
+  if h[F_token] ~= '0' then errs = redis.call('HGET', KEY_errors, id) or '' end
+  setState(id, r, 'a')
+  h[F_attempt] = succ(h[F_attempt])
+  h[F_token] = succ(h[F_token])
+  h[F_lease_exp] = exp
+  h[F_started] = nowS
+  h[F_worker] = worker
+  return errs
+end
+
 -- claimLean is claim.lua's claim of one queue for a claim with no type
 -- filter and no byte budget, in a script that passes only the keys it
 -- touches (lua/enqueue_claim.lua): jobs, errors, ready, waiting, leases,
@@ -797,14 +814,7 @@ local function claimLean(max, exp, worker, nowS)
     local r = load(id)
     if r then
       local h = r.h
-      local errs = ''
-      if h[F_token] ~= '0' then errs = redis.call('HGET', KEY_errors, id) or '' end
-      setState(id, r, 'a')
-      h[F_attempt] = succ(h[F_attempt])
-      h[F_token] = succ(h[F_token])
-      h[F_lease_exp] = exp
-      h[F_started] = nowS
-      h[F_worker] = worker
+      local errs = markClaimed(id, r, exp, nowS, worker)
       local rec = save(id, r)
       defer(pending.leaseAdds, exp, id)
       if h[F_deadline] ~= '' then redis.call('ZREM', KEY_deadlines, id) end

@@ -27,12 +27,12 @@ func TestIdleJobRunsOneScript(t *testing.T) {
 	defer s.Close()
 	deafen(t, s)
 	for round := range 3 {
-		answer := claimAsync(ctx, s, waitClaimParams(5, "q"))
+		p := waitClaimParams(5, "q")
+		answer := claimAsync(ctx, s, p)
 		awaitHandoffs(t, s, 1)
 		if _, err := ps.cli("CONFIG", "RESETSTAT"); err != nil {
 			t.Fatal(err)
 		}
-		before := time.Now()
 		id := enqueueOneJob(t, s, "q")
 		calls := commandCalls(t, ps)
 		a := <-answer
@@ -51,9 +51,12 @@ func TestIdleJobRunsOneScript(t *testing.T) {
 		if scripts != 1 || commands > 4 {
 			t.Fatalf("round %d: an idle job ran %d scripts of %d commands (%v); want 1 of at most 4", round, scripts, commands, calls)
 		}
-		j := a.res.Jobs[0]
-		if j.State != backend.StateActive || j.Attempt != 1 || j.LeaseToken != 1 || j.WorkerID != "w" || j.StartedAt.Before(before.Truncate(time.Millisecond)) {
-			t.Fatalf("round %d: claimed job %+v; want active, attempt 1, token 1, worker w, started after %v", round, j, before)
+		// The claim's clock is its Now moved on by the time it waited, so
+		// its start falls between that Now and the answer.
+		j, after := a.res.Jobs[0], time.Now()
+		if j.State != backend.StateActive || j.Attempt != 1 || j.LeaseToken != 1 || j.WorkerID != "w" ||
+			j.StartedAt.Before(p.Now.Truncate(time.Millisecond)) || j.StartedAt.After(after) {
+			t.Fatalf("round %d: claimed job %+v; want active, attempt 1, token 1, worker w, started in [%v, %v]", round, j, p.Now, after)
 		}
 		got, err := s.Get(ctx, backend.GetParams{ID: id})
 		if err != nil || got.State != backend.StateActive || !got.LeaseExpiresAt.Equal(j.LeaseExpiresAt) || !got.StartedAt.Equal(j.StartedAt) {

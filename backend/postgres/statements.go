@@ -605,9 +605,12 @@ VALUES ($1::uuid, $2, $3, $4, $5, $6::smallint, $7, $8::int, $9, $10::bigint, $1
 // does: the generic plan of one lookup for the jobs of any queue in $22
 // scans the table once the planner thinks pending jobs common
 // (TestInsertClaimedPlan). Otherwise it
-// goes in as sqlInsertOne writes it. Returns the job's row
-// when it went in active. The row is written once, instead of inserted
-// pending and then locked and updated by sqlClaim.
+// goes in as sqlInsertOne writes it. The row is written once, instead of
+// inserted pending and then locked and updated by sqlClaim. Returns one
+// row: whether the job went in active. Not the job's row: the caller has
+// every value the statement wrote, and builds the claimed job from them
+// (claimedOnInsert), which spares the server sending the row and the
+// caller decoding it.
 const sqlInsertClaimed = `WITH c AS (
 	SELECT $7::text = 'pending' AND ($11::timestamptz IS NULL OR $11::timestamptz > $19::timestamptz)
 		AND NOT EXISTS (SELECT 1 FROM {{s}}.queues q WHERE q.name = $2::text AND q.paused)
@@ -617,20 +620,18 @@ const sqlInsertClaimed = `WITH c AS (
 			ORDER BY priority DESC, run_at, id
 			LIMIT 1
 			FOR UPDATE SKIP LOCKED) o) AS claimed
-), ins AS (
-	INSERT INTO {{s}}.jobs AS j (id, queue, type, payload, title, priority, state, max_attempts, run_at,
-		timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, jid, created_at,
-		attempt, lease_token, worker_id, started_at, lease_expires_at)
-	SELECT $1::uuid, $2::text, $3::text, $4::bytea, $5::text, $6::smallint,
-		CASE WHEN c.claimed THEN 'active' ELSE $7::text END, $8::int, $9::timestamptz, $10::bigint,
-		$11::timestamptz, $12::text, $13::bigint, $14::jsonb, $15::jsonb, $16::bigint, $17::text, $18::timestamptz,
-		CASE WHEN c.claimed THEN 1 ELSE 0 END, CASE WHEN c.claimed THEN 1 ELSE 0 END,
-		CASE WHEN c.claimed THEN $20::text END, CASE WHEN c.claimed THEN $19::timestamptz END,
-		CASE WHEN c.claimed THEN $21::timestamptz END
-	FROM c
-	RETURNING {{cols j}}
 )
-SELECT * FROM ins WHERE state = 'active'`
+INSERT INTO {{s}}.jobs AS j (id, queue, type, payload, title, priority, state, max_attempts, run_at,
+	timeout_ns, deadline, unique_key, unique_for_ns, tags, metadata, retention_ns, jid, created_at,
+	attempt, lease_token, worker_id, started_at, lease_expires_at)
+SELECT $1::uuid, $2::text, $3::text, $4::bytea, $5::text, $6::smallint,
+	CASE WHEN c.claimed THEN 'active' ELSE $7::text END, $8::int, $9::timestamptz, $10::bigint,
+	$11::timestamptz, $12::text, $13::bigint, $14::jsonb, $15::jsonb, $16::bigint, $17::text, $18::timestamptz,
+	CASE WHEN c.claimed THEN 1 ELSE 0 END, CASE WHEN c.claimed THEN 1 ELSE 0 END,
+	CASE WHEN c.claimed THEN $20::text END, CASE WHEN c.claimed THEN $19::timestamptz END,
+	CASE WHEN c.claimed THEN $21::timestamptz END
+FROM c
+RETURNING j.state = 'active'`
 
 // sqlTakeKeys: $1 item indexes, $2 queues, $3 keys, $4 job ids, $5 held
 // until (NULL while the job lives), $6 now. Takes each free key for its

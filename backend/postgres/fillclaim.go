@@ -143,9 +143,12 @@ func (s *store) fillInsert(ctx context.Context, op string, plan *enqueuePlan, p 
 		return true, s.wrap(op, fmt.Errorf("job 0: %w", err))
 	}
 	expires := p.Now.Add(p.Lease)
-	args := append(row, plan.now, p.Now, nullText(p.WorkerID), expires, order)
+	query, args := s.sqls.insertClaimed, append(row, plan.now, p.Now, nullText(p.WorkerID), expires, order)
+	if len(order) == 1 {
+		query, args[len(args)-1] = s.sqls.insertClaimedOne, order[0]
+	}
 	var claimed bool
-	if err := s.pool.QueryRow(ctx, s.sqls.insertClaimed, args...).Scan(&claimed); err != nil {
+	if err := s.pool.QueryRow(ctx, query, args...).Scan(&claimed); err != nil {
 		if serverError(err) {
 			return false, nil // rolled back: the enqueue goes alone
 		}

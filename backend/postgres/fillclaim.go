@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -141,30 +142,59 @@ func (s *store) fillInsert(ctx context.Context, op string, plan *enqueuePlan, p 
 	if err != nil {
 		return true, s.wrap(op, fmt.Errorf("job 0: %w", err))
 	}
-	args := append(row, plan.now, p.Now, nullText(p.WorkerID), p.Now.Add(p.Lease), order)
-	rows, err := s.pool.Query(ctx, s.sqls.insertClaimed, args...)
-	if err != nil {
+	expires := p.Now.Add(p.Lease)
+	query, args := s.sqls.insertClaimed, append(row, plan.now, p.Now, nullText(p.WorkerID), expires, order)
+	if len(order) == 1 {
+		query, args[len(args)-1] = s.sqls.insertClaimedOne, order[0]
+	}
+	var claimed bool
+	if err := s.pool.QueryRow(ctx, query, args...).Scan(&claimed); err != nil {
 		if serverError(err) {
 			return false, nil // rolled back: the enqueue goes alone
 		}
 		return true, s.wrap(op, err)
 	}
-	// A row that does not decode is left out: its job stays active, as a
-	// claim's would, until lease recovery brings it back.
-	jobs, err := collectJobs(rows)
-	if err := rows.Err(); err != nil {
-		if serverError(err) {
-			return false, nil // rolled back: the enqueue goes alone
-		}
-		return true, s.wrap(op, err)
+	if claimed {
+		s.vacuum.note(1)
+		fill.res = backend.ClaimResult{Jobs: []*backend.Job{claimedOnInsert(plan.jobs[0], p.WorkerID, p.Now, expires)}}
 	}
-	if err != nil {
-		s.log.Warn("kyu/postgres: a job claimed in its enqueue did not decode; it runs once its lease expires",
-			"schema", s.opts.Schema, "err", err)
-	}
-	s.vacuum.note(len(jobs))
-	fill.res = backend.ClaimResult{Jobs: jobs}
 	return true, nil
+}
+
+// claimedOnInsert is the job j as sqlInsertClaimed wrote it when it went
+// in active, leased to worker at now until expires: what reading its row
+// back gives (TestClaimedOnInsertMatchesRow), built from the values the
+// statement was given. Times are cut to the microsecond, as timestamptz
+// keeps them, and in UTC, as scanJob gives them; the JSON columns and the
+// payload come back as they go in (an empty list or map is stored as
+// NULL, an absent payload as empty).
+func claimedOnInsert(j *backend.Job, worker string, now, expires time.Time) *backend.Job {
+	c := *j
+	stored := func(t time.Time) time.Time {
+		if t.IsZero() {
+			return time.Time{}
+		}
+		return t.Truncate(time.Microsecond).UTC()
+	}
+	c.State = backend.StateActive
+	c.Attempt = 1
+	c.LeaseToken = 1
+	c.WorkerID = worker
+	c.StartedAt = stored(now)
+	c.LeaseExpiresAt = stored(expires)
+	c.RunAt = stored(c.RunAt)
+	c.CreatedAt = stored(c.CreatedAt)
+	c.Deadline = stored(c.Deadline)
+	if c.Payload == nil {
+		c.Payload = []byte{}
+	}
+	if len(c.Tags) == 0 {
+		c.Tags = nil
+	}
+	if len(c.Metadata) == 0 {
+		c.Metadata = nil
+	}
+	return &c
 }
 
 // fillPipelined sends the enqueue's one statement and one claim statement

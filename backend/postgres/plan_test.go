@@ -328,27 +328,33 @@ func TestInsertClaimedPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	const types = `uuid, text, text, bytea, text, smallint, text, int, timestamptz, bigint, timestamptz, text, bigint,
-		jsonb, jsonb, bigint, text, timestamptz, timestamptz, text, timestamptz, text[]`
+		jsonb, jsonb, bigint, text, timestamptz, timestamptz, text, timestamptz, `
 	const args = `'0190a5c0-0000-7000-8000-000000000001', 'q1', 't', '\x00', '', 0, 'pending', 3, '2026-01-01T00:00:00Z', 0,
-		NULL, NULL, 0, NULL, NULL, 0, NULL, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 'w', '2026-01-01T01:00:00Z', '{q0,q1}'`
+		NULL, NULL, 0, NULL, NULL, 0, NULL, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 'w', '2026-01-01T01:00:00Z', `
+	forms := []struct{ name, query, queues, typ string }{
+		{"queues", s.sqls.insertClaimed, `'{q0,q1}'`, "text[]"},
+		{"one queue", s.sqls.insertClaimedOne, `'q1'`, "text"},
+	}
 	for _, what := range []string{"no statistics", "analysed"} {
 		if what == "analysed" {
 			if _, err := s.pool.Exec(ctx, `ANALYZE `+s.schema+`.jobs`); err != nil {
 				t.Fatal(err)
 			}
 		}
-		plan, err := genericPlan(ctx, s, s.sqls.insertClaimed, types, args, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seq, indexes, err := planScans(plan)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.Contains(seq, "jobs") || !slices.Contains(indexes, "jobs_claim") {
-			text, _ := genericPlan(ctx, s, s.sqls.insertClaimed, types, args, true)
-			t.Errorf("%s: sequential scans %v, index scans %v; want jobs_claim, no sequential scan of jobs:\n%s",
-				what, seq, indexes, text)
+		for _, f := range forms {
+			plan, err := genericPlan(ctx, s, f.query, types+f.typ, args+f.queues, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seq, indexes, err := planScans(plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(seq, "jobs") || !slices.Contains(indexes, "jobs_claim") {
+				text, _ := genericPlan(ctx, s, f.query, types+f.typ, args+f.queues, true)
+				t.Errorf("%s, %s: sequential scans %v, index scans %v; want jobs_claim, no sequential scan of jobs:\n%s",
+					what, f.name, seq, indexes, text)
+			}
 		}
 	}
 }

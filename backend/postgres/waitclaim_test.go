@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -491,6 +492,48 @@ func TestClaimWaitFillInsertsActive(t *testing.T) {
 		}
 		if st, _ := rowVersion(t, s, l.JobID); st != "completed" {
 			t.Fatalf("job is %s after Complete with its lease; want completed", st)
+		}
+	}
+}
+
+// The job a claim filled in its job's insert gets is built from the
+// values the insert wrote, not read back (claimedOnInsert): it is the job
+// as its row reads, field for field, whatever the job carries (times with
+// nanoseconds in another zone, tags, metadata, a deadline, an absent or
+// empty payload, empty lists).
+func TestClaimedOnInsertMatchesRow(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, Options{})
+	ctx := context.Background()
+	zone := time.FixedZone("x", 3600+1800)
+	cases := []backend.NewJob{
+		{Type: "t"},
+		{Type: "t", Payload: []byte{}, Tags: []string{}, Metadata: map[string]string{}},
+		{Type: "t2", Payload: []byte(`{"a":1}`), Title: "title", Priority: 7, MaxAttempts: 3,
+			Timeout: 1500 * time.Millisecond, Deadline: time.Now().Add(time.Hour + 123*time.Nanosecond).In(zone),
+			Tags: []string{"x", "y"}, Metadata: map[string]string{"k": "v"}, Retention: backend.RetainForever,
+			RunAt: time.Now().Add(-time.Minute + 789*time.Nanosecond).In(zone)},
+	}
+	for i, nj := range cases {
+		nj.Queue = "q"
+		p := waitClaimParams(1, "q")
+		p.Now = time.Now().In(zone)
+		answer := claimAsync(ctx, s, p)
+		awaitWaiting(t, s, 1)
+		res, err := s.Enqueue(ctx, backend.EnqueueParams{Jobs: []backend.NewJob{nj}, Now: time.Now().In(zone)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := answerOf(t, answer)
+		if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != res.Jobs[0].ID {
+			t.Fatalf("case %d: ClaimWait = %+v, %v; want the job", i, a.res.Jobs, a.err)
+		}
+		stored, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+cols("", false)+` FROM `+s.schema+`.jobs WHERE id = $1`, res.Jobs[0].ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.res.Jobs[0]; !reflect.DeepEqual(got, stored) {
+			t.Errorf("case %d: claimed job\n%+v\nthe row reads\n%+v", i, got, stored)
 		}
 	}
 }

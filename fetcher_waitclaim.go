@@ -23,6 +23,9 @@ type waitClaim struct {
 	answered chan waitClaimResult
 	// asked is how many jobs the claim asked for.
 	asked int32
+	// cancel ends the context of the claim's last wait (its poll
+	// timeout); ended calls it once the jobs it took are started.
+	cancel context.CancelFunc
 }
 
 // waitClaimResult is a waiting claim's answer.
@@ -81,7 +84,9 @@ func (c *waitClaim) start(ctx context.Context, f *fetcher, n int32) {
 	c.asked = n
 	wctx, cancel := context.WithTimeout(ctx, f.w.cfg.PollInterval)
 	res, err := c.wc.ClaimWait(wctx, p)
-	cancel()
+	// The context is cancelled in ended, after the jobs have been handed
+	// to their handlers: its timer's removal need not delay them.
+	c.cancel = cancel
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		// The poll interval passed with no job: not a failure.
 		err = nil
@@ -122,6 +127,8 @@ func (c *waitClaim) ended(f *fetcher, r waitClaimResult) error {
 		// have been made.
 		runtime.Gosched()
 	}
+	c.cancel()
+	c.cancel = nil
 	return r.err
 }
 

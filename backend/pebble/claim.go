@@ -172,7 +172,10 @@ func (s *store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 			s.idx.leases[e.id] = le
 			s.noteState(e.id, j)
 			if got == nil {
-				got = make([]claimed, 0, min(p.Max, maxClaimPrealloc))
+				// Room for as many as the queue holds, not p.Max: an idle
+				// worker's claim asks for all its free slots, and is
+				// filled (fillWaiting) with the one job just enqueued.
+				got = make([]claimed, 0, min(p.Max, maxClaimPrealloc, qi.ready.len()+1))
 			}
 			got = append(got, claimed{id: e.id, job: j.Clone(), sd: sd, payload: s.enqueuedPayload(e.id)})
 		}

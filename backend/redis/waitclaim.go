@@ -101,8 +101,10 @@ func (s *store) claimWait(ctx context.Context, p backend.ClaimParams) (backend.C
 			// claim is made again if it got nothing.
 		case f := <-filled:
 			if len(f.res.Jobs) > 0 {
-				// A wake-up that came meanwhile went with the answer
-				// (signalled), and one may be owed for jobs the claim left.
+				// The subscription is kept when the claim left its queue
+				// empty (fewer jobs than asked for, not cut short by a
+				// budget) and no wake-up came while it was filled
+				// (signalled): a wake-up then may be for a job it missed.
 				keep = key != "" && !f.signalled && !f.res.Truncated && len(f.res.Jobs) < p.Max && ctx.Err() == nil
 				return s.claimedWaiting(ctx, f.res, nil, time.Now())
 			}

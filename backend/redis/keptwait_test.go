@@ -87,3 +87,34 @@ func TestWaitingClaimAfterFillHearsOtherStores(t *testing.T) {
 		}
 	}
 }
+
+// A waiting claim filled while a wake-up came (here: another store's
+// job) keeps no subscription: the wake-up went with its answer, and the
+// next waiting claim claims before it waits and gets that job.
+func TestWaitingClaimFilledWithWakeupKeepsNothing(t *testing.T) {
+	s := openTest(t, "")
+	o, err := Open(context.Background(), s.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	ctx := context.Background()
+	answer := claimAsync(ctx, s, waitClaimParams(2, "q"))
+	hc, id, fill := takeWaiting(t, s, "q")
+	other := enqueueOneJob(t, o, "q")
+	waitFor(t, 10*time.Second, "the wake-up held for the claim being filled", func() bool {
+		s.handoffs.mu.Lock()
+		defer s.handoffs.mu.Unlock()
+		return hc.missed
+	})
+	s.handoffs.fill(hc, fill)
+	if a := <-answer; a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id {
+		t.Fatalf("ClaimWait = %+v, %v; want job %s", a.res, a.err, id)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := s.ClaimWait(wctx, waitClaimParams(2, "q"))
+	if err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != other {
+		t.Fatalf("ClaimWait after a fill with a wake-up = %+v, %v; want job %s", res, err, other)
+	}
+}

@@ -201,7 +201,7 @@ func (f *fetcher) run(ctx context.Context) {
 	// commit that makes a job pending; it is off after a failure until the
 	// next poll.
 	waiter := newWaitClaim(f)
-	defer waiter.stop(f)
+	defer waiter.stop()
 	waitOK := true
 
 	// more is true while the queue may hold claimable jobs.
@@ -264,7 +264,7 @@ func (f *fetcher) run(ctx context.Context) {
 			return
 		case r := <-waiter.answer():
 			drained := waiter.drained(r)
-			if err := waiter.ended(f, r); err != nil {
+			if err := waiter.ended(r); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -292,7 +292,7 @@ func (f *fetcher) run(ctx context.Context) {
 		case <-poll.C:
 			// A waiting claim is renewed too: should its store have
 			// missed a job, the poll still finds it.
-			waiter.stop(f)
+			waiter.stop()
 			more, waitOK = true, true
 		case <-lingerC:
 			lingering, lingered = false, true

@@ -23,9 +23,6 @@ type waitClaim struct {
 	answered chan waitClaimResult
 	// asked is how many jobs the claim asked for.
 	asked int32
-	// cancel ends the context of the claim's last wait (its poll
-	// timeout); ended calls it once the jobs it took are started.
-	cancel context.CancelFunc
 }
 
 // waitClaimResult is a waiting claim's answer.
@@ -60,7 +57,8 @@ func newWaitClaim(f *fetcher) *waitClaim {
 // claim order of this round, and waits for its answer on the fetcher's
 // own goroutine, until a job comes, ctx ends or the poll interval passes
 // (the poll renews the claim: should its store have missed a job, the
-// next claim finds it). Waiting here rather than on a goroutine of its
+// next claim finds it). It starts the jobs claimed at once, and leaves
+// the answer on answer for the fetcher's loop. Waiting here rather than on a goroutine of its
 // own spares each job a goroutine handoff between the store's commit and
 // the handler. While it waits the fetcher serves nothing else, which
 // loses nothing: its free slots are the claim's, wake-up signals coalesce,
@@ -84,9 +82,19 @@ func (c *waitClaim) start(ctx context.Context, f *fetcher, n int32) {
 	c.asked = n
 	wctx, cancel := context.WithTimeout(ctx, f.w.cfg.PollInterval)
 	res, err := c.wc.ClaimWait(wctx, p)
-	// The context is cancelled in ended, after the jobs have been handed
-	// to their handlers: its timer's removal need not delay them.
-	c.cancel = cancel
+	// The jobs claimed start before anything else is done, even if ctx
+	// has ended meanwhile (they are ours, as in fetcher.claim): the
+	// context's end and the answer's bookkeeping in the fetcher's loop
+	// come after the handler has started.
+	f.w.startJobs(f, res.Jobs)
+	if len(res.Jobs) > 0 {
+		// Let the handler goroutine just handed a job run before the
+		// fetcher goes on: it waits on this P's run queue, and would
+		// otherwise start only once the fetcher's next claim and the
+		// next waiting claim have been made.
+		runtime.Gosched()
+	}
+	cancel()
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		// The poll interval passed with no job: not a failure.
 		err = nil
@@ -114,29 +122,18 @@ func (c *waitClaim) drained(r waitClaimResult) bool {
 	return r.err == nil && !r.res.Truncated && len(r.res.Jobs) < int(c.asked)
 }
 
-// ended takes the answer received from answer: the jobs claimed are
-// started, even if ctx has ended meanwhile (they are ours, as in
-// fetcher.claim).
-func (c *waitClaim) ended(f *fetcher, r waitClaimResult) error {
+// ended takes the answer received from answer (start has started its
+// jobs) and returns its error.
+func (c *waitClaim) ended(r waitClaimResult) error {
 	c.done = nil
-	f.w.startJobs(f, r.res.Jobs)
-	if len(r.res.Jobs) > 0 {
-		// Let the handler goroutine just handed a job run before the
-		// fetcher's next claim: it waits on this P's run queue, and would
-		// otherwise start only once that claim and the next waiting claim
-		// have been made.
-		runtime.Gosched()
-	}
-	c.cancel()
-	c.cancel = nil
 	return r.err
 }
 
-// stop gives up a waiting claim and starts what it claimed before it
-// gave up, if anything.
-func (c *waitClaim) stop(f *fetcher) {
+// stop takes the answer of a claim that waited, if any is left to take
+// (its jobs have started).
+func (c *waitClaim) stop() {
 	if !c.waiting() {
 		return
 	}
-	_ = c.ended(f, <-c.done)
+	_ = c.ended(<-c.done)
 }

@@ -455,10 +455,14 @@ func (s *store) runEnqueue(ctx context.Context, calls []call, groups []*enqueueG
 	}
 	res := s.client.DoMulti(ctx, cmds...)
 	out := execReplies(res[:len(calls)+2], len(calls))
+	filled := false
 	for i, w := range ws {
 		failed := len(out) != len(calls) || out[at[i]].Error() != nil
-		s.handoffs.fill(w, s.handoffAnswer(groups[at[i]], ps[i], res[len(calls)+2+i], failed))
+		f := s.handoffAnswer(groups[at[i]], ps[i], res[len(calls)+2+i], failed)
+		filled = filled || len(f.res.Jobs) > 0
+		s.handoffs.fill(w, f)
 	}
+	yieldToFilled(filled)
 	return out
 }
 

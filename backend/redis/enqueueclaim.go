@@ -66,6 +66,7 @@ func (s *store) enqueueClaim(ctx context.Context, c call, g *enqueueGroup, w *ha
 		s.runConns.give(rc, reply.Error() != nil)
 	}
 	s.handoffs.fill(w, fill)
+	yieldToFilled(len(fill.res.Jobs) > 0)
 	if owed {
 		s.wake(octx, g.name)
 	}

@@ -252,7 +252,11 @@ func TestEnqueueClaimByEvalsha(t *testing.T) {
 	defer s.Close()
 	deafen(t, s)
 	enqueueFillsWaitingClaim(t, s, "q", "q")
-	answer := claimAsync(ctx, s, waitClaimParams(5, "q"))
+	// Another worker's: it claims before it waits, by "claim lean",
+	// instead of taking over the filled claim's subscription (keptWaits).
+	p := waitClaimParams(5, "q")
+	p.WorkerID = "w2"
+	answer := claimAsync(ctx, s, p)
 	awaitHandoffs(t, s, 1)
 	nj := backend.NewJob{Type: "t", Queue: "q"}
 	res, err := s.Enqueue(ctx, backend.EnqueueParams{Jobs: []backend.NewJob{nj, nj}, Now: time.Now()})

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/hex"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -219,12 +220,28 @@ func (s *store) enqueueHandoff(ctx context.Context, c call, g *enqueueGroup, w *
 		s.runConns.give(rc, enq.Error() != nil)
 	}
 	s.handoffs.fill(w, fill)
+	yieldToFilled(len(fill.res.Jobs) > 0)
 	if quiet && !claimedAll(c.args, fill.res.Jobs) {
 		// Also when either script failed: the enqueue may have written
 		// its jobs, and a wake-up too many costs an empty claim.
 		s.wake(octx, g.name)
 	}
 	return enq
+}
+
+// yieldToFilled lets the goroutine of a waiting claim just given jobs
+// (filled) run at once, on this processor, ahead of the rest of the
+// enqueue. The send on its channel made it this processor's next
+// goroutine, which otherwise runs only once the enqueuing goroutine
+// blocks, or once another processor, woken for it, steals it after a
+// pause of its own: BenchmarkIdleEnqueueToClaim's hop from the fill to
+// the waiting claim's return went from about 7 µs to 5, and kyu bench's
+// (that hop to the fetcher) from 12-14 µs to 5-7. The enqueuing
+// goroutine goes on a moment later, on the next processor free.
+func yieldToFilled(filled bool) {
+	if filled {
+		runtime.Gosched()
+	}
 }
 
 // takeHandoffs takes, for each group of a batch that makes a job pending,

@@ -95,6 +95,10 @@ type store struct {
 	runConns runConns
 	// handoffs are the waiting claims an enqueue may fill (handoff.go).
 	handoffs handoffs
+	// kept holds the subscriptions of waiting claims filled with their
+	// queue's last jobs, for the next waiting claim of the same worker
+	// and queues (waitclaim.go).
+	kept keptWaits
 
 	// ops counts calls in flight, so Close waits for them.
 	ops    sync.WaitGroup
@@ -291,6 +295,7 @@ func (s *store) Close() error {
 	s.notify.stop()
 	s.finish.stop()
 	s.ops.Wait()
+	s.kept.close()
 	s.runConns.close()
 	s.subMu.Lock()
 	if s.subClient != nil {

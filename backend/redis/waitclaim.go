@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
@@ -39,21 +41,44 @@ func (s *store) claimWait(ctx context.Context, p backend.ClaimParams) (backend.C
 	// Subscribed before the first claim: a job that becomes pending after
 	// that claim looked signals the subscription.
 	began, at := time.Now(), p.Now
+	claim := true
 	// An enqueue of this store may fill the claim while it waits
-	// (handoff.go).
-	hc := newHandoffClaim(p, began)
-	w := &waiter{queues: slices.Clone(p.Queues), c: make(chan struct{}, 1), handoff: hc}
-	sub, err := s.notify.add(ctx, w)
-	if err != nil {
-		return backend.ClaimResult{}, err
+	// (handoff.go). The subscription of the last claim of this worker and
+	// queues, if it was filled with the queue's last jobs, is taken over
+	// with its claim: with no signal since, nothing has become pending
+	// that a claim now would find, and none is made (keptWaits).
+	key := keptKey(p)
+	w, sub := s.kept.take(key)
+	hc := (*handoffClaim)(nil)
+	if w != nil {
+		hc = w.handoff
+		hc.p, hc.began = p, began
+		select {
+		case <-w.c:
+		default:
+			claim = false
+		}
+	} else {
+		hc = newHandoffClaim(p, began)
+		w = &waiter{queues: slices.Clone(p.Queues), c: make(chan struct{}, 1), handoff: hc}
+		var err error
+		if sub, err = s.notify.add(ctx, w); err != nil {
+			return backend.ClaimResult{}, err
+		}
 	}
-	defer sub.Close()
+	// keep is set when the claim returns jobs that left its queue empty.
+	keep := false
+	defer func() {
+		if !keep || !s.kept.put(key, w, sub) {
+			sub.Close()
+		}
+	}()
 	var filled chan handoffFill
 	if hc != nil {
 		filled = hc.filled
 		defer s.handoffs.withdraw(hc)
 	}
-	for claim := true; ; {
+	for {
 		if claim {
 			// A claim filled later leases its jobs from when it is filled.
 			p.Now = at.Add(time.Since(began))
@@ -76,6 +101,11 @@ func (s *store) claimWait(ctx context.Context, p backend.ClaimParams) (backend.C
 			// claim is made again if it got nothing.
 		case f := <-filled:
 			if len(f.res.Jobs) > 0 {
+				// The subscription is kept when the claim left its queue
+				// empty (fewer jobs than asked for, not cut short by a
+				// budget) and no wake-up came while it was filled
+				// (signalled): a wake-up then may be for a job it missed.
+				keep = key != "" && !f.signalled && !f.res.Truncated && len(f.res.Jobs) < p.Max && ctx.Err() == nil
 				return s.claimedWaiting(ctx, f.res, nil, time.Now())
 			}
 			claim = f.signalled
@@ -140,5 +170,121 @@ func (s *store) releaseClaimed(res backend.ClaimResult, now time.Time) {
 	ctx := context.Background()
 	if _, err := s.Release(ctx, backend.ReleaseParams{Leases: leases, Now: now}); err != nil {
 		s.log.Warn("release of an abandoned waiting claim failed; its jobs wait for their leases to expire", "err", err)
+	}
+}
+
+// keptWaits holds, per worker and claim (keptKey), the subscription of a
+// waiting claim that an enqueue filled with the last jobs of its queue,
+// until that worker's next waiting claim takes it over (or a newer one
+// takes its place, or keptFor passes).
+//
+// A waiting claim claims once it has subscribed, before it waits: jobs
+// may have become pending before its subscription could hear of them.
+// That claim finds nothing when the claim before it was filled with its
+// queue's last jobs, and no wake-up has come since; the worker's next
+// waiting claim then comes at once (an idle worker goes on waiting), and
+// the claim is one round trip and one script run per idle job for
+// nothing. A subscription kept since before the last claim that looked
+// hears of every job that became pending since (every script that makes
+// a job pending publishes, save an enqueue whose jobs a waiting claim
+// took all of; a lost Pub/Sub connection signals every subscription once
+// it is back): the next waiting claim that takes it over with no signal
+// pending makes no claim before it waits, and one with a signal pending
+// claims as any does. keptFor bounds what it may miss beyond that: work
+// that comes due without a wake-up, which the claim script does (a
+// waiting job's deadline) and which a waiting claim otherwise meets only
+// at its poll.
+type keptWaits struct {
+	mu     sync.Mutex
+	subs   map[string]keptWait
+	closed bool
+}
+
+// keptWait is a kept subscription, its waiter (whose handoff is its
+// claim, filled and not registered) and when it was kept.
+type keptWait struct {
+	w   *waiter
+	sub *backend.Subscription
+	at  time.Time
+}
+
+// keptFor is how long a kept subscription may be taken over.
+const keptFor = time.Second
+
+// keptKey is the key in keptWaits of the waiting claim p, "" for one
+// whose subscription is not kept: a claim that no enqueue fills
+// (newHandoffClaim), and one with a type filter or a byte budget, which
+// may leave its queue's other jobs pending.
+func keptKey(p backend.ClaimParams) string {
+	if p.Mode == backend.ClaimWeighted || len(p.Queues) == 0 || !leanClaim(p) {
+		return ""
+	}
+	return p.WorkerID + "\x00" + strings.Join(p.Queues, "\x00")
+}
+
+// take returns the subscription kept under key, and its waiter, or nil.
+func (k *keptWaits) take(key string) (*waiter, *backend.Subscription) {
+	if key == "" {
+		return nil, nil
+	}
+	k.mu.Lock()
+	kw, ok := k.subs[key]
+	if ok {
+		delete(k.subs, key)
+	}
+	k.mu.Unlock()
+	if !ok {
+		return nil, nil
+	}
+	if time.Since(kw.at) > keptFor {
+		kw.sub.Close()
+		return nil, nil
+	}
+	return kw.w, kw.sub
+}
+
+// put keeps sub, whose waiter is w, under key, in place of the one kept
+// there, and closes that one and those kept longer than keptFor (whose
+// workers stopped waiting, or stopped); false means it is not kept (key
+// is "", or the store is closing).
+func (k *keptWaits) put(key string, w *waiter, sub *backend.Subscription) bool {
+	if key == "" {
+		return false
+	}
+	now := time.Now()
+	var drop []*backend.Subscription
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return false
+	}
+	if old, ok := k.subs[key]; ok {
+		drop = append(drop, old.sub)
+	}
+	for kk, kw := range k.subs {
+		if kk != key && now.Sub(kw.at) > keptFor {
+			delete(k.subs, kk)
+			drop = append(drop, kw.sub)
+		}
+	}
+	if k.subs == nil {
+		k.subs = map[string]keptWait{}
+	}
+	k.subs[key] = keptWait{w: w, sub: sub, at: now}
+	k.mu.Unlock()
+	for _, d := range drop {
+		d.Close()
+	}
+	return true
+}
+
+// close closes the subscriptions kept, and keeps none after.
+func (k *keptWaits) close() {
+	k.mu.Lock()
+	subs := k.subs
+	k.subs, k.closed = nil, true
+	k.mu.Unlock()
+	for _, kw := range subs {
+		kw.sub.Close()
 	}
 }

@@ -30,16 +30,23 @@ func claimAsync(ctx context.Context, s *Store, p backend.ClaimParams) <-chan wai
 	return c
 }
 
-// awaitWaiting waits until n wake-up subscriptions of queue exist in s: a
-// waiting claim has one while it waits.
+// awaitWaiting waits until n wake-up subscriptions of queue exist in s,
+// besides those kept for the next waiting claim (keptWaits): a waiting
+// claim has one while it waits.
 func awaitWaiting(t *testing.T, s *Store, queue string, n int) {
 	t.Helper()
 	count := func() int {
+		s.kept.mu.Lock()
+		kept := map[*waiter]bool{}
+		for _, kw := range s.kept.subs {
+			kept[kw.w] = true
+		}
+		s.kept.mu.Unlock()
 		s.notify.mu.Lock()
 		defer s.notify.mu.Unlock()
 		k := 0
 		for w := range s.notify.subs {
-			if slices.Contains(w.queues, queue) {
+			if slices.Contains(w.queues, queue) && !kept[w] {
 				k++
 			}
 		}

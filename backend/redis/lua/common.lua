@@ -275,20 +275,40 @@ local function copyHeader(h)
   return {h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12], h[13], h[14]}
 end
 
--- remember keeps r's parse for rec, the record save just wrote for it:
--- {header fields, at, unique key, tail, jobs, head}; head, when set, is
--- rec's header text with its newline, shared with other records (see
--- the claim).
+-- keep keeps the parse of rec, a record just written for an active job
+-- that parsedActive has no entry for: {header fields, at, unique key,
+-- tail, jobs, head}; head, when set, is rec's header text with its
+-- newline, shared with other records (see the claim). The fields h are
+-- kept as they are, no copy: no one may change them after (load hands
+-- out copies), so the records of one claimed header share them.
+local function keep(rec, h, uk, tail, head)
+  if parsedCount >= activeBound then parsedActive, parsedCount = {}, 0 end
+  parsedActive[rec] = {h, #rec - #tail + 1, uk, tail, 1, head}
+  parsedCount = parsedCount + 1
+end
+
+-- remember keeps r's parse for rec, the record save just wrote for it
+-- (see keep).
 local function remember(rec, r, head)
   local m = parsedActive[rec]
   if m then
     m[5] = m[5] + 1
-    return
+  else
+    keep(rec, copyHeader(r.h), r.uk, r.tail, head)
   end
-  if parsedCount >= activeBound then parsedActive, parsedCount = {}, 0 end
-  local tail = r.tail
-  parsedActive[rec] = {copyHeader(r.h), #rec - #tail + 1, r.uk, tail, 1, head}
-  parsedCount = parsedCount + 1
+end
+
+-- forget counts off one job of the entry m of rec, a job loaded (or
+-- completed, see complete.lua) from it.
+local function forget(rec, m)
+  if m[5] > 1 then
+    m[5] = m[5] - 1
+  elseif parsedCount > 1 then
+    parsedActive[rec] = nil
+    parsedCount = parsedCount - 1
+  else
+    parsedActive, parsedCount = {}, 0 -- a table keeps its size when emptied
+  end
 end
 
 -- lastHeader is the last header load matched, with its newline, and
@@ -312,16 +332,11 @@ local function load(id)
   if not rec then return nil end
   local m = parsedActive[rec]
   if m then
-    local h = m[1]
-    if m[5] > 1 then
-      m[5] = m[5] - 1
-      h = copyHeader(h)
-    elseif parsedCount > 1 then
-      parsedActive[rec] = nil
-      parsedCount = parsedCount - 1
-    else
-      parsedActive, parsedCount = {}, 0 -- a table keeps its size when emptied
-    end
+    -- The fields are copied: an entry's may be shared by other entries
+    -- (the claim's, see claimedFields in claim.lua), and the caller may
+    -- change its copy.
+    local h = copyHeader(m[1])
+    forget(rec, m)
     return {h = h, rec = rec, at = m[2], uk = m[3], tail = m[4], head = m[6]}
   end
   local h, at
@@ -357,6 +372,15 @@ local function encode(r)
   return h[1] .. '|' .. h[2] .. '|' .. h[3] .. '|' .. h[4] .. '|' .. h[5] .. '|' .. h[6] .. '|' .. h[7]
     .. '|' .. h[8] .. '|' .. h[9] .. '|' .. h[10] .. '|' .. h[11] .. '|' .. h[12] .. '|' .. h[13]
     .. '|' .. h[14] .. '\n' .. tail
+end
+
+-- encodeFinished is the record of the fields h and the tail made final
+-- (state code, finished at nowS, no lease, no worker), as encode writes
+-- it after finish, with h left as it is (the fields of a parsedActive
+-- entry, which other entries may share).
+local function encodeFinished(h, code, nowS, tail)
+  return code .. '|' .. h[2] .. '|' .. h[3] .. '|' .. h[4] .. '|' .. h[5] .. '|' .. h[6] .. '|' .. h[7]
+    .. '||' .. h[9] .. '|' .. nowS .. '||' .. h[12] .. '|' .. h[13] .. '|' .. h[14] .. '\n' .. tail
 end
 
 local function save(id, r)

@@ -32,15 +32,24 @@
 
 local stale = checkQueue(ARGV[6], true)
 if stale then return stale end
-if redis.call('HGET', KEY_settings, 'paused') == '1' then return {'0', '0'} end
 local now, nowS = tonumber(ARGV[1]), ARGV[1]
-local bound = tonumber(ARGV[5])
-cancelDue(now, nowS, bound)
-promoteDue(nowS, bound)
+-- A queue with no settings (so not paused), no waiting job and no job
+-- with a deadline, as a queue being drained mostly is, has nothing to
+-- cancel or promote: one command (leanClear) tells, for three.
+if not leanClear() then
+  if redis.call('HGET', KEY_settings, 'paused') == '1' then return {'0', '0'} end
+  local bound = tonumber(ARGV[5])
+  cancelDue(now, nowS, bound)
+  promoteDue(nowS, bound)
+end
 -- ZRANGE and ZREMRANGEBYRANK rather than ZPOPMIN, whose reply would
 -- carry every score as text for nothing.
 local max = tonumber(ARGV[2])
 local ids, loaded
+-- recs holds the records of ids as read, by position, where cache holds
+-- none (a job cancelDue or promoteDue read before); a long claim reads
+-- them in chunks (prefetch) into cache instead.
+local recs = {}
 if #ARGV > 8 then
   -- The ids to take, in order, with their loaded records (a missing or
   -- corrupt record is taken too, to be dropped as below).
@@ -69,7 +78,11 @@ if #ARGV > 8 then
   end
 else
   ids = redis.call('ZRANGE', KEY_ready, 0, max - 1)
-  prefetch(ids)
+  if #ids > 1000 then
+    prefetch(ids)
+  elseif #ids > 0 then
+    recs = redis.call('HMGET', KEY_jobs, unpack(ids))
+  end
 end
 local out, n = {'0', '0'}, 2
 local exp, worker = ARGV[3], ARGV[4]
@@ -95,14 +108,15 @@ local claimedHeads = {}
 local fastFrom, fastAt, fastTo, fastFields
 local short = not loaded and not budget
 for k, id in ipairs(ids) do
-  local old = fastFrom and cache[id]
-  if old and string.find(old, fastFrom, 1, true) == 1 then
+  local old = cache[id]
+  if old == nil then old = recs[k] end
+  if fastFrom and old and string.find(old, fastFrom, 1, true) == 1 then
     done = done + 1
     -- move(id, 'p', 'a'): neither state has an in set.
     if movedFrom[id] ~= nil then movedTo[id] = 'a' end
     local tail = string.sub(old, fastAt)
     local rec = fastTo .. tail
-    cache[id] = rec
+    -- Nothing after reads the job again: cache is left as it is.
     if memoize then
       local m = parsedActive[rec]
       if m then m[5] = m[5] + 1 else keep(rec, fastFields, '', tail, fastTo) end
@@ -120,7 +134,12 @@ for k, id in ipairs(ids) do
     n = n + 3
   else
     local r
-    if loaded then r = loaded[k] else r = load(id) end
+    if loaded then
+      r = loaded[k]
+    else
+      if cache[id] == nil then cache[id] = old end
+      r = load(id)
+    end
     if r and budget then
       local size = payloadLen(r)
       if took and used + size > budget then

@@ -20,12 +20,21 @@
 -- KEYS: the queue's keys (see common.lua).
 
 local now, nowS = tonumber(ARGV[1]), ARGV[1]
-local ids, nIds = {}, 0
-for i = 3, #ARGV, 3 do
-  nIds = nIds + 1
-  ids[nIds] = ARGV[i]
+-- recs holds the records as read, the job of ARGV[i] at i / 3: cache
+-- takes each one only when its job's turn comes, so a job named twice
+-- sees its own change. A long call reads them in chunks (prefetch) into
+-- cache.
+local nIds = (#ARGV - 2) / 3
+local recs = {}
+if nIds > 1000 then
+  local ids = {}
+  for k = 1, nIds do ids[k] = ARGV[k * 3] end
+  prefetch(ids)
+elseif nIds > 0 then
+  local ids = {}
+  for k = 1, nIds do ids[k] = ARGV[k * 3] end
+  recs = redis.call('HMGET', KEY_jobs, unpack(ids, 1, nIds))
 end
-prefetch(ids)
 local out, nOut = {}, 0
 -- The deletion time of a job that takes the short way, or nil when no
 -- job does (the queue overrides the retention, or the time is past
@@ -50,6 +59,7 @@ local completedHeads = {}
 for i = 3, #ARGV, 3 do
   local id, tok, res = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local old = cache[id]
+  if old == nil then old = recs[i / 3] end
   local m = old and parsedActive[old]
   local h = m and m[1]
   local r, code
@@ -90,6 +100,7 @@ for i = 3, #ARGV, 3 do
     end
     code = 0
   else
+    if cache[id] == nil then cache[id] = old end
     r, code = live(id, tok, now)
   end
   if r then

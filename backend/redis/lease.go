@@ -128,6 +128,8 @@ func (s *store) group(ctx context.Context, ids []string) (*leaseBatch, error) {
 
 // runBatch sends one script per group, retrying the whole round trip while the
 // server cannot be reached; args builds a group's ARGV for the given try.
+// A script replies with a code per item, or with 0 alone when every
+// item's code is 0 (complete.lua does).
 func (s *store) runBatch(ctx context.Context, op string, sc *script, b *leaseBatch, args func(g *leaseGroup, try int) []string) error {
 	if len(b.groups) == 0 {
 		return nil
@@ -150,6 +152,13 @@ func (s *store) runBatch(ctx context.Context, op string, sc *script, b *leaseBat
 		return fmt.Errorf("kyu/redis: %s: %w", op, err)
 	}
 	for gi, g := range b.groups {
+		if n, err := replies[gi].AsInt64(); err == nil && n == 0 {
+			// Every item done: complete.lua's short reply.
+			for _, i := range g.pos {
+				b.codes[i] = 0
+			}
+			continue
+		}
 		codes, err := replies[gi].AsIntSlice()
 		if err != nil || len(codes) != len(g.pos) {
 			return fmt.Errorf("kyu/redis: %s: unexpected reply %s", op, replies[gi].String())

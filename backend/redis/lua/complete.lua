@@ -7,7 +7,9 @@
 -- completed (or cancelled) under the same token counts as completed by
 -- this call.
 --
--- Returns per item 0 (completed), 1 (lease lost) or 2 (no such job).
+-- Returns per item 0 (completed), 1 (lease lost) or 2 (no such job);
+-- or 0 alone when every item was completed (as most calls are: the
+-- list of zeros costs Redis its making and sending).
 --
 -- Most completions take a short way: a job without a deadline, unique
 -- key, cancel request or retention of its own, in a queue without a
@@ -35,7 +37,9 @@ elseif nIds > 0 then
   for k = 1, nIds do ids[k] = ARGV[k * 3] end
   recs = redis.call('HMGET', KEY_jobs, unpack(ids, 1, nIds))
 end
-local out, nOut = {}, 0
+-- out is filled from the first item that was not completed on (the
+-- items before it take 0 then): until then nOut only counts.
+local out, nOut, all = {}, 0, true
 -- The deletion time of a job that takes the short way, or nil when no
 -- job does (the queue overrides the retention, or the time is past
 -- backend.MaxTime).
@@ -149,8 +153,13 @@ for i = 3, #ARGV, 3 do
     if o and (o.h[F_state] == 'c' or o.h[F_state] == 'x') and o.h[F_token] == tok then code = 0 end
   end
   nOut = nOut + 1
-  out[nOut] = code
+  if code ~= 0 and all then
+    all = false
+    for k = 1, nOut - 1 do out[k] = 0 end
+  end
+  if not all then out[nOut] = code end
 end
 if nInC > 0 then redis.call('ZADD', KEY_in_c, unpack(inC)) end
 finalize(nowS)
+if all then return 0 end
 return out

@@ -242,12 +242,22 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
 	}
-	// The flag tells the script that an earlier try may have run.
+	// A call passes results only when an item has one (most calls store
+	// none): the second flag says whether it does. The first tells the
+	// script that an earlier try may have run.
+	results := false
+	for _, it := range p.Items {
+		results = results || len(it.Result) > 0
+	}
 	b, err := s.leaseCall(ctx, "complete", s.scripts.complete, ids,
-		func(_ string, try int) []string { return []string{ms(p.Now.UnixMilli()), flag(try > 0)} },
+		func(_ string, try int) []string { return []string{ms(p.Now.UnixMilli()), flag(try > 0), flag(results)} },
 		func(args []string, i int) []string {
 			it := p.Items[i]
-			return append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10), string(it.Result))
+			args = append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10))
+			if results {
+				args = append(args, string(it.Result))
+			}
+			return args
 		})
 	if err != nil {
 		return backend.BatchResult{}, err

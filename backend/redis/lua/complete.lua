@@ -3,9 +3,11 @@
 -- completion counts as processed in the minute of now.
 --
 -- ARGV: 1 now, 2 retried ("1" when an earlier try of this call may have
--- run), then triples of id, token, result. On a retried call a job already
--- completed (or cancelled) under the same token counts as completed by
--- this call.
+-- run), 3 "1" when the call stores results, then per job its id, token
+-- and, when the call stores results, its result ('' for none): most
+-- calls store none, and an argument costs Redis about 500 instructions.
+-- On a retried call a job already completed (or cancelled) under the
+-- same token counts as completed by this call.
 --
 -- Returns per item 0 (completed), 1 (lease lost) or 2 (no such job);
 -- or 0 alone when every item was completed (as most calls are: the
@@ -22,19 +24,22 @@
 -- KEYS: the queue's keys (see common.lua).
 
 local now, nowS = tonumber(ARGV[1]), ARGV[1]
--- recs holds the records as read, the job of ARGV[i] at i / 3: cache
--- takes each one only when its job's turn comes, so a job named twice
--- sees its own change. A long call reads them in chunks (prefetch) into
--- cache.
-local nIds = (#ARGV - 2) / 3
+-- step is how many arguments a job takes; the k-th job's id is
+-- ARGV[4 + (k - 1) * step]. recs holds the records as read, the k-th
+-- job's at k: cache takes each one only when its job's turn comes, so a
+-- job named twice sees its own change. A long call reads them in chunks
+-- (prefetch) into cache.
+local step = 2
+if ARGV[3] == '1' then step = 3 end
+local nIds = (#ARGV - 3) / step
 local recs = {}
 if nIds > 1000 then
   local ids = {}
-  for k = 1, nIds do ids[k] = ARGV[k * 3] end
+  for k = 1, nIds do ids[k] = ARGV[4 + (k - 1) * step] end
   prefetch(ids)
 elseif nIds > 0 then
   local ids = {}
-  for k = 1, nIds do ids[k] = ARGV[k * 3] end
+  for k = 1, nIds do ids[k] = ARGV[4 + (k - 1) * step] end
   recs = redis.call('HMGET', KEY_jobs, unpack(ids, 1, nIds))
 end
 -- out is filled from the first item that was not completed on (the
@@ -60,10 +65,12 @@ local inC, nInC = {}, 0 -- ZADD arguments for the completed jobs' in set
 -- together share both, so they take it with their own tail in one
 -- concatenation instead of encoding the header again.
 local completedHeads = {}
-for i = 3, #ARGV, 3 do
-  local id, tok, res = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+for i = 4, #ARGV, step do
+  local id, tok = ARGV[i], ARGV[i + 1]
+  local res = ''
+  if step == 3 then res = ARGV[i + 2] end
   local old = cache[id]
-  if old == nil then old = recs[i / 3] end
+  if old == nil then old = recs[(i - 4) / step + 1] end
   local m = old and parsedActive[old]
   local h = m and m[1]
   local r, code

@@ -175,3 +175,39 @@ func TestParsedActiveSharedFields(t *testing.T) {
 		}
 	}
 }
+
+// TestParsedActiveLeaseExpiry completes jobs remembered by the claim's
+// short way (their parsedActive entries hold the lease expiry as a
+// number) once at the expiry, refused, and once just before it.
+func TestParsedActiveLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Millisecond)
+	jobs := make([]backend.NewJob, 3)
+	for i := range jobs {
+		jobs[i] = backend.NewJob{Type: "t", Queue: "q", Payload: []byte{'p', byte('0' + i)}}
+	}
+	if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 3, Lease: time.Minute, WorkerID: "w", Now: now})
+	if err != nil || len(got.Jobs) != 3 {
+		t.Fatalf("Claim = %d jobs, %v; want 3", len(got.Jobs), err)
+	}
+	exp := now.Add(time.Minute)
+	for _, c := range []struct {
+		job  int
+		at   time.Time
+		want error
+	}{{2, exp, backend.ErrLeaseLost}, {1, exp.Add(-time.Millisecond), nil}} {
+		j := got.Jobs[c.job]
+		res, err := s.Complete(ctx, backend.CompleteParams{Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}}}, Now: c.at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := res.Errors[0]; !errors.Is(e, c.want) || (c.want == nil && e != nil) {
+			t.Errorf("Complete of job %d at %v = %v, want %v", c.job, c.at, e, c.want)
+		}
+	}
+}

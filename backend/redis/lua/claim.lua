@@ -105,7 +105,7 @@ local claimedHeads = {}
 -- tail, with no parse, no copy of the fields and no tables of its own
 -- (its parsedActive entry shares fastFields). fastFrom is that pending
 -- header, fastAt where its tail starts, fastTo the claimed header.
-local fastFrom, fastAt, fastTo, fastFields
+local fastFrom, fastAt, fastTo, fastFields, fastPlain, fastExp
 local short = not loaded and not budget
 for k, id in ipairs(ids) do
   local old = cache[id]
@@ -119,7 +119,7 @@ for k, id in ipairs(ids) do
     -- Nothing after reads the job again: cache is left as it is.
     if memoize then
       local m = parsedActive[rec]
-      if m then m[5] = m[5] + 1 else keep(rec, fastFields, '', tail, fastTo) end
+      if m then m[5] = m[5] + 1 else keep(rec, fastFields, '', tail, fastTo, fastPlain, fastExp) end
     end
     sets[nSets + 1], sets[nSets + 2] = id, rec
     nSets = nSets + 2
@@ -171,7 +171,10 @@ for k, id in ipairs(ids) do
           claimedHeads[r.head] = head
         end
       end
-      if plain then fastFrom, fastAt, fastTo, fastFields = r.head, #r.head + 1, head, copyHeader(h) end
+      if plain then
+        fastFrom, fastAt, fastTo, fastFields = r.head, #r.head + 1, head, copyHeader(h)
+        fastPlain, fastExp = plainJob(h, ''), ms(exp)
+      end
       cache[id] = rec
       if memoize then remember(rec, r, head) end
       sets[nSets + 1], sets[nSets + 2] = id, rec

@@ -277,14 +277,22 @@ end
 
 -- keep keeps the parse of rec, a record just written for an active job
 -- that parsedActive has no entry for: {header fields, at, unique key,
--- tail, jobs, head}; head, when set, is rec's header text with its
--- newline, shared with other records (see the claim). The fields h are
--- kept as they are, no copy: no one may change them after (load hands
--- out copies), so the records of one claimed header share them.
-local function keep(rec, h, uk, tail, head)
+-- tail, jobs, head, plain, lease expiry}; head, when set, is rec's
+-- header text with its newline, shared with other records (see the
+-- claim); plain is whether the job has no cancel request, deadline,
+-- unique key or retention of its own (what complete.lua's short way
+-- asks); the lease expiry is a number. The fields h are kept as they
+-- are, no copy: no one may change them after (load hands out copies), so
+-- the records of one claimed header share them.
+local function keep(rec, h, uk, tail, head, plain, exp)
   if parsedCount >= activeBound then parsedActive, parsedCount = {}, 0 end
-  parsedActive[rec] = {h, #rec - #tail + 1, uk, tail, 1, head}
+  parsedActive[rec] = {h, #rec - #tail + 1, uk, tail, 1, head, plain, exp}
   parsedCount = parsedCount + 1
+end
+
+-- plainJob is keep's plain for the fields h and unique key uk.
+local function plainJob(h, uk)
+  return h[F_cancel] == '' and h[F_deadline] == '' and uk == '' and h[F_retention] == ''
 end
 
 -- remember keeps r's parse for rec, the record save just wrote for it
@@ -294,7 +302,8 @@ local function remember(rec, r, head)
   if m then
     m[5] = m[5] + 1
   else
-    keep(rec, copyHeader(r.h), r.uk, r.tail, head)
+    local h = r.h
+    keep(rec, copyHeader(h), r.uk, r.tail, head, plainJob(h, r.uk), ms(h[F_lease_exp]))
   end
 end
 

@@ -65,6 +65,7 @@ local inC, nInC = {}, 0 -- ZADD arguments for the completed jobs' in set
 -- together share both, so they take it with their own tail in one
 -- concatenation instead of encoding the header again.
 local completedHeads = {}
+local nShort = 0 -- jobs completed the short way from parsedActive (for tally)
 for i = 4, #ARGV, step do
   local id, tok = ARGV[i], ARGV[i + 1]
   local res = ''
@@ -72,15 +73,15 @@ for i = 4, #ARGV, step do
   local old = cache[id]
   if old == nil then old = recs[(i - 4) / step + 1] end
   local m = old and parsedActive[old]
-  local h = m and m[1]
   local r, code
-  if h and keepUntil and h[F_state] == 'a' and h[F_token] == tok and h[F_cancel] == '' and h[F_deadline] == '' and m[3] == ''
-    and h[F_retention] == '' and movedFrom[id] == nil and now < ms(h[F_lease_exp]) then
+  if m and m[7] and keepUntil and m[1][F_token] == tok and now < m[8] and movedFrom[id] == nil then
     -- The short way from the record's parsedActive entry (its fields
-    -- read, not copied): what live and the short way below do.
+    -- read, not copied; an entry is of an active job with a lease): what
+    -- live and the short way below do.
+    local h = m[1]
     forget(old, m)
     if res ~= '' then redis.call('HSET', KEY_results, id, res) end
-    tally.p = tally.p + 1
+    nShort = nShort + 1
     local tail, from = m[4], m[6]
     local head = from and completedHeads[from]
     local rec
@@ -167,6 +168,7 @@ for i = 4, #ARGV, step do
   if not all then out[nOut] = code end
 end
 if nInC > 0 then redis.call('ZADD', KEY_in_c, unpack(inC)) end
+tally.p = tally.p + nShort
 finalize(nowS)
 if all then return 0 end
 return out

@@ -77,7 +77,8 @@ if #ARGV > 8 then
     end
   end
 else
-  ids = redis.call('ZRANGE', KEY_ready, 0, max - 1)
+  -- Numbers as text (num), as finalize passes them.
+  ids = redis.call('ZRANGE', KEY_ready, '0', num(max - 1))
   if #ids > 1000 then
     prefetch(ids)
   elseif #ids > 0 then
@@ -201,7 +202,7 @@ end
 if loaded then
   for i = 1, done, 500 do redis.call('ZREM', KEY_ready, unpack(ids, i, math.min(i + 499, done))) end
 elseif done > 0 then
-  redis.call('ZREMRANGEBYRANK', KEY_ready, 0, done - 1)
+  redis.call('ZREMRANGEBYRANK', KEY_ready, '0', num(done - 1))
 end
 out[2] = num(used)
 finalize(nowS)

@@ -129,6 +129,8 @@ end
 -- to the rest of a job's work, and the values of one run repeat (attempt
 -- counts, the deletion time of jobs finished together), so a run keeps
 -- what it formatted in nums (small whole numbers in smallNums, for good).
+-- A whole number within 2^53 is formatted as an integer ('%d'), which
+-- costs C's printf a fifth of what '%.0f' does.
 local function num(x)
   if x >= 0 and x < 4096 and x % 1 == 0 then
     local s = smallNums[x]
@@ -140,10 +142,23 @@ local function num(x)
   end
   local s = nums[x]
   if not s then
-    s = string.format('%.0f', x)
+    if x % 1 == 0 and x > -9007199254740992 and x < 9007199254740992 then
+      s = string.format('%d', x)
+    else
+      s = string.format('%.0f', x)
+    end
     nums[x] = s
   end
   return s
+end
+
+-- minuteOf is the text of the minute of the time nowS (ms, text), kept
+-- from run to run while the minute lasts.
+local lastMinute, lastMinuteS
+local function minuteOf(nowS)
+  local m = math.floor(tonumber(nowS) / 60000) * 60000
+  if m ~= lastMinute then lastMinute, lastMinuteS = m, num(m) end
+  return lastMinuteS
 end
 
 -- ms reads a decimal time; like num it keeps what it read for the run
@@ -179,12 +194,15 @@ end
 local function finalize(nowS)
   flush()
   if tally.p > 0 then
-    local minute = num(math.floor(tonumber(nowS) / 60000) * 60000)
-    redis.call('HINCRBY', KEY_minutes, 'p:' .. minute, tally.p)
-    redis.call('HINCRBY', KEY_minutes, 'p', tally.p)
+    -- Numbers as text (num): Redis formats a number argument with
+    -- printf's '%.17g', which costs more than the command.
+    local minute, p = minuteOf(nowS), num(tally.p)
+    redis.call('HINCRBY', KEY_minutes, 'p:' .. minute, p)
+    redis.call('HINCRBY', KEY_minutes, 'p', p)
     if tally.f > 0 then
-      redis.call('HINCRBY', KEY_minutes, 'f:' .. minute, tally.f)
-      redis.call('HINCRBY', KEY_minutes, 'f', tally.f)
+      local f = num(tally.f)
+      redis.call('HINCRBY', KEY_minutes, 'f:' .. minute, f)
+      redis.call('HINCRBY', KEY_minutes, 'f', f)
     end
     tally.p, tally.f = 0, 0
   end
@@ -840,7 +858,7 @@ local function claimLean(max, exp, worker, nowS)
       return nil
     end
   end
-  local ids = redis.call('ZRANGE', KEY_ready, 0, max - 1)
+  local ids = redis.call('ZRANGE', KEY_ready, '0', num(max - 1))
   prefetch(ids)
   local out, n = {'0', '0'}, 2
   for _, id in ipairs(ids) do
@@ -859,7 +877,7 @@ local function claimLean(max, exp, worker, nowS)
       n = n + 3
     end
   end
-  if #ids > 0 then redis.call('ZREMRANGEBYRANK', KEY_ready, 0, #ids - 1) end
+  if #ids > 0 then redis.call('ZREMRANGEBYRANK', KEY_ready, '0', num(#ids - 1)) end
   finalize(nowS)
   return out
 end

@@ -128,6 +128,8 @@ func (s *store) group(ctx context.Context, ids []string) (*leaseBatch, error) {
 
 // runBatch sends one script per group, retrying the whole round trip while the
 // server cannot be reached; args builds a group's ARGV for the given try.
+// A script replies with a code per item, or with 0 alone when every
+// item's code is 0 (complete.lua does).
 func (s *store) runBatch(ctx context.Context, op string, sc *script, b *leaseBatch, args func(g *leaseGroup, try int) []string) error {
 	if len(b.groups) == 0 {
 		return nil
@@ -150,6 +152,13 @@ func (s *store) runBatch(ctx context.Context, op string, sc *script, b *leaseBat
 		return fmt.Errorf("kyu/redis: %s: %w", op, err)
 	}
 	for gi, g := range b.groups {
+		if n, err := replies[gi].AsInt64(); err == nil && n == 0 {
+			// Every item done: complete.lua's short reply.
+			for _, i := range g.pos {
+				b.codes[i] = 0
+			}
+			continue
+		}
 		codes, err := replies[gi].AsIntSlice()
 		if err != nil || len(codes) != len(g.pos) {
 			return fmt.Errorf("kyu/redis: %s: unexpected reply %s", op, replies[gi].String())
@@ -233,12 +242,22 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 	for i, it := range p.Items {
 		ids[i] = it.Lease.JobID
 	}
-	// The flag tells the script that an earlier try may have run.
+	// A call passes results only when an item has one (most calls store
+	// none): the second flag says whether it does. The first tells the
+	// script that an earlier try may have run.
+	results := false
+	for _, it := range p.Items {
+		results = results || len(it.Result) > 0
+	}
 	b, err := s.leaseCall(ctx, "complete", s.scripts.complete, ids,
-		func(_ string, try int) []string { return []string{ms(p.Now.UnixMilli()), flag(try > 0)} },
+		func(_ string, try int) []string { return []string{ms(p.Now.UnixMilli()), flag(try > 0), flag(results)} },
 		func(args []string, i int) []string {
 			it := p.Items[i]
-			return append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10), string(it.Result))
+			args = append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10))
+			if results {
+				args = append(args, string(it.Result))
+			}
+			return args
 		})
 	if err != nil {
 		return backend.BatchResult{}, err

@@ -109,3 +109,105 @@ func TestParsedActiveRecords(t *testing.T) {
 		t.Errorf("job edited to another token after Complete: %+v, %v; want active under token %d", j, err, leases[1].Token*10+7)
 	}
 }
+
+// TestParsedActiveSharedFields claims jobs of one pending header with
+// records of their own (payloads differ), so the claim's short way
+// remembers all but the first with one table of fields (fastFields in
+// lua/claim.lua). A failure and a heartbeat of two of those change what
+// load hands them; the others must then still complete from the fields
+// as claimed, and the two be recorded as asked.
+func TestParsedActiveSharedFields(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Millisecond)
+	jobs := make([]backend.NewJob, 5)
+	for i := range jobs {
+		jobs[i] = backend.NewJob{Type: "t", Queue: "q", Payload: []byte{'p', byte('0' + i)}}
+	}
+	if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 5, Lease: time.Minute, WorkerID: "w", Now: now})
+	if err != nil || len(got.Jobs) != 5 {
+		t.Fatalf("Claim = %d jobs, %v; want 5", len(got.Jobs), err)
+	}
+	leases := make([]backend.Lease, 5)
+	for i, j := range got.Jobs {
+		leases[i] = backend.Lease{JobID: j.ID, Token: j.LeaseToken}
+	}
+	retryAt := now.Add(time.Hour)
+	fb, err := s.Fail(ctx, backend.FailParams{Now: now.Add(time.Second), Items: []backend.FailItem{{Lease: leases[1], Message: "boom", RetryAt: retryAt}}})
+	if err != nil || fb.Errors[0] != nil {
+		t.Fatalf("Fail = %+v, %v", fb, err)
+	}
+	hb, err := s.Heartbeat(ctx, backend.HeartbeatParams{Leases: leases[2:3], Extend: 2 * time.Minute, Now: now.Add(time.Second)})
+	if err != nil || hb.Leases[0].Lost {
+		t.Fatalf("Heartbeat = %+v, %v", hb, err)
+	}
+	rest := []int{0, 2, 3, 4}
+	items := make([]backend.CompleteItem, len(rest))
+	for k, i := range rest {
+		items[k] = backend.CompleteItem{Lease: leases[i]}
+	}
+	end := now.Add(2 * time.Second)
+	done, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: end})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, e := range done.Errors {
+		if e != nil {
+			t.Errorf("Complete of job %d = %v, want done", rest[k], e)
+		}
+	}
+	j, err := s.Get(ctx, backend.GetParams{ID: leases[1].JobID})
+	if err != nil || j.State != backend.StateRetry || !j.RunAt.Equal(retryAt) || j.Attempt != 1 {
+		t.Errorf("failed job: %+v, %v; want retry at %v after attempt 1", j, err, retryAt)
+	}
+	for _, i := range rest {
+		j, err := s.Get(ctx, backend.GetParams{ID: leases[i].JobID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != backend.StateCompleted || j.Attempt != 1 || j.MaxAttempts != 25 || !j.StartedAt.Equal(now) || !j.FinishedAt.Equal(end) || string(j.Payload) != string(jobs[i].Payload) {
+			t.Errorf("job %d: %s, attempt %d of %d, started %v, finished %v, payload %q; want completed, 1 of 25, %v, %v, %q",
+				i, j.State, j.Attempt, j.MaxAttempts, j.StartedAt, j.FinishedAt, j.Payload, now, end, jobs[i].Payload)
+		}
+	}
+}
+
+// TestParsedActiveLeaseExpiry completes jobs remembered by the claim's
+// short way (their parsedActive entries hold the lease expiry as a
+// number) once at the expiry, refused, and once just before it.
+func TestParsedActiveLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Millisecond)
+	jobs := make([]backend.NewJob, 3)
+	for i := range jobs {
+		jobs[i] = backend.NewJob{Type: "t", Queue: "q", Payload: []byte{'p', byte('0' + i)}}
+	}
+	if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 3, Lease: time.Minute, WorkerID: "w", Now: now})
+	if err != nil || len(got.Jobs) != 3 {
+		t.Fatalf("Claim = %d jobs, %v; want 3", len(got.Jobs), err)
+	}
+	exp := now.Add(time.Minute)
+	for _, c := range []struct {
+		job  int
+		at   time.Time
+		want error
+	}{{2, exp, backend.ErrLeaseLost}, {1, exp.Add(-time.Millisecond), nil}} {
+		j := got.Jobs[c.job]
+		res, err := s.Complete(ctx, backend.CompleteParams{Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}}}, Now: c.at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := res.Errors[0]; !errors.Is(e, c.want) || (c.want == nil && e != nil) {
+			t.Errorf("Complete of job %d at %v = %v, want %v", c.job, c.at, e, c.want)
+		}
+	}
+}

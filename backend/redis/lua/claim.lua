@@ -32,15 +32,24 @@
 
 local stale = checkQueue(ARGV[6], true)
 if stale then return stale end
-if redis.call('HGET', KEY_settings, 'paused') == '1' then return {'0', '0'} end
 local now, nowS = tonumber(ARGV[1]), ARGV[1]
-local bound = tonumber(ARGV[5])
-cancelDue(now, nowS, bound)
-promoteDue(nowS, bound)
+-- A queue with no settings (so not paused), no waiting job and no job
+-- with a deadline, as a queue being drained mostly is, has nothing to
+-- cancel or promote: one command (leanClear) tells, for three.
+if not leanClear() then
+  if redis.call('HGET', KEY_settings, 'paused') == '1' then return {'0', '0'} end
+  local bound = tonumber(ARGV[5])
+  cancelDue(now, nowS, bound)
+  promoteDue(nowS, bound)
+end
 -- ZRANGE and ZREMRANGEBYRANK rather than ZPOPMIN, whose reply would
 -- carry every score as text for nothing.
 local max = tonumber(ARGV[2])
 local ids, loaded
+-- recs holds the records of ids as read, by position, where cache holds
+-- none (a job cancelDue or promoteDue read before); a long claim reads
+-- them in chunks (prefetch) into cache instead.
+local recs = {}
 if #ARGV > 8 then
   -- The ids to take, in order, with their loaded records (a missing or
   -- corrupt record is taken too, to be dropped as below).
@@ -68,8 +77,13 @@ if #ARGV > 8 then
     end
   end
 else
-  ids = redis.call('ZRANGE', KEY_ready, 0, max - 1)
-  prefetch(ids)
+  -- Numbers as text (num), as finalize passes them.
+  ids = redis.call('ZRANGE', KEY_ready, '0', num(max - 1))
+  if #ids > 1000 then
+    prefetch(ids)
+  elseif #ids > 0 then
+    recs = redis.call('HMGET', KEY_jobs, unpack(ids))
+  end
 end
 local out, n = {'0', '0'}, 2
 local exp, worker = ARGV[3], ARGV[4]
@@ -86,41 +100,28 @@ local nSets, nLeases = #sets, #leaseAdds
 -- again. A header of one job's own is not kept: keeping it would cost
 -- that job more than it saves.
 local claimedHeads = {}
+-- The short way: once a job of a shared pending header (not retried, no
+-- unique key, no deadline) was claimed, every job whose record starts
+-- with that header is claimed by putting the claimed header before its
+-- tail, with no parse, no copy of the fields and no tables of its own
+-- (its parsedActive entry shares fastFields). fastFrom is that pending
+-- header, fastAt where its tail starts, fastTo the claimed header.
+local fastFrom, fastAt, fastTo, fastFields, fastPlain, fastExp
+local short = not loaded and not budget
 for k, id in ipairs(ids) do
-  local r
-  if loaded then r = loaded[k] else r = load(id) end
-  if r and budget then
-    local size = payloadLen(r)
-    if took and used + size > budget then
-      out[1] = '1'
-      break
+  local old = cache[id]
+  if old == nil then old = recs[k] end
+  if fastFrom and old and string.find(old, fastFrom, 1, true) == 1 then
+    done = done + 1
+    -- move(id, 'p', 'a'): neither state has an in set.
+    if movedFrom[id] ~= nil then movedTo[id] = 'a' end
+    local tail = string.sub(old, fastAt)
+    local rec = fastTo .. tail
+    -- Nothing after reads the job again: cache is left as it is.
+    if memoize then
+      local m = parsedActive[rec]
+      if m then m[5] = m[5] + 1 else keep(rec, fastFields, '', tail, fastTo, fastPlain, fastExp) end
     end
-    used = used + size
-  end
-  done = done + 1
-  if r then
-    took = true
-    local h = r.h
-    local errs = markClaimed(id, r, exp, nowS, worker)
-    -- What save does, and defer for the lease.
-    local rec
-    local head = r.head and claimedHeads[r.head]
-    if head then
-      local tail = r.tail
-      if not tail then
-        tail = string.sub(r.rec, r.at)
-        r.tail = tail
-      end
-      rec = head .. tail
-    else
-      rec = encode(r)
-      if r.head then
-        head = string.sub(rec, 1, #rec - #r.tail)
-        claimedHeads[r.head] = head
-      end
-    end
-    cache[id] = rec
-    if memoize then remember(rec, r, head) end
     sets[nSets + 1], sets[nSets + 2] = id, rec
     nSets = nSets + 2
     leaseAdds[nLeases + 1], leaseAdds[nLeases + 2] = exp, id
@@ -130,13 +131,70 @@ for k, id in ipairs(ids) do
       sets, leaseAdds = pending.sets, pending.leaseAdds
       nSets, nLeases = #sets, #leaseAdds
     end
-    if h[F_deadline] ~= '' then redis.call('ZREM', KEY_deadlines, id) end
-    if r.uk ~= '' then touchUnique(id, r) end
-    out[n + 1], out[n + 2], out[n + 3] = id, rec, errs
+    out[n + 1], out[n + 2], out[n + 3] = id, rec, ''
     n = n + 3
-  elseif r == false then
-    out[n + 1], out[n + 2], out[n + 3] = id, '', ''
-    n = n + 3
+  else
+    local r
+    if loaded then
+      r = loaded[k]
+    else
+      if cache[id] == nil then cache[id] = old end
+      r = load(id)
+    end
+    if r and budget then
+      local size = payloadLen(r)
+      if took and used + size > budget then
+        out[1] = '1'
+        break
+      end
+      used = used + size
+    end
+    done = done + 1
+    if r then
+      took = true
+      local h = r.h
+      local plain = short and r.head and h[F_state] == 'p' and h[F_token] == '0' and h[F_deadline] == '' and r.uk == ''
+      local errs = markClaimed(id, r, exp, nowS, worker)
+      -- What save does, and defer for the lease.
+      local rec
+      local head = r.head and claimedHeads[r.head]
+      if head then
+        local tail = r.tail
+        if not tail then
+          tail = string.sub(r.rec, r.at)
+          r.tail = tail
+        end
+        rec = head .. tail
+      else
+        rec = encode(r)
+        if r.head then
+          head = string.sub(rec, 1, #rec - #r.tail)
+          claimedHeads[r.head] = head
+        end
+      end
+      if plain then
+        fastFrom, fastAt, fastTo, fastFields = r.head, #r.head + 1, head, copyHeader(h)
+        fastPlain, fastExp = plainJob(h, ''), ms(exp)
+      end
+      cache[id] = rec
+      if memoize then remember(rec, r, head) end
+      sets[nSets + 1], sets[nSets + 2] = id, rec
+      nSets = nSets + 2
+      leaseAdds[nLeases + 1], leaseAdds[nLeases + 2] = exp, id
+      nLeases = nLeases + 2
+      if nSets >= 2000 or nLeases >= 2000 then
+        flush()
+        sets, leaseAdds = pending.sets, pending.leaseAdds
+        nSets, nLeases = #sets, #leaseAdds
+      end
+      if h[F_deadline] ~= '' then redis.call('ZREM', KEY_deadlines, id) end
+      if r.uk ~= '' then touchUnique(id, r) end
+      out[n + 1], out[n + 2], out[n + 3] = id, rec, errs
+      n = n + 3
+    elseif r == false then
+      out[n + 1], out[n + 2], out[n + 3] = id, '', ''
+      n = n + 3
+    end
   end
 end
 -- Nothing in the loop touches the ready set: without a type filter the
@@ -144,7 +202,7 @@ end
 if loaded then
   for i = 1, done, 500 do redis.call('ZREM', KEY_ready, unpack(ids, i, math.min(i + 499, done))) end
 elseif done > 0 then
-  redis.call('ZREMRANGEBYRANK', KEY_ready, 0, done - 1)
+  redis.call('ZREMRANGEBYRANK', KEY_ready, '0', num(done - 1))
 end
 out[2] = num(used)
 finalize(nowS)

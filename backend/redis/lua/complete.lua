@@ -3,11 +3,15 @@
 -- completion counts as processed in the minute of now.
 --
 -- ARGV: 1 now, 2 retried ("1" when an earlier try of this call may have
--- run), then triples of id, token, result. On a retried call a job already
--- completed (or cancelled) under the same token counts as completed by
--- this call.
+-- run), 3 "1" when the call stores results, then per job its id, token
+-- and, when the call stores results, its result ('' for none): most
+-- calls store none, and an argument costs Redis about 500 instructions.
+-- On a retried call a job already completed (or cancelled) under the
+-- same token counts as completed by this call.
 --
--- Returns per item 0 (completed), 1 (lease lost) or 2 (no such job).
+-- Returns per item 0 (completed), 1 (lease lost) or 2 (no such job);
+-- or 0 alone when every item was completed (as most calls are: the
+-- list of zeros costs Redis its making and sending).
 --
 -- Most completions take a short way: a job without a deadline, unique
 -- key, cancel request or retention of its own, in a queue without a
@@ -20,13 +24,27 @@
 -- KEYS: the queue's keys (see common.lua).
 
 local now, nowS = tonumber(ARGV[1]), ARGV[1]
-local ids, nIds = {}, 0
-for i = 3, #ARGV, 3 do
-  nIds = nIds + 1
-  ids[nIds] = ARGV[i]
+-- step is how many arguments a job takes; the k-th job's id is
+-- ARGV[4 + (k - 1) * step]. recs holds the records as read, the k-th
+-- job's at k: cache takes each one only when its job's turn comes, so a
+-- job named twice sees its own change. A long call reads them in chunks
+-- (prefetch) into cache.
+local step = 2
+if ARGV[3] == '1' then step = 3 end
+local nIds = (#ARGV - 3) / step
+local recs = {}
+if nIds > 1000 then
+  local ids = {}
+  for k = 1, nIds do ids[k] = ARGV[4 + (k - 1) * step] end
+  prefetch(ids)
+elseif nIds > 0 then
+  local ids = {}
+  for k = 1, nIds do ids[k] = ARGV[4 + (k - 1) * step] end
+  recs = redis.call('HMGET', KEY_jobs, unpack(ids, 1, nIds))
 end
-prefetch(ids)
-local out, nOut = {}, 0
+-- out is filled from the first item that was not completed on (the
+-- items before it take 0 then): until then nOut only counts.
+local out, nOut, all = {}, 0, true
 -- The deletion time of a job that takes the short way, or nil when no
 -- job does (the queue overrides the retention, or the time is past
 -- backend.MaxTime).
@@ -47,9 +65,56 @@ local inC, nInC = {}, 0 -- ZADD arguments for the completed jobs' in set
 -- together share both, so they take it with their own tail in one
 -- concatenation instead of encoding the header again.
 local completedHeads = {}
-for i = 3, #ARGV, 3 do
-  local id, tok, res = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local r, code = live(id, tok, now)
+local nShort = 0 -- jobs completed the short way from parsedActive (for tally)
+for i = 4, #ARGV, step do
+  local id, tok = ARGV[i], ARGV[i + 1]
+  local res = ''
+  if step == 3 then res = ARGV[i + 2] end
+  local old = cache[id]
+  if old == nil then old = recs[(i - 4) / step + 1] end
+  local m = old and parsedActive[old]
+  local r, code
+  if m and m[7] and keepUntil and m[1][F_token] == tok and now < m[8] and movedFrom[id] == nil then
+    -- The short way from the record's parsedActive entry (its fields
+    -- read, not copied; an entry is of an active job with a lease): what
+    -- live and the short way below do.
+    local h = m[1]
+    forget(old, m)
+    if res ~= '' then redis.call('HSET', KEY_results, id, res) end
+    nShort = nShort + 1
+    local tail, from = m[4], m[6]
+    local head = from and completedHeads[from]
+    local rec
+    if head then
+      rec = head .. tail
+    else
+      rec = encodeFinished(h, 'c', nowS, tail)
+      if from then completedHeads[from] = string.sub(rec, 1, #rec - #tail) end
+    end
+    cache[id] = rec
+    sets[nSets + 1], sets[nSets + 2] = id, rec
+    nSets = nSets + 2
+    rems[nRems + 1] = id
+    nRems = nRems + 1
+    finals[nFinals + 1], finals[nFinals + 2] = keepUntil, id
+    nFinals = nFinals + 2
+    finished[nFinished + 1] = id
+    nFinished = nFinished + 1
+    inC[nInC + 1], inC[nInC + 2] = '0', id
+    nInC = nInC + 2
+    if nSets >= 2000 then
+      flush()
+      lists()
+    end
+    if nInC >= 4000 then
+      redis.call('ZADD', KEY_in_c, unpack(inC))
+      inC, nInC = {}, 0
+    end
+    code = 0
+  else
+    if cache[id] == nil then cache[id] = old end
+    r, code = live(id, tok, now)
+  end
   if r then
     local h = r.h
     if res ~= '' then redis.call('HSET', KEY_results, id, res) end
@@ -96,8 +161,14 @@ for i = 3, #ARGV, 3 do
     if o and (o.h[F_state] == 'c' or o.h[F_state] == 'x') and o.h[F_token] == tok then code = 0 end
   end
   nOut = nOut + 1
-  out[nOut] = code
+  if code ~= 0 and all then
+    all = false
+    for k = 1, nOut - 1 do out[k] = 0 end
+  end
+  if not all then out[nOut] = code end
 end
 if nInC > 0 then redis.call('ZADD', KEY_in_c, unpack(inC)) end
+tally.p = tally.p + nShort
 finalize(nowS)
+if all then return 0 end
 return out

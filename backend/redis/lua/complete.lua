@@ -77,7 +77,10 @@ for i = 4, #ARGV, step do
   if m and m[7] and keepUntil and m[1][F_token] == tok and now < m[8] and movedFrom[id] == nil then
     -- The short way from the record's parsedActive entry (its fields
     -- read, not copied; an entry is of an active job with a lease): what
-    -- live and the short way below do.
+    -- live and the short way below do. The writes onto the pending lists
+    -- are the short way's below, line for line, on purpose: a local
+    -- function for both cost Redis about 1,500 instructions more per
+    -- completion (TestCallgrindPhases, 3 % of a drained job).
     local h = m[1]
     forget(old, m)
     if res ~= '' then redis.call('HSET', KEY_results, id, res) end

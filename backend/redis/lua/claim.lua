@@ -117,7 +117,10 @@ for k, id in ipairs(ids) do
     if movedFrom[id] ~= nil then movedTo[id] = 'a' end
     local tail = string.sub(old, fastAt)
     local rec = fastTo .. tail
-    -- Nothing after reads the job again: cache is left as it is.
+    -- Nothing after reads the job again: cache is left as it is. The
+    -- writes onto the pending lists repeat the slow way's below on
+    -- purpose, as complete.lua's short ways do (a local function per job
+    -- costs Redis more than the lines it saves).
     if memoize then
       local m = parsedActive[rec]
       if m then m[5] = m[5] + 1 else keep(rec, fastFields, '', tail, fastTo, fastPlain, fastExp) end

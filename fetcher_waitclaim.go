@@ -58,11 +58,12 @@ func newWaitClaim(f *fetcher) *waitClaim {
 // own goroutine, until a job comes, ctx ends or the poll interval passes
 // (the poll renews the claim: should its store have missed a job, the
 // next claim finds it). It starts the jobs claimed at once, and leaves
-// the answer on answer for the fetcher's loop. Waiting here rather than on a goroutine of its
-// own spares each job a goroutine handoff between the store's commit and
-// the handler. While it waits the fetcher serves nothing else, which
-// loses nothing: its free slots are the claim's, wake-up signals coalesce,
-// and a subscription obtained meanwhile waits to be adopted.
+// the answer on answer for the fetcher's loop. Waiting here rather than
+// on a goroutine of its own spares each job a goroutine handoff between
+// the store's commit and the handler. While it waits the fetcher serves
+// nothing else, which loses nothing: its free slots are the claim's,
+// wake-up signals coalesce, and a subscription obtained meanwhile waits
+// to be adopted.
 func (c *waitClaim) start(ctx context.Context, f *fetcher, n int32) {
 	parts := f.claimPlan(n)
 	if len(parts) != 1 {

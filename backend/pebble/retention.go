@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -92,22 +93,12 @@ func (ls *retentionLists) add(at int64, id jobID) {
 // write sets one key per list in b, tagged tag, tag+1… in time order,
 // and returns the next tag.
 func (ls retentionLists) write(b *cpebble.Batch, tag uint64) uint64 {
-	slices.SortFunc(ls, func(a, b retentionList) int { return compareInt(a.at, b.at) })
+	slices.SortFunc(ls, func(a, b retentionList) int { return cmp.Compare(a.at, b.at) })
 	for _, l := range ls {
 		_ = b.Set(retentionKey(l.at, tag), l.ids, nil)
 		tag++
 	}
 	return tag
-}
-
-func compareInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // retentionSweep is what the store remembers of the retention index

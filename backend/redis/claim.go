@@ -51,7 +51,7 @@ func (s *store) claim(ctx context.Context, d rueidis.CoreClient, p backend.Claim
 		}
 		seen[q] = true
 		args := claimArgs(p, q, len(res.Jobs), used, taken)
-		got, err := s.claimQueue(ctx, d, q, args, p.WorkerID, look && leanClaim(p))
+		got, err := s.claimQueue(ctx, d, q, args, p.WorkerID, look && leanClaim(p), !look && leanClaim(p))
 		if err != nil {
 			return res, err
 		}
@@ -85,10 +85,13 @@ func claimArgs(p backend.ClaimParams, q string, got, used, taken int) []string {
 }
 
 // claimQueue runs the claim script on one queue, through d; with lean,
-// "claim lean" first (see claimLeanCall). When the queue's keys are not
+// "claim lean" first (see claimLeanCall), with plain "claim plain" (the
+// claim script with fewer keys, see scriptSpec) first: either leaves
+// the claim to the claim script when the queue has work only it does.
+// When the queue's keys are not
 // marked as its own (the data was lost, and the cached number may be
 // another queue's now), it asks the registry again, once.
-func (s *store) claimQueue(ctx context.Context, d rueidis.CoreClient, q string, args []string, workerID string, lean bool) (queueClaim, error) {
+func (s *store) claimQueue(ctx context.Context, d rueidis.CoreClient, q string, args []string, workerID string, lean, plain bool) (queueClaim, error) {
 	for try := 0; ; try++ {
 		num, ok, err := s.queues.number(ctx, q, false)
 		if err != nil || !ok {
@@ -98,6 +101,12 @@ func (s *store) claimQueue(ctx context.Context, d rueidis.CoreClient, q string, 
 		err = s.retry(ctx, func(int) error {
 			if lean {
 				reply = s.evalOn(ctx, d, s.claimLeanCall(num, q, args))
+				if !leftToClaim(reply) {
+					return reply.Error()
+				}
+			}
+			if plain {
+				reply = s.evalOn(ctx, d, call{s: s.scripts.claimPlain, keys: s.keysOf(s.scripts.claimPlain, num), args: args})
 				if !leftToClaim(reply) {
 					return reply.Error()
 				}

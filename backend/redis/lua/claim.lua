@@ -24,11 +24,15 @@
 -- Returns {stopped, bytes} (stopped "1" when it stopped for the budget,
 -- bytes the payload bytes taken) followed by a flat list of {id, record,
 -- errors} per claimed job, best first; a record that does not parse is
--- dropped from the ready set and returned with an empty record. Fails
+-- dropped from the ready set and returned with an empty record; in the
+-- form "claim plain", the empty list when it left the claim to claim.lua
+-- (see below). Fails
 -- with KYUSTALE or KYUUNMARKED (see checkQueue), changing nothing, unless
 -- the keys are marked as this queue's.
 --
--- KEYS: the queue's keys (see common.lua).
+-- KEYS: the queue's keys (see common.lua); in the form "claim plain"
+-- (for a claim with no type filter and no byte budget) those of "claim
+-- lean", the others nil.
 
 local stale = checkQueue(ARGV[6], true)
 if stale then return stale end
@@ -38,9 +42,19 @@ local now, nowS = tonumber(ARGV[1]), ARGV[1]
 -- cancel or promote: one command (leanClear) tells, for three.
 if not leanClear() then
   if redis.call('HGET', KEY_settings, 'paused') == '1' then return {'0', '0'} end
-  local bound = tonumber(ARGV[5])
-  cancelDue(now, nowS, bound)
-  promoteDue(nowS, bound)
+  if KEY_final == nil then
+    -- "claim plain" (scripts.go) has no keys for cancelDue and
+    -- promoteDue: with a job due for either it replies with the empty
+    -- list, having changed nothing, and the caller runs claim.lua.
+    if #redis.call('ZRANGEBYSCORE', KEY_deadlines, '-inf', nowS, 'LIMIT', 0, 1) > 0
+      or #redis.call('ZRANGEBYSCORE', KEY_waiting, '-inf', nowS, 'LIMIT', 0, 1) > 0 then
+      return {}
+    end
+  else
+    local bound = tonumber(ARGV[5])
+    cancelDue(now, nowS, bound)
+    promoteDue(nowS, bound)
+  end
 end
 -- ZRANGE and ZREMRANGEBYRANK rather than ZPOPMIN, whose reply would
 -- carry every score as text for nothing.

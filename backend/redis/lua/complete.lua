@@ -21,6 +21,14 @@
 -- for it, without finish's branches, move's tables and defer's calls,
 -- which cost about a sixth of a completion's instructions in Redis.
 --
+-- In the form "complete plain" (scripts.go) it has the keys of the
+-- short way only (jobs, leases, final, in_c, settings and minutes; the
+-- others nil), for calls that store no results: it takes at most 1,000
+-- jobs, so it writes nothing before the last one's turn, and replies -1,
+-- having changed nothing, at a job that needs more than the short way
+-- (or -2 when the queue overrides the retention of completed jobs, so
+-- that every job does): the caller then runs complete.lua.
+--
 -- KEYS: the queue's keys (see common.lua).
 
 local now, nowS = tonumber(ARGV[1]), ARGV[1]
@@ -32,6 +40,8 @@ local now, nowS = tonumber(ARGV[1]), ARGV[1]
 local step = 2
 if ARGV[3] == '1' then step = 3 end
 local nIds = (#ARGV - 3) / step
+local plainForm = KEY_errors == nil
+if plainForm and (step == 3 or nIds > 1000) then return -1 end
 local recs = {}
 if nIds > 1000 then
   local ids = {}
@@ -50,6 +60,7 @@ local out, nOut, all = {}, 0, true
 -- backend.MaxTime).
 local keepUntil
 if queueRetention('c') == '' and now + 86400000 < 9214646400000 then keepUntil = num(now + 86400000) end
+if plainForm and not keepUntil then return -2 end
 -- The pending lists and how long they are. finish, and a flush, may
 -- replace them (flush sends a list and starts a new one): after either
 -- the short way takes them afresh.
@@ -152,6 +163,7 @@ for i = 4, #ARGV, step do
         inC, nInC = {}, 0
       end
     else
+      if plainForm then return -1 end
       if h[F_cancel] == 'q' then
         endCancelled(id, r, nowS, res ~= '')
       else

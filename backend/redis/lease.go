@@ -273,6 +273,9 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 	for _, it := range p.Items {
 		results = results || len(it.Result) > 0
 	}
+	// The script keeps each job's new record for a later item of the
+	// same job only when the call names a job twice.
+	distinct := distinctIDs(ids)
 	// A call without results goes to "complete plain" (fewer keys; see
 	// runBatch).
 	sc := s.scripts.complete
@@ -280,7 +283,9 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 		sc = s.scripts.completePlain
 	}
 	b, err := s.leaseCall(ctx, "complete", sc, ids,
-		func(_ string, try int) []string { return []string{ms(p.Now.UnixMilli()), flag(try > 0), flag(results)} },
+		func(_ string, try int) []string {
+			return []string{ms(p.Now.UnixMilli()), flag(try > 0), flag(results), flag(distinct)}
+		},
 		func(args []string, i int) []string {
 			it := p.Items[i]
 			args = append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10))
@@ -293,6 +298,18 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 		return backend.BatchResult{}, err
 	}
 	return batchResult(b), nil
+}
+
+// distinctIDs reports whether no id is in ids twice.
+func distinctIDs(ids []string) bool {
+	seen := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		if _, ok := seen[id]; ok {
+			return false
+		}
+		seen[id] = struct{}{}
+	}
+	return true
 }
 
 // Fail ends the attempts: retry, pending at once, or failed.

@@ -51,7 +51,7 @@ func (s *store) claim(ctx context.Context, d rueidis.CoreClient, p backend.Claim
 		}
 		seen[q] = true
 		args := claimArgs(p, q, len(res.Jobs), used, taken)
-		got, err := s.claimQueue(ctx, d, q, args, p.WorkerID, look && leanClaim(p))
+		got, err := s.claimQueue(ctx, d, q, args, p.WorkerID, look && leanClaim(p), !look && leanClaim(p))
 		if err != nil {
 			return res, err
 		}
@@ -85,19 +85,31 @@ func claimArgs(p backend.ClaimParams, q string, got, used, taken int) []string {
 }
 
 // claimQueue runs the claim script on one queue, through d; with lean,
-// "claim lean" first (see claimLeanCall). When the queue's keys are not
+// "claim lean" first (see claimLeanCall), with plain "claim plain" (the
+// claim script with fewer keys, see scriptSpec) first: either leaves
+// the claim to the claim script when the queue has work only it does.
+// When the queue's keys are not
 // marked as its own (the data was lost, and the cached number may be
 // another queue's now), it asks the registry again, once.
-func (s *store) claimQueue(ctx context.Context, d rueidis.CoreClient, q string, args []string, workerID string, lean bool) (queueClaim, error) {
+func (s *store) claimQueue(ctx context.Context, d rueidis.CoreClient, q string, args []string, workerID string, lean, plain bool) (queueClaim, error) {
 	for try := 0; ; try++ {
 		num, ok, err := s.queues.number(ctx, q, false)
 		if err != nil || !ok {
 			return queueClaim{}, err
 		}
 		var reply rueidis.RedisResult
+		pairs := true // a reply of claim.lua's, not of "claim lean"
 		err = s.retry(ctx, func(int) error {
+			pairs = true
 			if lean {
-				reply = s.evalOn(ctx, d, s.claimLeanCall(num, q, args))
+				reply, pairs = s.evalOn(ctx, d, s.claimLeanCall(num, q, args)), false
+				if !leftToClaim(reply) {
+					return reply.Error()
+				}
+				pairs = true
+			}
+			if plain {
+				reply = s.evalOn(ctx, d, call{s: s.scripts.claimPlain, keys: s.keysOf(s.scripts.claimPlain, num), args: args})
 				if !leftToClaim(reply) {
 					return reply.Error()
 				}
@@ -117,7 +129,7 @@ func (s *store) claimQueue(ctx context.Context, d rueidis.CoreClient, q string, 
 		if err != nil {
 			return queueClaim{}, fmt.Errorf("kyu/redis: claim from queue %q: %w", q, err)
 		}
-		return s.claimed(q, reply, args[3], workerID)
+		return s.claimed(q, reply, args[3], workerID, pairs)
 	}
 }
 
@@ -129,47 +141,93 @@ type queueClaim struct {
 	stopped bool // stopped for the byte budget
 }
 
-// claimed decodes a claim script's reply; workerHex and workerID are the
-// claimer's id as the records hold it and as it is. The jobs share one
-// allocation, their payloads another, their strings the reply's and the
-// worker id, as they come and go together.
-func (s *store) claimed(queue string, reply rueidis.RedisResult, workerHex, workerID string) (queueClaim, error) {
+// claimed decodes a claim script's reply: claim.lua's (pairs set, see
+// claimedPairs) or "claim lean"'s (see claimedFlat); workerHex and
+// workerID are the claimer's id as the records hold it and as it is.
+func (s *store) claimed(queue string, reply rueidis.RedisResult, workerHex, workerID string, pairs bool) (queueClaim, error) {
 	flat, err := reply.AsStrSlice()
 	if err != nil {
 		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply %s", reply.String())
 	}
+	if pairs {
+		return s.claimedPairs(queue, flat, workerHex, workerID)
+	}
 	return s.claimedFlat(queue, flat, workerHex, workerID)
 }
 
-// claimedFlat is claimed of a claim script's reply read as strings.
+// claimedFlat is claimed of a reply read as strings in the form of
+// "claim lean" (common.lua's claimLean): stopped, bytes, then {id,
+// record, errors} per job.
 func (s *store) claimedFlat(queue string, flat []string, workerHex, workerID string) (queueClaim, error) {
 	if len(flat) < 2 || (len(flat)-2)%3 != 0 {
 		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply of %d values", len(flat))
 	}
-	used, err := strconv.Atoi(flat[1])
+	res, err := claimHead(flat[0], flat[1])
 	if err != nil {
-		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply: bytes %q", flat[1])
+		return res, err
 	}
-	res := queueClaim{bytes: used, stopped: flat[0] == "1"}
-	flat = flat[2:]
-	all := make([]backend.Job, len(flat)/3)
+	return s.claimedJobs(queue, res, flat[2:], 3, nil, workerHex, workerID), nil
+}
+
+// claimedPairs is claimed of a reply read as strings in claim.lua's
+// form: stopped, bytes, the number n of jobs with errors, {id, record}
+// per job, then {position, errors} for those n jobs (positions from 1,
+// ascending): most jobs have none, and a value costs Redis its making
+// and sending.
+func (s *store) claimedPairs(queue string, flat []string, workerHex, workerID string) (queueClaim, error) {
+	if len(flat) < 3 {
+		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply of %d values", len(flat))
+	}
+	res, err := claimHead(flat[0], flat[1])
+	if err != nil {
+		return res, err
+	}
+	n, err := strconv.Atoi(flat[2])
+	if err != nil || n < 0 || 3+2*n > len(flat) || (len(flat)-3-2*n)%2 != 0 {
+		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply of %d values, %q with errors", len(flat), flat[2])
+	}
+	split := len(flat) - 2*n
+	return s.claimedJobs(queue, res, flat[3:split], 2, flat[split:], workerHex, workerID), nil
+}
+
+// claimHead is the queueClaim of a claim reply's first two values.
+func claimHead(stopped, bytes string) (queueClaim, error) {
+	used, err := strconv.Atoi(bytes)
+	if err != nil {
+		return queueClaim{}, fmt.Errorf("kyu/redis: claim: unexpected reply: bytes %q", bytes)
+	}
+	return queueClaim{bytes: used, stopped: stopped == "1"}, nil
+}
+
+// claimedJobs decodes the jobs of a claim reply into res: flat holds
+// {id, record} per job, with its errors when stride is 3; with stride 2
+// errs holds {position, errors} of the jobs that have any. The jobs
+// share one allocation, their payloads another, their strings the
+// reply's and the worker id, as they come and go together.
+func (s *store) claimedJobs(queue string, res queueClaim, flat []string, stride int, errs []string, workerHex, workerID string) queueClaim {
+	all := make([]backend.Job, len(flat)/stride)
 	jobs := make([]*backend.Job, 0, len(all))
 	sh := &recordShare{workerHex: workerHex, workerID: workerID}
-	for i := 1; i < len(flat); i += 3 {
+	for i := 1; i < len(flat); i += stride {
 		sh.rest += len(flat[i])
 	}
-	for i := 0; i < len(flat); i += 3 {
-		id, rec, errs := flat[i], flat[i+1], flat[i+2]
+	for i := 0; i < len(flat); i += stride {
+		id, rec, e := flat[i], flat[i+1], ""
+		if stride == 3 {
+			e = flat[i+2]
+		} else if len(errs) >= 2 && errs[0] == strconv.Itoa(i/stride+1) {
+			e, errs = errs[1], errs[2:]
+		}
 		if rec == "" {
 			s.log.Error("dropped a corrupt job from its queue's ready set", "id", id, "queue", queue, "err", ErrCorrupt)
 			continue
 		}
 		res.taken++
-		j := &all[i/3]
+		j := &all[i/stride]
 		err := decodeRecordTo(j, id, queue, rec, sh)
 		sh.rest -= len(rec)
 		if err == nil {
-			j.Errors, err = decodeErrors(id, errs)
+			j.Errors, err = decodeErrors(id, e)
 		}
 		if err != nil {
 			// The script only hands out records it could parse; this one's
@@ -180,7 +238,7 @@ func (s *store) claimedFlat(queue string, flat []string, workerHex, workerID str
 		jobs = append(jobs, j)
 	}
 	res.jobs = jobs
-	return res, nil
+	return res
 }
 
 // weightedOrder draws an order of the queues at random, each queue's

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -14,9 +15,21 @@ import (
 // unique key, a requested cancel, a retention of their own, a lease named
 // twice), in a queue with the default retention and in one with an
 // override: each ends as finish would end it, and the completed jobs'
-// in set, final set and leases set hold what they should.
+// in set, final set and leases set hold what they should. It runs with
+// a job's result in the call (complete.lua) and without (complete plain,
+// which leaves both queues to complete.lua: mix for its jobs, kept for
+// its override, which the store then remembers).
 func TestCompleteMixedBatch(t *testing.T) {
 	t.Parallel()
+	for _, results := range []bool{true, false} {
+		t.Run(fmt.Sprintf("results=%v", results), func(t *testing.T) {
+			t.Parallel()
+			completeMixedBatch(t, results)
+		})
+	}
+}
+
+func completeMixedBatch(t *testing.T, results bool) {
 	s := openTest(t, "")
 	ctx := t.Context()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -57,9 +70,13 @@ func TestCompleteMixedBatch(t *testing.T) {
 	}
 	// Claimed queue by queue: the first two are of mix.
 	plain, twice, kept := byType["plain"][0], byType["plain"][1], byType["plain"][2]
+	var result []byte
+	if results {
+		result = []byte("r")
+	}
 	items := []backend.CompleteItem{
 		{Lease: plain},
-		{Lease: byType["result"][0], Result: []byte("r")},
+		{Lease: byType["result"][0], Result: result},
 		{Lease: byType["deadline"][0]},
 		{Lease: byType["unique"][0]},
 		{Lease: cancel},
@@ -107,8 +124,17 @@ func TestCompleteMixedBatch(t *testing.T) {
 	if _, err := s.Get(ctx, backend.GetParams{ID: byType["none"][0].JobID}); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("Get of a completed job without retention = %v; want not found", err)
 	}
-	if j, err := s.Get(ctx, backend.GetParams{ID: byType["result"][0].JobID}); err != nil || string(j.Result) != "r" {
-		t.Fatalf("Get of the job with a result = %v; want its result", err)
+	if j, err := s.Get(ctx, backend.GetParams{ID: byType["result"][0].JobID}); err != nil || string(j.Result) != string(result) {
+		t.Fatalf("Get of the job with a result = %v; want its result %q", err, result)
+	}
+	for q, want := range map[string]bool{"mix": false, "kept": !results} {
+		num, _, err := s.queues.number(ctx, q, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, full := s.fullComplete.Load(num); full != want {
+			t.Errorf("queue %s left to complete.lua for good: %v, want %v", q, full, want)
+		}
 	}
 	var completed []string
 	for _, q := range []string{"mix", "kept"} {

@@ -107,7 +107,7 @@ func TestFunctionsRefused(t *testing.T) {
 	}
 	// The scripts sent by EVAL are cached under the SHA1s EVALSHA names,
 	// so later calls need not send them again.
-	for _, sc := range []*script{s.scripts.enqueueLean, s.scripts.claim, s.scripts.complete} {
+	for _, sc := range []*script{s.scripts.enqueueLean, s.scripts.claimPlain, s.scripts.completePlain} {
 		if out, err := ps.cli("SCRIPT", "EXISTS", sc.sha()); err != nil || strings.TrimSpace(out) != "1" {
 			t.Errorf("script %s: SCRIPT EXISTS %s = %q, %v", sc.name, sc.sha(), out, err)
 		}

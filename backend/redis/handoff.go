@@ -281,7 +281,7 @@ func (s *store) handoffAnswer(g *enqueueGroup, p backend.ClaimParams, claimed ru
 	if claimed.Error() != nil {
 		return handoffFill{signalled: true}
 	}
-	got, err := s.claimed(g.name, claimed, hex.EncodeToString([]byte(p.WorkerID)), p.WorkerID)
+	got, err := s.claimed(g.name, claimed, hex.EncodeToString([]byte(p.WorkerID)), p.WorkerID, true)
 	return handoffFillOf(got, err, enqFailed)
 }
 

@@ -129,7 +129,9 @@ func (s *store) group(ctx context.Context, ids []string) (*leaseBatch, error) {
 // runBatch sends one script per group, retrying the whole round trip while the
 // server cannot be reached; args builds a group's ARGV for the given try.
 // A script replies with a code per item, or with 0 alone when every
-// item's code is 0 (complete.lua does).
+// item's code is 0 (complete.lua does). The groups that "complete
+// plain" leaves to complete.lua (-1 or -2, see lua/complete.lua) then go
+// to complete.lua in a second round trip.
 func (s *store) runBatch(ctx context.Context, op string, sc *script, b *leaseBatch, args func(g *leaseGroup, try int) []string) error {
 	if len(b.groups) == 0 {
 		return nil
@@ -138,7 +140,11 @@ func (s *store) runBatch(ctx context.Context, op string, sc *script, b *leaseBat
 	err := s.retry(ctx, func(try int) error {
 		calls := make([]call, len(b.groups))
 		for i, g := range b.groups {
-			calls[i] = call{s: sc, keys: s.keysOf(sc, g.num), args: args(g, try)}
+			gsc := sc
+			if _, ok := s.fullComplete.Load(g.num); ok && sc == s.scripts.completePlain {
+				gsc = s.scripts.complete
+			}
+			calls[i] = call{s: gsc, keys: s.keysOf(gsc, g.num), args: args(g, try)}
 		}
 		replies = s.evalMany(ctx, calls)
 		for _, r := range replies {
@@ -151,13 +157,27 @@ func (s *store) runBatch(ctx context.Context, op string, sc *script, b *leaseBat
 	if err != nil {
 		return fmt.Errorf("kyu/redis: %s: %w", op, err)
 	}
+	// The groups that "complete plain" left to complete.lua.
+	var full *leaseBatch
 	for gi, g := range b.groups {
-		if n, err := replies[gi].AsInt64(); err == nil && n == 0 {
-			// Every item done: complete.lua's short reply.
-			for _, i := range g.pos {
-				b.codes[i] = 0
+		if n, err := replies[gi].AsInt64(); err == nil && n <= 0 {
+			switch {
+			case n == 0:
+				// Every item done: complete.lua's short reply.
+				for _, i := range g.pos {
+					b.codes[i] = 0
+				}
+				continue
+			case sc == s.scripts.completePlain:
+				if n == -2 {
+					s.fullComplete.Store(g.num, true)
+				}
+				if full == nil {
+					full = &leaseBatch{codes: b.codes}
+				}
+				full.groups = append(full.groups, g)
+				continue
 			}
-			continue
 		}
 		codes, err := replies[gi].AsIntSlice()
 		if err != nil || len(codes) != len(g.pos) {
@@ -166,6 +186,10 @@ func (s *store) runBatch(ctx context.Context, op string, sc *script, b *leaseBat
 		for k, c := range codes {
 			b.codes[g.pos[k]] = c
 		}
+	}
+	if full != nil {
+		// "complete plain" changed nothing in these queues.
+		return s.runBatch(ctx, op, s.scripts.complete, full, args)
 	}
 	return nil
 }
@@ -249,8 +273,19 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 	for _, it := range p.Items {
 		results = results || len(it.Result) > 0
 	}
-	b, err := s.leaseCall(ctx, "complete", s.scripts.complete, ids,
-		func(_ string, try int) []string { return []string{ms(p.Now.UnixMilli()), flag(try > 0), flag(results)} },
+	// The script keeps each job's new record for a later item of the
+	// same job only when the call names a job twice.
+	distinct := distinctIDs(ids)
+	// A call without results goes to "complete plain" (fewer keys; see
+	// runBatch).
+	sc := s.scripts.complete
+	if !results {
+		sc = s.scripts.completePlain
+	}
+	b, err := s.leaseCall(ctx, "complete", sc, ids,
+		func(_ string, try int) []string {
+			return []string{ms(p.Now.UnixMilli()), flag(try > 0), flag(results), flag(distinct)}
+		},
 		func(args []string, i int) []string {
 			it := p.Items[i]
 			args = append(args, it.Lease.JobID, strconv.FormatInt(it.Lease.Token, 10))
@@ -263,6 +298,18 @@ func (s *store) Complete(ctx context.Context, p backend.CompleteParams) (backend
 		return backend.BatchResult{}, err
 	}
 	return batchResult(b), nil
+}
+
+// distinctIDs reports whether no id is in ids twice.
+func distinctIDs(ids []string) bool {
+	seen := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		if _, ok := seen[id]; ok {
+			return false
+		}
+		seen[id] = struct{}{}
+	}
+	return true
 }
 
 // Fail ends the attempts: retry, pending at once, or failed.

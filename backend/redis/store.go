@@ -95,6 +95,10 @@ type store struct {
 	runConns runConns
 	// handoffs are the waiting claims an enqueue may fill (handoff.go).
 	handoffs handoffs
+	// fullComplete holds the numbers of the queues whose "complete
+	// plain" replied -2 (a retention override for completed jobs): their
+	// completions go to complete.lua at once (see Complete).
+	fullComplete sync.Map
 	// kept holds the subscriptions of waiting claims filled with their
 	// queue's last jobs, for the next waiting claim of the same worker
 	// and queues (waitclaim.go).
@@ -124,8 +128,8 @@ func (s *store) keysOf(sc *script, num uint32) []string {
 		return kl.enqueueJID
 	case sc == s.scripts.enqueueLean:
 		return kl.enqueueLean
-	case sc == s.scripts.enqueueClaim, sc == s.scripts.claimLean:
-		// The two take the same keys.
+	case sc == s.scripts.enqueueClaim, sc == s.scripts.claimLean, sc == s.scripts.claimPlain:
+		// The three take the same keys.
 		return kl.enqueueClaim
 	}
 	return slotKeys(kl.all, sc.slots)

@@ -21,14 +21,20 @@
 -- with a type filter 9 how many jobs of other types to pass over at most,
 -- 10... the types.
 --
--- Returns {stopped, bytes} (stopped "1" when it stopped for the budget,
--- bytes the payload bytes taken) followed by a flat list of {id, record,
--- errors} per claimed job, best first; a record that does not parse is
--- dropped from the ready set and returned with an empty record. Fails
+-- Returns {stopped, bytes, n} (stopped "1" when it stopped for the
+-- budget, bytes the payload bytes taken, n how many claimed jobs have
+-- attempt errors) followed by a flat list of {id, record} per claimed
+-- job, best first, then {position, errors} for those n jobs (position
+-- from 1 in that list, ascending): most jobs have none. A record that
+-- does not parse is dropped from the ready set and returned empty; in the
+-- form "claim plain", the empty list when it left the claim to claim.lua
+-- (see below). Fails
 -- with KYUSTALE or KYUUNMARKED (see checkQueue), changing nothing, unless
 -- the keys are marked as this queue's.
 --
--- KEYS: the queue's keys (see common.lua).
+-- KEYS: the queue's keys (see common.lua); in the form "claim plain"
+-- (for a claim with no type filter and no byte budget) those of "claim
+-- lean", the others nil.
 
 local stale = checkQueue(ARGV[6], true)
 if stale then return stale end
@@ -37,10 +43,20 @@ local now, nowS = tonumber(ARGV[1]), ARGV[1]
 -- with a deadline, as a queue being drained mostly is, has nothing to
 -- cancel or promote: one command (leanClear) tells, for three.
 if not leanClear() then
-  if redis.call('HGET', KEY_settings, 'paused') == '1' then return {'0', '0'} end
-  local bound = tonumber(ARGV[5])
-  cancelDue(now, nowS, bound)
-  promoteDue(nowS, bound)
+  if redis.call('HGET', KEY_settings, 'paused') == '1' then return {'0', '0', '0'} end
+  if KEY_final == nil then
+    -- "claim plain" (scripts.go) has no keys for cancelDue and
+    -- promoteDue: with a job due for either it replies with the empty
+    -- list, having changed nothing, and the caller runs claim.lua.
+    if #redis.call('ZRANGEBYSCORE', KEY_deadlines, '-inf', nowS, 'LIMIT', 0, 1) > 0
+      or #redis.call('ZRANGEBYSCORE', KEY_waiting, '-inf', nowS, 'LIMIT', 0, 1) > 0 then
+      return {}
+    end
+  else
+    local bound = tonumber(ARGV[5])
+    cancelDue(now, nowS, bound)
+    promoteDue(nowS, bound)
+  end
 end
 -- ZRANGE and ZREMRANGEBYRANK rather than ZPOPMIN, whose reply would
 -- carry every score as text for nothing.
@@ -85,7 +101,9 @@ else
     recs = redis.call('HMGET', KEY_jobs, unpack(ids))
   end
 end
-local out, n = {'0', '0'}, 2
+local out, n = {'0', '0', '0'}, 3
+-- The positions and errors of the claimed jobs that have any.
+local errOut, nErr = {}, 0
 local exp, worker = ARGV[3], ARGV[4]
 local budget, took = tonumber(ARGV[7]), ARGV[8] == '1'
 local used, done = 0, 0
@@ -134,8 +152,8 @@ for k, id in ipairs(ids) do
       sets, leaseAdds = pending.sets, pending.leaseAdds
       nSets, nLeases = #sets, #leaseAdds
     end
-    out[n + 1], out[n + 2], out[n + 3] = id, rec, ''
-    n = n + 3
+    out[n + 1], out[n + 2] = id, rec
+    n = n + 2
   else
     local r
     if loaded then
@@ -192,11 +210,15 @@ for k, id in ipairs(ids) do
       end
       if h[F_deadline] ~= '' then redis.call('ZREM', KEY_deadlines, id) end
       if r.uk ~= '' then touchUnique(id, r) end
-      out[n + 1], out[n + 2], out[n + 3] = id, rec, errs
-      n = n + 3
+      out[n + 1], out[n + 2] = id, rec
+      n = n + 2
+      if errs ~= '' then
+        errOut[nErr + 1], errOut[nErr + 2] = num((n - 3) / 2), errs
+        nErr = nErr + 2
+      end
     elseif r == false then
-      out[n + 1], out[n + 2], out[n + 3] = id, '', ''
-      n = n + 3
+      out[n + 1], out[n + 2] = id, ''
+      n = n + 2
     end
   end
 end
@@ -208,5 +230,9 @@ elseif done > 0 then
   redis.call('ZREMRANGEBYRANK', KEY_ready, '0', num(done - 1))
 end
 out[2] = num(used)
+if nErr > 0 then
+  out[3] = num(nErr / 2)
+  for i = 1, nErr do out[n + i] = errOut[i] end
+end
 finalize(nowS)
 return out

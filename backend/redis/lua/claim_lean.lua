@@ -7,10 +7,12 @@
 -- ARGV: 1 now, 2 max, 3 lease expiry, 4 worker id (hex), as claim.lua
 -- takes them, then 5 the queue name.
 --
--- Returns claim.lua's reply, or an empty list, having changed nothing,
--- when the queue has due work that only claim.lua does: the caller then
--- runs claim.lua. Fails with KYUSTALE or KYUUNMARKED (see checkQueue),
--- changing nothing, unless the keys are marked as this queue's.
+-- Returns claimLean's reply ({stopped, bytes}, then {id, record,
+-- errors} per job, see common.lua), or an empty list, having changed
+-- nothing, when the queue has due work that only claim.lua does: the
+-- caller then runs claim.lua. Fails with KYUSTALE or KYUUNMARKED (see
+-- checkQueue), changing nothing, unless the keys are marked as this
+-- queue's.
 --
 -- KEYS: jobs, errors, ready, waiting, leases, deadlines, unique,
 -- queue_name and settings, in that order (see scriptSpec.keys).

@@ -845,11 +845,13 @@ end
 -- filter and no byte budget, in a script that passes only the keys it
 -- touches (lua/enqueue_claim.lua): jobs, errors, ready, waiting, leases,
 -- deadlines, unique and settings. It leases up to max jobs from the head
--- of the ready set as claim.lua does, and returns claim.lua's reply, or
--- nil, having changed nothing, when the queue has due work that only
--- claim.lua does (a waiting job whose deadline has come, a scheduled or
--- retry job due): the caller then runs claim.lua. The queue's mark is
--- the caller's to check.
+-- of the ready set as claim.lua does, and returns {stopped, bytes} then
+-- {id, record, errors} per job (claim.lua's reply before it left out
+-- the empty errors, see claimedFlat in claim.go), or nil, having
+-- changed nothing, when the queue has due work that only claim.lua does
+-- (a waiting job whose deadline has come, a scheduled or retry job
+-- due): the caller then runs claim.lua. The queue's mark is the
+-- caller's to check.
 local function claimLean(max, exp, worker, nowS)
   if not leanClear() then
     if redis.call('HGET', KEY_settings, 'paused') == '1' then return {'0', '0'} end

@@ -44,6 +44,10 @@ if #ARGV == 9 and queueIdle() then
   end
   -- The id is taken: the run below tells by whom.
 end
+-- The run starts here, not before the fast path, which needs nothing of
+-- its state (scriptSpec.resetsLate in scripts.go); by EVALSHA the state
+-- is fresh anyway.
+reset()
 local out
 -- written lists the ids written, whose records are in cache: the claim
 -- reads them from there, not from the jobs hash.

@@ -45,7 +45,7 @@ func (s *store) enqueueClaim(ctx context.Context, c call, g *enqueueGroup, w *ha
 		}
 	}
 	reply := s.evalOn(octx, d, ec)
-	enq, flat, err := enqueueClaimReply(reply)
+	enq, flat, err := enqueueClaimReply(reply, ec.args)
 	var fill handoffFill
 	// owed is set when the wake-up the script leaves to its caller is due:
 	// for jobs the claim script left, or when the script failed (it may
@@ -77,18 +77,31 @@ func (s *store) enqueueClaim(ctx context.Context, c call, g *enqueueGroup, w *ha
 // "enqueue lean" call (queue name, then id, score and record per job)
 // and claim p, whose worker id is workerHex in hex: the queue name, the
 // claim's now, max, lease expiry and worker, then the jobs' values, and
-// for a lone job its claimed header (claimedHeader).
+// for a lone job its claimed record (claimedRecord).
 func enqueueClaimArgs(lean []string, p backend.ClaimParams, workerHex string) []string {
 	now, exp := strconv.FormatInt(p.Now.UnixMilli(), 10), strconv.FormatInt(p.Now.Add(p.Lease).UnixMilli(), 10)
 	out := make([]string, 0, len(lean)+5)
 	out = append(out, lean[0], now, strconv.Itoa(p.Max), exp, workerHex)
 	out = append(out, lean[1:]...)
 	if len(lean) == 4 {
-		if head, ok := claimedHeader(lean[3], now, exp, workerHex); ok {
-			out = append(out, head)
+		if rec, ok := claimedRecord(lean[3], now, exp, workerHex); ok {
+			out = append(out, rec)
 		}
 	}
 	return out
+}
+
+// claimedRecord is the pending record rec as the claim script writes it
+// when it claims the job at now (ms) until exp for the worker workerHex:
+// its header as claimedHeader makes it, then rec's body. ok is false for
+// a header not of that shape.
+func claimedRecord(rec, now, exp, workerHex string) (string, bool) {
+	head, ok := claimedHeader(rec, now, exp, workerHex)
+	if !ok {
+		return "", false
+	}
+	_, body, _ := strings.Cut(rec, "\n")
+	return head + body, true
 }
 
 // claimedHeader is the header of the pending record rec, with its
@@ -131,14 +144,20 @@ func claimedHeader(rec, now, exp, workerHex string) (string, bool) {
 	return b.String(), true
 }
 
-// enqueueClaimReply splits the reply of "enqueue claim": the enqueue's
-// reply, as "enqueue lean" gives it, and the claim script's reply as
-// strings, nil when the script left the claim to the claim script. err
-// is set when the script failed (enq is then its reply) or replied
-// otherwise.
-func enqueueClaimReply(reply rueidis.RedisResult) (enq rueidis.RedisResult, flat []string, err error) {
+// enqueueClaimReply splits the reply of "enqueue claim", called with
+// ARGV args: the enqueue's reply, as "enqueue lean" gives it, and the
+// claim script's reply as strings, nil when the script left the claim to
+// the claim script. The bare 0 of a lone job written claimed is both:
+// the enqueue's 0, and the claim of that job with the record args hold
+// (claim.lua's reply: not stopped, no bytes counted, the id, the record
+// and no errors). err is set when the script failed (enq is then its
+// reply) or replied otherwise.
+func enqueueClaimReply(reply rueidis.RedisResult, args []string) (enq rueidis.RedisResult, flat []string, err error) {
 	if err := reply.Error(); err != nil {
 		return reply, nil, err
+	}
+	if code, err := reply.AsInt64(); err == nil && code == 0 && len(args) == 9 {
+		return reply, []string{"0", "0", args[5], args[8], ""}, nil
 	}
 	arr, err := reply.ToArray()
 	if err != nil || len(arr) == 0 {

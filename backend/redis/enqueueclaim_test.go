@@ -176,6 +176,57 @@ func TestClaimedHeader(t *testing.T) {
 			t.Errorf("claimedHeader(%q) accepted it", bad)
 		}
 	}
+	if got, ok := claimedRecord(rec, "1700000000500", "1700000060500", "77"); !ok || got != encodeRecord(&j) {
+		t.Fatalf("claimedRecord = %q, %v; want %q", got, ok, encodeRecord(&j))
+	}
+}
+
+// The reply to an idle job's "enqueue claim" that wrote it claimed is the
+// bare 0: the caller sent the claimed record, and the reply carries none
+// of it back. Failed before: a table of the id and the claimed record,
+// some 300 bytes Redis made, converted and sent.
+func TestIdleJobReplyIsBare(t *testing.T) {
+	ps := startServer(t, "--appendonly", "no")
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Addrs: []string{ps.addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deafen(t, s)
+	for round := range 3 {
+		answer := claimAsync(ctx, s, waitClaimParams(1, "q"))
+		awaitHandoffs(t, s, 1)
+		if _, err := ps.cli("CONFIG", "RESETSTAT"); err != nil {
+			t.Fatal(err)
+		}
+		id := enqueueOneJob(t, s, "q")
+		out, err := ps.cli("INFO", "stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := <-answer
+		if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id || a.res.Jobs[0].State != backend.StateActive {
+			t.Fatalf("round %d: ClaimWait = %+v, %v; want job %s active", round, a.res, a.err, id)
+		}
+		if round == 0 {
+			continue // the first enqueue registers the queue and loads the library
+		}
+		var sent int
+		for line := range strings.Lines(out) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_net_output_bytes:"); ok {
+				sent, _ = strconv.Atoi(v)
+			}
+		}
+		// CONFIG RESETSTAT's +OK and the enqueue's reply; 40 leaves room
+		// for a background PING's.
+		if sent == 0 || sent > 40 {
+			t.Fatalf("round %d: Redis sent %d bytes for an idle job's enqueue; want its bare reply (at most 40 with CONFIG RESETSTAT's)", round, sent)
+		}
+		if _, err := s.Complete(ctx, backend.CompleteParams{Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: id, Token: a.res.Jobs[0].LeaseToken}}}, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // A waiting claim's look at an empty queue runs "claim lean": one script

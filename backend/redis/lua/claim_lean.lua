@@ -20,4 +20,7 @@
 local stale = checkQueue(ARGV[5], true)
 if stale then return stale end
 if queueIdle() then return {'0', '0'} end
+-- The run starts here, after the look at an idle queue, which needs
+-- nothing of its state (scriptSpec.resetsLate in scripts.go).
+reset()
 return claimLean(tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[1]) or {}

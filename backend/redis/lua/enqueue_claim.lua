@@ -9,12 +9,14 @@
 --
 -- ARGV: 1 queue name, 2 now, 3 max, 4 lease expiry, 5 worker id (hex),
 -- then per job 3 values: id, ready score, record; with one job, ARGV 9
--- is its claimed header: the record's header as this claim would write
--- it, with its newline (see claimedHeader in enqueueclaim.go).
+-- is its claimed record: the record as this claim would write it (see
+-- claimedRecord in enqueueclaim.go).
 --
--- Returns {enqueue reply, claim reply...}: the enqueue reply is what
--- "enqueue lean" returns (0, or a list with per job 0 or 2); the claim
--- reply's values, claim.lua's, follow it. When the queue has due work
+-- Returns the bare 0 when it wrote a lone job claimed, as ARGV 9 has it
+-- (the fast path below): the caller holds all the claim would return.
+-- Otherwise it returns {enqueue reply, claim reply...}: the enqueue reply
+-- is what "enqueue lean" returns (0, or a list with per job 0 or 2); the
+-- claim reply's values, claim.lua's, follow it. When the queue has due work
 -- that only claim.lua does, the reply is the enqueue's alone: the
 -- script claimed nothing, and the caller runs claim.lua. Publishes on
 -- the queue's wake channel (keys.wakeChannel) when it wrote a job that
@@ -31,16 +33,21 @@ if stale then return stale end
 -- A lone job goes straight to active, written as the claim would write
 -- it, when nothing else could be claimed before it and the claim would
 -- do nothing else: the queue is idle (queueIdle). Its pending record is
--- then never written, read or parsed here.
+-- then never written, read or parsed here, and the reply carries nothing
+-- the caller sent: a table of the claimed record cost Redis its making
+-- and its conversion, and Lua two more strings of the record's length.
 if #ARGV == 9 and queueIdle() then
-  local id, rec = ARGV[6], ARGV[8]
-  local claimedRec = ARGV[9] .. string.sub(rec, string.find(rec, '\n', 1, true) + 1)
-  if redis.call('HSETNX', KEY_jobs, id, claimedRec) == 1 then
+  local id = ARGV[6]
+  if redis.call('HSETNX', KEY_jobs, id, ARGV[9]) == 1 then
     redis.call('ZADD', KEY_leases, 'inf', leaseAnchor, ARGV[4], id)
-    return {0, '0', '0', id, claimedRec, ''}
+    return 0
   end
   -- The id is taken: the run below tells by whom.
 end
+-- The run starts here, not before the fast path, which needs nothing of
+-- its state (scriptSpec.resetsLate in scripts.go); by EVALSHA the state
+-- is fresh anyway.
+reset()
 local out
 -- written lists the ids written, whose records are in cache: the claim
 -- reads them from there, not from the jobs hash.

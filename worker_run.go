@@ -264,8 +264,9 @@ func (w *Worker) settle(run *jobRun, err error, stack string) (kept bool) {
 	if d := run.ctx.deadline.Load(); d != 0 {
 		w.timeouts.remove(&run.ctx)
 		// How long the handler ran, from its deadline: whether its pool
-		// claims ahead goes by it (slots.aheadNow).
-		if d != math.MaxInt64 {
+		// claims ahead goes by it (slots.aheadNow). A pool that never
+		// claims ahead spares the clock read.
+		if d != math.MaxInt64 && run.f.slots.ahead > 0 {
 			run.f.slots.ran(w.timeouts.now() - (d - int64(run.timeout)))
 		}
 	}

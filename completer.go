@@ -282,7 +282,7 @@ func (w *Worker) logFailure(run *jobRun) {
 	switch {
 	case f.item.Cancel:
 		w.log.Debug("kyu: job cancelled by its handler", attrs...)
-	case f.item.Final || run.attempt >= run.maxAttempts:
+	case f.item.Final || run.lastAttempt:
 		w.log.Error("kyu: job failed for good", attrs...)
 	default:
 		w.log.Info("kyu: job attempt failed; it will be retried", append(attrs, "retry_at", f.item.RetryAt)...)

@@ -77,7 +77,7 @@ type Worker struct {
 	// cancelled (it only carries Start's values): each handler's context is
 	// cancelled on its own, so starting a job touches no shared context.
 	jobsCtx context.Context
-	// never is never closed, and noStop does nothing; see runContext.
+	// never is never closed, and noStop does nothing; see runTimeout.
 	never  chan struct{}
 	noStop func() bool
 	// timeouts ends handlers' contexts at their jobs' timeouts.
@@ -188,7 +188,8 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	base := context.WithoutCancel(ctx)
 	// Wrapped in a context.WithValue so that a lookup that reaches it
-	// (every handler context's setup asks for the parent cancel context)
+	// (a handler context's tree, as it grows, asks for the parent cancel
+	// context)
 	// walks the chain as an interface: the WithoutCancel context's own
 	// Value method boxes it, an allocation per job.
 	w.jobsCtx = context.WithValue(base, jobsCtxKey{}, nil)

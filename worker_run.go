@@ -26,23 +26,22 @@ const abandonedMessage = "handler did not return within its timeout (plus grace)
 type jobRun struct {
 	job   Job
 	lease backend.Lease
-	// jobType, attempt, maxAttempts and timeout are kept apart from job,
-	// which the handler may change.
-	jobType     string
-	attempt     int
-	maxAttempts int
-	timeout     time.Duration
+	// jobType, attempt and timeout are kept apart from job, which the
+	// handler may change.
+	jobType string
+	attempt int
+	timeout time.Duration
 	// f is the fetcher that claimed the job, q its queue in f's pool.
 	f *fetcher
 	q *poolQueue
-	// cancel ends the handler's context with a cause (ErrLeaseLost when
-	// the lease is lost or about to expire unrenewed). The run leaves the
-	// worker's timeouts in settle.
-	cancel context.CancelCauseFunc
 	// hold says how the run holds its slot once its handler has returned
 	// (see slots); set by settle before the run is queued to the
 	// completer.
 	hold slotHold
+	// lastAttempt says whether the attempt is the job's last (Attempt >=
+	// MaxAttempts): a bool, not MaxAttempts, so that it shares hold's
+	// word and the run its size class.
+	lastAttempt bool
 
 	// state is where the run stands; see runState for the transitions.
 	state runMachine
@@ -55,10 +54,8 @@ type jobRun struct {
 	// result is what the handler set with SetResult, nil if nothing.
 	result atomic.Pointer[[]byte]
 
-	// ctx is the root of the handler's context; it carries the run for
-	// Progress and Log. The context the handler gets, made over it, goes
-	// with the run to its handler goroutine (see handed), not in it: a
-	// run must fit its size class (TestRunFitsItsSizeClass).
+	// ctx is the handler's context; it carries the run for Progress and
+	// Log.
 	ctx runContext
 
 	// report holds what the handler reported (Progress, Log) and is not
@@ -91,6 +88,11 @@ type runFailure struct {
 // w is the worker running r.
 func (r *jobRun) w() *Worker { return r.f.w }
 
+// cancel ends the handler's context with a cause (ErrLeaseLost when the
+// lease is lost or about to expire unrenewed; nil when the handler has
+// returned). The run leaves the worker's timeouts in settle.
+func (r *jobRun) cancel(cause error) { r.ctx.cancel(cause) }
+
 func (r *jobRun) setResult(b []byte) {
 	b = append([]byte(nil), b...)
 	r.result.Store(&b)
@@ -110,7 +112,7 @@ func newRun(rec *backend.Job, f *fetcher, q *poolQueue) *jobRun {
 		lease:       backend.Lease{JobID: rec.ID, Token: rec.LeaseToken},
 		jobType:     rec.Type,
 		attempt:     rec.Attempt,
-		maxAttempts: rec.MaxAttempts,
+		lastAttempt: rec.Attempt >= rec.MaxAttempts,
 		timeout:     rec.Timeout,
 		f:           f,
 		q:           q,
@@ -119,6 +121,7 @@ func newRun(rec *backend.Job, f *fetcher, q *poolQueue) *jobRun {
 	r.logLines = len(rec.Logs) + rec.LogsDropped
 	fillJob(&r.job, rec)
 	r.job.run = r
+	r.ctx.run, r.ctx.index = r, -1
 	return r
 }
 
@@ -138,14 +141,8 @@ func (w *Worker) startJobs(f *fetcher, recs []*backend.Job) {
 		q := f.queueOf(rec.Queue)
 		f.slots.acquire(q)
 		run := newRun(rec, f, q)
-		run.ctx.Context, run.ctx.run, run.ctx.index = w.jobsCtx, run, -1
-		// The cancellable context is the one handed out, so a cancel's
-		// cause is what the handler sees; the timeout (see runContext)
-		// ends it from its parent.
-		var ctx context.Context
-		ctx, run.cancel = context.WithCancelCause(&run.ctx)
 		runs = append(runs, run)
-		handing = append(handing, handed{run: run, ctx: ctx})
+		handing = append(handing, handed{run: run, ctx: &run.ctx})
 	}
 	w.track(runs)
 	if f.handoff.put(handing) {
@@ -161,7 +158,7 @@ func (w *Worker) startJobs(f *fetcher, recs []*backend.Job) {
 // timeouts run on real time whatever the Clock says).
 func (w *Worker) begin(run *jobRun) {
 	w.stats.running.Add(1)
-	if run.ctx.onTimeout != nil {
+	if run.timeout > 0 {
 		run.ctx.deadline.Store(deadlineAfter(w.timeouts.now(), run.timeout))
 		w.timeouts.add(&run.ctx)
 	}
@@ -267,8 +264,9 @@ func (w *Worker) settle(run *jobRun, err error, stack string) (kept bool) {
 	if d := run.ctx.deadline.Load(); d != 0 {
 		w.timeouts.remove(&run.ctx)
 		// How long the handler ran, from its deadline: whether its pool
-		// claims ahead goes by it (slots.aheadNow).
-		if d != math.MaxInt64 {
+		// claims ahead goes by it (slots.aheadNow). A pool that never
+		// claims ahead spares the clock read.
+		if d != math.MaxInt64 && run.f.slots.ahead > 0 {
 			run.f.slots.ran(w.timeouts.now() - (d - int64(run.timeout)))
 		}
 	}

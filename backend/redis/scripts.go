@@ -462,8 +462,9 @@ type library struct {
 // with memoize set (see parsedActive), then one function per script that
 // sets KEYS and ARGV (upvalues here, not globals), starts a fresh run
 // (reset) if the script starts with common.lua and does not start it
-// itself (scriptSpec.resetsLate), and runs the script's body. A script without common.lua (a store-wide or standalone one)
-// cannot use its run's state: its source by EVALSHA lacks it. The
+// itself (scriptSpec.resetsLate), and runs the script's body. A script
+// without common.lua (a store-wide or standalone one) cannot use its
+// run's state: its source by EVALSHA lacks it. The
 // standalone scripts' head (standaloneHead) comes once, after common.
 func newLibrary(common string, scripts ...*script) *library {
 	common += "memoize = true\n"

@@ -16,9 +16,10 @@
 -- (the fast path below): the caller holds all the claim would return.
 -- Otherwise it returns {enqueue reply, claim reply...}: the enqueue reply
 -- is what "enqueue lean" returns (0, or a list with per job 0 or 2); the
--- claim reply's values, claim.lua's, follow it. When the queue has due work
--- that only claim.lua does, the reply is the enqueue's alone: the
--- script claimed nothing, and the caller runs claim.lua. Publishes on
+-- claim reply's values, claimLean's (common.lua), follow it. When the
+-- queue has due work that only claim.lua does, the reply is the
+-- enqueue's alone: the script claimed nothing, and the caller runs
+-- claim.lua. Publishes on
 -- the queue's wake channel (keys.wakeChannel) when it wrote a job that
 -- its claim did not take, unless it left the claim to claim.lua: the
 -- caller then owes the wake-up for the jobs that claim leaves. Fails

@@ -108,8 +108,7 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 			g = s.pending
 		}
 	}
-	s.unlock()
-	if err := wait(g); err != nil {
+	if err := s.unlockWait(g); err != nil {
 		return backend.EnqueueResult{}, err
 	}
 	return res, nil

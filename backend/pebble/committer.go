@@ -250,7 +250,6 @@ func (s *store) finishGroup(g *commitGroup, err error) {
 	}
 	g.err = err
 	close(g.done)
-	deliverFills(g) // waitclaim.go
 	if err == nil {
 		s.synced.Store(g.seq)
 		select {
@@ -267,6 +266,10 @@ func (s *store) finishGroup(g *commitGroup, err error) {
 	if s.pending != nil {
 		s.commitCond.Signal()
 	}
+	// Last of the goroutines woken here, a filled claim's runs first on
+	// this P (the scheduler's next slot): the job it is handed does not
+	// wait behind the marker's writer, a subscriber or the committer.
+	deliverFills(g) // waitclaim.go
 }
 
 // commit writes one batch durably. It fails, too, once Pebble has

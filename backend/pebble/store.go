@@ -105,6 +105,9 @@ type store struct {
 	// waitLeft, when not zero, is the count of left the committer waits
 	// for before it takes the pending group.
 	waitLeft uint64
+	// ids makes the ids of new jobs (idsource.go); it has a mutex of its
+	// own.
+	ids *idSource
 	// waiting holds the claims waiting for work (waitclaim.go).
 	waiting  waitingClaims
 	stopping bool
@@ -261,6 +264,7 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *store, err er
 		markStop:      make(chan struct{}),
 		markDone:      make(chan struct{}),
 		sweep:         newRetentionSweep(),
+		ids:           newSystemIDSource(),
 	}
 	s.commitCond = sync.NewCond(&s.mu)
 	s.records = pointReader{db: db, prefix: prefixJob}

@@ -2,9 +2,7 @@ package pebble
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/google/uuid"
 	"github.com/kyuhq/kyu/backend"
 )
 
@@ -23,12 +21,8 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 	// Ids are UUIDv7, as backend.NewID makes them, without the round trip
 	// through text.
 	ids := make([]jobID, len(p.Jobs))
-	for i := range ids {
-		id, err := uuid.NewV7()
-		if err != nil {
-			return backend.EnqueueResult{}, fmt.Errorf("kyu/pebble: new id: %w", err)
-		}
-		ids[i] = jobID(id)
+	if err := s.ids.fill(ids); err != nil {
+		return backend.EnqueueResult{}, err
 	}
 	res := backend.EnqueueResult{Jobs: make([]backend.EnqueuedJob, len(p.Jobs))}
 	now := p.Now
@@ -108,8 +102,7 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 			g = s.pending
 		}
 	}
-	s.unlock()
-	if err := wait(g); err != nil {
+	if err := s.unlockWait(g); err != nil {
 		return backend.EnqueueResult{}, err
 	}
 	return res, nil

@@ -50,9 +50,15 @@ func (s *store) loadVia(r reader, id jobID) (*backend.Job, side, error) {
 // unlock ends a section under mu begun by lockState: it fills the claims
 // waiting for the jobs the section made pending (waitclaim.go), closes the
 // record reader, which must not outlive the section (it would miss later
-// commits), wakes the committer if it waits for this section, then
-// releases mu.
+// commits), wakes the committer if the section started a group or the
+// committer waits for it, then releases mu.
 func (s *store) unlock() {
+	s.endSection()
+	s.mu.Unlock()
+}
+
+// endSection is unlock but for the release of mu.
+func (s *store) endSection() {
 	if s.waiting.due != nil {
 		s.fillWaiting()
 	}
@@ -62,11 +68,14 @@ func (s *store) unlock() {
 	if err := s.records.Close(); err != nil {
 		_ = s.breakStore(err)
 	}
+	if s.writes != s.sectionWrites && s.pending != nil {
+		s.pending.sections++
+	}
 	s.left++
-	if s.waitLeft != 0 && s.left >= s.waitLeft {
+	if s.callCommitter || s.waitLeft != 0 && s.left >= s.waitLeft {
+		s.callCommitter = false
 		s.commitCond.Signal()
 	}
-	s.mu.Unlock()
 }
 
 // reader is a Pebble DB or snapshot.

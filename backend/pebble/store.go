@@ -91,11 +91,23 @@ type store struct {
 	// durable; nil between groups.
 	committing *commitGroup
 	commitCond *sync.Cond
+	// callCommitter is set when the current section under mu started a
+	// group: the section's end wakes the committer for it (woken at the
+	// group's first write, the committer would only wait for mu, and be
+	// woken again when the section released it).
+	callCommitter bool
+	// sectionWrites is s.writes when the current section under mu began;
+	// lastSections is the sections count of the last group committed.
+	sectionWrites uint64
+	lastSections  int
 	// left counts the sections under mu that have ended (see entered).
 	left uint64
 	// waitLeft, when not zero, is the count of left the committer waits
 	// for before it takes the pending group.
 	waitLeft uint64
+	// ids makes the ids of new jobs (idsource.go); it has a mutex of its
+	// own.
+	ids *idSource
 	// waiting holds the claims waiting for work (waitclaim.go).
 	waiting  waitingClaims
 	stopping bool
@@ -124,12 +136,15 @@ type store struct {
 	// last durable one. markLoop records synced in the marker file
 	// (marked is the value it recorded last) when markWake says it grew,
 	// until markStop; markDone closes when it has stopped.
-	commits  uint64
-	synced   atomic.Uint64
-	marked   uint64
-	markWake chan struct{}
-	markStop chan struct{}
-	markDone chan struct{}
+	commits uint64
+	// ownCommits counts, under mu, the groups an operation committed
+	// itself (unlockWait).
+	ownCommits uint64
+	synced     atomic.Uint64
+	marked     uint64
+	markWake   chan struct{}
+	markStop   chan struct{}
+	markDone   chan struct{}
 
 	// entered counts the sections under mu that have begun or are waiting
 	// for mu (lockState). The committer, before it takes a group, waits
@@ -249,6 +264,7 @@ func open(fs vfs.FS, dir string, opts Options, lock io.Closer) (s *store, err er
 		markStop:      make(chan struct{}),
 		markDone:      make(chan struct{}),
 		sweep:         newRetentionSweep(),
+		ids:           newSystemIDSource(),
 	}
 	s.commitCond = sync.NewCond(&s.mu)
 	s.records = pointReader{db: db, prefix: prefixJob}
@@ -451,6 +467,7 @@ func (s *store) end() { s.closeMu.RUnlock() }
 func (s *store) lockState() error {
 	s.entered.Add(1)
 	s.mu.Lock()
+	s.sectionWrites = s.writes
 	if s.broken == nil {
 		if err := s.fault.failed(); err != nil {
 			_ = s.breakStore(err)

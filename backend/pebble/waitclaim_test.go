@@ -438,3 +438,46 @@ func TestClaimWaitFilledJobWakesNobody(t *testing.T) {
 		t.Fatal("a job enqueued while no claim waits did not signal its queue")
 	}
 }
+
+// An enqueue that arrives while the store is idle commits its group
+// itself, without handing it to the committer, and a claim waiting for
+// its job is handed the job from that commit, once it is durable.
+func TestEnqueueAloneCommitsItself(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir(), Options{})
+	counts := func() (commits, own uint64) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.commits, s.ownCommits
+	}
+	commits0, own0 := counts()
+	first := enqueue(t, s, t0, backend.NewJob{Payload: []byte("a")})[0].ID
+	if commits, own := counts(); commits-commits0 != 1 || own-own0 != 1 {
+		t.Fatalf("a lone enqueue made %d commits, %d of them itself; want 1, by itself", commits-commits0, own-own0)
+	}
+	if j := get(t, s, first); j.State != backend.StatePending {
+		t.Fatalf("job after its enqueue = %+v; want pending", j)
+	}
+
+	answer := claimAsync(context.Background(), s, waitClaimParams(1))
+	// The waiting claim takes the pending job first; the next enqueue
+	// fills the one after.
+	a := <-answer
+	if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != first {
+		t.Fatalf("ClaimWait = %+v, %v; want the pending job", a.res, a.err)
+	}
+	answer = claimAsync(context.Background(), s, waitClaimParams(1))
+	awaitWaiting(t, s, 1)
+	commits0, own0 = counts()
+	id := enqueue(t, s, t0, backend.NewJob{Payload: []byte("b")})[0].ID
+	a = <-answer
+	if a.err != nil || len(a.res.Jobs) != 1 || a.res.Jobs[0].ID != id || string(a.res.Jobs[0].Payload) != "b" {
+		t.Fatalf("ClaimWait = %+v, %v; want the enqueued job with its payload", a.res, a.err)
+	}
+	if commits, own := counts(); commits-commits0 != 1 || own-own0 != 1 {
+		t.Fatalf("enqueue and fill made %d commits, %d of them by the enqueue; want 1, by the enqueue", commits-commits0, own-own0)
+	}
+	if j := get(t, s, id); j.State != backend.StateActive || j.WorkerID != "w" {
+		t.Fatalf("job after the fill = %+v; want active for worker w", j)
+	}
+}

@@ -336,7 +336,6 @@ func openPebble(fs vfs.FS, dir string, opts Options, fault *engineFault, trim *c
 	// side by side in id order, and every block read is a pread and an
 	// allocation in the block cache: see tableBlockSize.
 	po.Levels[0].BlockSize = tableBlockSize
-	po.L0CompactionThreshold = l0CompactionThreshold
 	db, err = cpebble.Open(dir, po)
 	if ferr := fault.failed(); ferr != nil {
 		if err == nil {
@@ -371,22 +370,6 @@ func openPebble(fs vfs.FS, dir string, opts Options, fault *engineFault, trim *c
 // point read that misses the block cache reads and decompresses the
 // bigger block.
 const tableBlockSize = 16 << 10
-
-// l0CompactionThreshold is the store's Pebble L0CompactionThreshold,
-// twice Pebble's 4: Pebble compacts L0 into the base level once L0 holds
-// half this many overlapping layers of tables, so at 8 after four
-// memtable flushes that overlap instead of two. A drain of jobs enqueued
-// earlier rewrites their records, so every flush during it overlaps the
-// tables of the enqueue; each L0 compaction then rewrites what the
-// previous one wrote to the base level, and a record written three times
-// (enqueued, claimed, completed) by the time of a compaction is written
-// out once. In the drain `kyu bench` measures, the store compacted its
-// enqueued tables during the drain, a quarter of the drain's instructions;
-// with 8 that compaction comes later and, with the one after, costs a
-// fifth less in all (see the commit that set it for the figures). Reads
-// then merge up to four layers of L0 tables instead of two; Pebble stops
-// writes only at L0StopWritesThreshold (12) layers.
-const l0CompactionThreshold = 8
 
 // blockCacheFloor is the least room the block cache keeps for blocks
 // while Pebble holds two full memtables, which it counts against the

@@ -98,10 +98,7 @@ func BenchmarkDrain(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				items := make([]backend.CompleteItem, len(res.Jobs))
-				for i, j := range res.Jobs {
-					items[i] = backend.CompleteItem{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}}
-				}
+				items := completeItems(res.Jobs)
 				if len(items) > 0 {
 					if _, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: time.Now()}); err != nil {
 						b.Error(err)

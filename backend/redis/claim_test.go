@@ -111,10 +111,7 @@ func TestPlainForms(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		items := make([]backend.CompleteItem, len(res.Jobs))
-		for i, j := range res.Jobs {
-			items[i] = backend.CompleteItem{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}}
-		}
+		items := completeItems(res.Jobs)
 		return items
 	}
 	complete := func(items []backend.CompleteItem) {

@@ -127,10 +127,7 @@ func BenchmarkRedisCPU(b *testing.B) {
 					if len(res.Jobs) == 0 {
 						return
 					}
-					items := make([]backend.CompleteItem, len(res.Jobs))
-					for i, j := range res.Jobs {
-						items[i] = backend.CompleteItem{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}}
-					}
+					items := completeItems(res.Jobs)
 					mu.Lock()
 					leases = append(leases, items)
 					mu.Unlock()

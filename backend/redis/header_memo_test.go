@@ -134,10 +134,7 @@ func TestCompleteSharedHeaders(t *testing.T) {
 	if err := c.Do(ctx, c.B().Hset().Key(jobsKey).FieldValue().FieldValue(got.Jobs[2].ID, strings.Join(fields, "|")+"\n"+tail).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	items := make([]backend.CompleteItem, len(got.Jobs))
-	for i, j := range got.Jobs {
-		items[i] = backend.CompleteItem{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}}
-	}
+	items := completeItems(got.Jobs)
 	end := now.Add(time.Second)
 	res, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: end})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyuhq/kyu/backend"
 	"github.com/kyuhq/kyu/backend/backendtest"
 	"github.com/redis/rueidis"
 )
@@ -97,4 +98,14 @@ func dropPrefix(o Options) error {
 		}
 	}
 	return nil
+}
+
+// completeItems returns a completion of each claimed job, without a
+// result.
+func completeItems(jobs []*backend.Job) []backend.CompleteItem {
+	items := make([]backend.CompleteItem, len(jobs))
+	for i, j := range jobs {
+		items[i] = backend.CompleteItem{Lease: backend.Lease{JobID: j.ID, Token: j.LeaseToken}}
+	}
+	return items
 }

@@ -82,11 +82,7 @@ func TestPlainForms(t *testing.T) {
 	t.Parallel()
 	ps := startServer(t, "--appendonly", "no")
 	ctx := t.Context()
-	s, err := Open(ctx, Options{Addrs: []string{ps.addr()}, RetryFor: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPrivate(t, ps)
 	if !slices.Equal(s.scripts.claimPlain.keys, s.scripts.claimLean.keys) {
 		t.Fatalf("claim plain takes keys %v, claim lean %v: keysOf gives both the latter", s.scripts.claimPlain.keys, s.scripts.claimLean.keys)
 	}

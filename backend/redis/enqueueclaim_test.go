@@ -20,11 +20,7 @@ import (
 func TestIdleJobRunsOneScript(t *testing.T) {
 	ps := startServer(t, "--appendonly", "no")
 	ctx := context.Background()
-	s, err := Open(ctx, Options{Addrs: []string{ps.addr()}, RetryFor: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPrivate(t, ps)
 	deafen(t, s)
 	for round := range 3 {
 		p := waitClaimParams(5, "q")
@@ -235,11 +231,7 @@ func TestIdleJobReplyIsBare(t *testing.T) {
 func TestWaitingClaimLookIsLean(t *testing.T) {
 	ps := startServer(t, "--appendonly", "no")
 	ctx := context.Background()
-	s, err := Open(ctx, Options{Addrs: []string{ps.addr()}, RetryFor: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPrivate(t, ps)
 	deafen(t, s)
 	if !slices.Equal(s.scripts.claimLean.keys, s.scripts.enqueueClaim.keys) {
 		t.Fatalf("claim lean takes keys %v, enqueue claim %v: keysOf gives both the latter", s.scripts.claimLean.keys, s.scripts.enqueueClaim.keys)
@@ -296,11 +288,7 @@ func TestWaitingClaimLookDoesDueWork(t *testing.T) {
 func TestEnqueueClaimByEvalsha(t *testing.T) {
 	ps := startServer(t, "--appendonly", "no", "--rename-command", "FUNCTION", "")
 	ctx := context.Background()
-	s, err := Open(ctx, Options{Addrs: []string{ps.addr()}, RetryFor: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPrivate(t, ps)
 	deafen(t, s)
 	enqueueFillsWaitingClaim(t, s, "q", "q")
 	// Another worker's: it claims before it waits, by "claim lean",

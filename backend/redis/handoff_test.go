@@ -217,11 +217,7 @@ func TestEnqueueMultiQueueBatchFillsWaitingClaims(t *testing.T) {
 // A waiting claim still wakes for another process's enqueue.
 func TestWaitingClaimHearsOtherStores(t *testing.T) {
 	s := openTest(t, "")
-	o, err := Open(context.Background(), s.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
+	o := openTwin(t, s)
 	answer := claimAsync(context.Background(), s, waitClaimParams(1, "q"))
 	awaitHandoffs(t, s, 1)
 	id := enqueueOneJob(t, o, "q")
@@ -316,11 +312,7 @@ func TestWaitingClaimFillFailedOrClosed(t *testing.T) {
 // writes its job, and the waiting claim it took claims again and gets it.
 func TestWaitingClaimAfterFailedPair(t *testing.T) {
 	ps := startServer(t, "--appendonly", "no")
-	s, err := Open(context.Background(), Options{Addrs: []string{ps.addr()}, RetryFor: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPrivate(t, ps)
 	deafen(t, s)
 	enqueueOneJob(t, s, "q") // the queue is registered: the enqueue runs no other script
 	if res, err := s.Claim(context.Background(), waitClaimParams(1, "q")); err != nil || len(res.Jobs) != 1 {

@@ -109,3 +109,27 @@ func completeItems(jobs []*backend.Job) []backend.CompleteItem {
 	}
 	return items
 }
+
+// openPrivate opens a store on the private server ps, retrying calls for
+// up to 2 s, and closes it at cleanup.
+func openPrivate(t testing.TB, ps *privateServer) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), Options{Addrs: []string{ps.addr()}, RetryFor: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// openTwin opens a second store with s's options, as another process
+// would, and closes it at cleanup.
+func openTwin(t testing.TB, s *Store) *Store {
+	t.Helper()
+	o, err := Open(context.Background(), s.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = o.Close() })
+	return o
+}

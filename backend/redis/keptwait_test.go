@@ -35,11 +35,7 @@ func fcalls(t *testing.T, ps *privateServer) int {
 // next still fills it.
 func TestWaitingClaimAfterFillMakesNoClaim(t *testing.T) {
 	ps := startServer(t, "--appendonly", "no")
-	s, err := Open(context.Background(), Options{Addrs: []string{ps.addr()}, RetryFor: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPrivate(t, ps)
 	deafen(t, s)
 	ctx := context.Background()
 	answer := claimAsync(ctx, s, waitClaimParams(2, "q"))
@@ -65,11 +61,7 @@ func TestWaitingClaimAfterFillMakesNoClaim(t *testing.T) {
 // heard of it.
 func TestWaitingClaimAfterFillHearsOtherStores(t *testing.T) {
 	s := openTest(t, "")
-	o, err := Open(context.Background(), s.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
+	o := openTwin(t, s)
 	ctx := context.Background()
 	for i := range 20 {
 		answer := claimAsync(ctx, s, waitClaimParams(2, "q"))
@@ -93,11 +85,7 @@ func TestWaitingClaimAfterFillHearsOtherStores(t *testing.T) {
 // next waiting claim claims before it waits and gets that job.
 func TestWaitingClaimFilledWithWakeupKeepsNothing(t *testing.T) {
 	s := openTest(t, "")
-	o, err := Open(context.Background(), s.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
+	o := openTwin(t, s)
 	ctx := context.Background()
 	answer := claimAsync(ctx, s, waitClaimParams(2, "q"))
 	hc, id, fill := takeWaiting(t, s, "q")

@@ -121,17 +121,7 @@ func TestParsedActiveSharedFields(t *testing.T) {
 	s := openTest(t, "")
 	ctx := t.Context()
 	now := time.Now().Truncate(time.Millisecond)
-	jobs := make([]backend.NewJob, 5)
-	for i := range jobs {
-		jobs[i] = backend.NewJob{Type: "t", Queue: "q", Payload: []byte{'p', byte('0' + i)}}
-	}
-	if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 5, Lease: time.Minute, WorkerID: "w", Now: now})
-	if err != nil || len(got.Jobs) != 5 {
-		t.Fatalf("Claim = %d jobs, %v; want 5", len(got.Jobs), err)
-	}
+	got := claimOwnPayloads(t, s, now, 5)
 	leases := make([]backend.Lease, 5)
 	for i, j := range got.Jobs {
 		leases[i] = backend.Lease{JobID: j.ID, Token: j.LeaseToken}
@@ -169,9 +159,9 @@ func TestParsedActiveSharedFields(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.State != backend.StateCompleted || j.Attempt != 1 || j.MaxAttempts != 25 || !j.StartedAt.Equal(now) || !j.FinishedAt.Equal(end) || string(j.Payload) != string(jobs[i].Payload) {
+		if j.State != backend.StateCompleted || j.Attempt != 1 || j.MaxAttempts != 25 || !j.StartedAt.Equal(now) || !j.FinishedAt.Equal(end) || string(j.Payload) != string(ownPayload(i)) {
 			t.Errorf("job %d: %s, attempt %d of %d, started %v, finished %v, payload %q; want completed, 1 of 25, %v, %v, %q",
-				i, j.State, j.Attempt, j.MaxAttempts, j.StartedAt, j.FinishedAt, j.Payload, now, end, jobs[i].Payload)
+				i, j.State, j.Attempt, j.MaxAttempts, j.StartedAt, j.FinishedAt, j.Payload, now, end, ownPayload(i))
 		}
 	}
 }
@@ -184,17 +174,7 @@ func TestParsedActiveLeaseExpiry(t *testing.T) {
 	s := openTest(t, "")
 	ctx := t.Context()
 	now := time.Now().Truncate(time.Millisecond)
-	jobs := make([]backend.NewJob, 3)
-	for i := range jobs {
-		jobs[i] = backend.NewJob{Type: "t", Queue: "q", Payload: []byte{'p', byte('0' + i)}}
-	}
-	if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 3, Lease: time.Minute, WorkerID: "w", Now: now})
-	if err != nil || len(got.Jobs) != 3 {
-		t.Fatalf("Claim = %d jobs, %v; want 3", len(got.Jobs), err)
-	}
+	got := claimOwnPayloads(t, s, now, 3)
 	exp := now.Add(time.Minute)
 	for _, c := range []struct {
 		job  int
@@ -211,3 +191,25 @@ func TestParsedActiveLeaseExpiry(t *testing.T) {
 		}
 	}
 }
+
+// claimOwnPayloads enqueues n jobs of queue "q" that share a pending
+// header but not a payload, and claims them all for a minute at now.
+func claimOwnPayloads(t *testing.T, s *Store, now time.Time, n int) backend.ClaimResult {
+	t.Helper()
+	ctx := t.Context()
+	jobs := make([]backend.NewJob, n)
+	for i := range jobs {
+		jobs[i] = backend.NewJob{Type: "t", Queue: "q", Payload: ownPayload(i)}
+	}
+	if _, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: n, Lease: time.Minute, WorkerID: "w", Now: now})
+	if err != nil || len(got.Jobs) != n {
+		t.Fatalf("Claim = %d jobs, %v; want %d", len(got.Jobs), err, n)
+	}
+	return got
+}
+
+// ownPayload is the payload of the i-th job of claimOwnPayloads.
+func ownPayload(i int) []byte { return []byte{'p', byte('0' + i)} }

@@ -28,6 +28,15 @@ import (
 //
 // Attempt errors and results live in their own hashes (keys.go), so the
 // record of a pending job stays small.
+//
+// A store of format 3 (formatVersion) writes the header of a new pending
+// job whose fields are defaults in its short form: "p", the max attempts
+// in decimal, "\n" (see shortHeaderFits). It stands for the header
+// "p|0|<max>|0|0||||||||0|". A run-at of "" (in either form) is the job's
+// CreatedAt, read from the body: the claim of such a job keeps it "" in
+// the active record it writes. Both forms are read in stores of either
+// format; a format-2 store never holds a short header or an empty
+// run-at, so a kyu that reads format 2 only never meets one.
 const (
 	hState       = 1  // one letter, see stateCode
 	hAttempt     = 2  // attempts made
@@ -127,19 +136,40 @@ func recordSize(j *backend.Job) int {
 	return n
 }
 
-// encodeRecord writes the record of a new job.
+// encodeRecord writes the record of a new job, its header in the long
+// form.
 func encodeRecord(j *backend.Job) string {
-	return string(appendRecord(make([]byte, 0, recordSize(j)), j))
+	return string(appendRecord(make([]byte, 0, recordSize(j)), j, false))
 }
 
-// appendRecord appends the record of a new job to b.
-func appendRecord(b []byte, j *backend.Job) []byte {
-	return appendRecordCancel(b, j, "")
+// appendRecord appends the record of a new job to b, its header in the
+// short form when short is set and the job's fields allow it.
+func appendRecord(b []byte, j *backend.Job, short bool) []byte {
+	return appendRecordCancel(b, j, "", short)
+}
+
+// shortHeaderFits reports whether j's header, with the cancel field
+// cancel, can be written in the short form: a pending job never claimed,
+// of priority 0, due at its creation (to the millisecond), with no
+// deadline, lease, worker, cancel, unique key or retention of its own,
+// and an id whose time the body's CreatedAt is counted from.
+func shortHeaderFits(j *backend.Job, cancel string) bool {
+	return j.State == backend.StatePending && j.Attempt == 0 && j.LeaseToken == 0 && j.Priority == 0 &&
+		j.MaxAttempts >= 0 && !j.RunAt.IsZero() && j.RunAt.UnixMilli() == j.CreatedAt.UnixMilli() &&
+		j.Deadline.IsZero() && j.LeaseExpiresAt.IsZero() && j.StartedAt.IsZero() && j.FinishedAt.IsZero() &&
+		j.WorkerID == "" && cancel == "" && j.UniqueKey == "" && j.Retention == backend.RetainDefault &&
+		idMilli(j.ID) != 0
 }
 
 // appendRecordCancel is appendRecord with the header's cancel field (see
 // "The cancel field" above), for a job that comes with its history.
-func appendRecordCancel(b []byte, j *backend.Job, cancel string) []byte {
+func appendRecordCancel(b []byte, j *backend.Job, cancel string, short bool) []byte {
+	if short && shortHeaderFits(j, cancel) {
+		b = append(b, 'p')
+		b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
+		b = append(b, '\n')
+		return appendBody(b, j)
+	}
 	b = append(b, stateCode(j.State)...)
 	b = append(b, '|')
 	b = strconv.AppendInt(b, int64(j.Attempt), 10)
@@ -281,18 +311,12 @@ func decodeRecordTo(j *backend.Job, id, queue, rec string, sh *recordShare) erro
 		return bad("no header")
 	}
 	var h [headerFields]string
-	n, tail := 0, head
-	for ; n < headerFields-1; n++ {
-		i := strings.IndexByte(tail, '|')
-		if i < 0 {
-			break
+	if !splitHeader(head, &h) {
+		if isShortHeader(head) {
+			return bad("short header is not p and a number")
 		}
-		h[n], tail = tail[:i], tail[i+1:]
-	}
-	if n != headerFields-1 || strings.IndexByte(tail, '|') >= 0 {
 		return bad(fmt.Sprintf("header has %d fields, want %d", strings.Count(head, "|")+1, headerFields))
 	}
-	h[n] = tail
 	*j = backend.Job{ID: id, Queue: queue}
 	var err error
 	state, ok := stateOfCode(h[hState-1])
@@ -326,9 +350,6 @@ func decodeRecordTo(j *backend.Job, id, queue, rec string, sh *recordShare) erro
 			return bad(f.name + " is not a time")
 		}
 	}
-	if j.RunAt.IsZero() {
-		return bad("run_at is missing")
-	}
 	if wh := h[hWorker-1]; sh != nil && wh != "" && wh == sh.workerHex {
 		j.WorkerID = sh.workerID
 	} else if wh != "" {
@@ -361,7 +382,47 @@ func decodeRecordTo(j *backend.Job, id, queue, rec string, sh *recordShare) erro
 	if err := decodeBody(j, rest, sh); err != nil {
 		return bad(err.Error())
 	}
+	if j.RunAt.IsZero() {
+		// Due at its creation (see the short header above).
+		j.RunAt = j.CreatedAt
+	}
 	return nil
+}
+
+// isShortHeader reports whether head (without its newline) is not of the
+// long form, whose second byte is the "|" after the state letter.
+func isShortHeader(head string) bool {
+	return len(head) < 2 || head[1] != '|'
+}
+
+// splitHeader reads a header (without its newline) of either form into
+// its fields; ok is false when it is of neither.
+func splitHeader(head string, h *[headerFields]string) (ok bool) {
+	if isShortHeader(head) {
+		if len(head) < 2 || head[0] != 'p' {
+			return false
+		}
+		for i := 1; i < len(head); i++ {
+			if head[i] < '0' || head[i] > '9' {
+				return false
+			}
+		}
+		*h = [headerFields]string{hState - 1: "p", hAttempt - 1: "0", hMaxAttempts - 1: head[1:], hToken - 1: "0", hPriority - 1: "0", hUniqueLen - 1: "0"}
+		return true
+	}
+	n, tail := 0, head
+	for ; n < headerFields-1; n++ {
+		i := strings.IndexByte(tail, '|')
+		if i < 0 {
+			break
+		}
+		h[n], tail = tail[:i], tail[i+1:]
+	}
+	if n != headerFields-1 || strings.IndexByte(tail, '|') >= 0 {
+		return false
+	}
+	h[n] = tail
+	return true
 }
 
 // parseMs reads a header time; "" is the zero time.

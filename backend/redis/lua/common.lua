@@ -20,10 +20,14 @@
 -- the queue's done channel ({P:N}:done, derived from KEY_jobs).
 
 -- headerPattern reads a header and checks it as it goes: the number
--- fields must be decimal integers (times may be empty), so load needs no
--- tonumber to tell a record that parses; () is where the tail starts.
-local headerPattern = '^(%a)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d*)|(%-?%d*)|(%-?%d*)|(%-?%d*)|([^|\n]*)|([^|\n]*)|(%d+)|([^|\n]*)\n()'
+-- fields must be decimal integers (times may be empty: a run-at of ''
+-- is the job's creation time, see runAtOf), so load needs no tonumber
+-- to tell a record that parses; () is where the tail starts.
+-- shortPattern reads the short header of a pending job (record.go):
+-- "p", its max attempts, the newline.
+local headerPattern = '^(%a)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d*)|(%-?%d*)|(%-?%d*)|(%-?%d*)|(%-?%d*)|([^|\n]*)|([^|\n]*)|(%d+)|([^|\n]*)\n()'
 -- inKey is the position in KEYS of each state's in set.
+local shortPattern = '^p(%d+)\n()'
 local inKey = {s = KEYPOS_in_s, r = KEYPOS_in_r, c = KEYPOS_in_c, f = KEYPOS_in_f, x = KEYPOS_in_x}
 local leaseAnchor = LEASE_ANCHOR -- leaseAnchor of keys.go, quoted
 
@@ -371,11 +375,19 @@ local function load(id)
   if same and lastFields then
     h, at = copyHeader(lastFields), #lastHeader + 1
   else
-    h = {string.match(rec, headerPattern)}
-    at = h[15] -- the capture after the header's fields
-    if not at then return false end
-    h[15] = nil
-    if h[F_state] == 'a' and h[F_lease_exp] == '' then return false end
+    if string.byte(rec, 2) == 124 then -- '|': the long form
+      h = {string.match(rec, headerPattern)}
+      at = h[15] -- the capture after the header's fields
+      if not at then return false end
+      h[15] = nil
+      if h[F_state] == 'a' and h[F_lease_exp] == '' then return false end
+    else
+      local max
+      max, at = string.match(rec, shortPattern)
+      if not at then return false end
+      -- The fields the short form stands for, in order (F_state first).
+      h = {'p', '0', max, '0', '0', '', '', '', '', '', '', '', '0', ''}
+    end
     if same then
       lastFields = copyHeader(h)
     else
@@ -446,9 +458,33 @@ local function sameJob(a, b)
   return i ~= nil and j ~= nil and string.sub(a, i) == string.sub(b, j)
 end
 
+-- runAtOf is the run-at of job id's loaded record r as a number: its
+-- header's, or when that is '' the job's creation time, which the body
+-- (appendBody) holds as ms before the time in the id (a UUIDv7, whose
+-- first 12 hex digits are Unix ms) after the version byte, three
+-- length-prefixed strings and three varints; the field stays ''.
+local function runAtOf(id, r)
+  local s = r.h[F_run_at]
+  if s ~= '' then return tonumber(s) end
+  local rec = r.rec
+  local pos = r.at + #r.uk + 1
+  for _ = 1, 3 do
+    local n
+    n, pos = uvarint(rec, pos)
+    if not n then return 0 end
+    pos = pos + n
+  end
+  local u
+  for _ = 1, 4 do u, pos = uvarint(rec, pos) end
+  if not u then return 0 end
+  local delta
+  if u % 2 == 0 then delta = u / 2 else delta = -(u + 1) / 2 end
+  return tonumber(string.sub(id, 1, 8) .. string.sub(id, 10, 13), 16) - delta
+end
+
 -- readyScore orders pending jobs: priority (higher first), then run-at.
-local function readyScore(r)
-  return num((100 - tonumber(r.h[F_priority])) * 17592186044416 + tonumber(r.h[F_run_at]))
+local function readyScore(id, r)
+  return num((100 - tonumber(r.h[F_priority])) * 17592186044416 + runAtOf(id, r))
 end
 
 local function isFinal(code)
@@ -578,12 +614,12 @@ end
 -- recovered lease) the job is pending whatever its run-at: a claimer
 -- whose clock was behind may have taken it before its run-at.
 local function requeue(id, r, code, now)
-  if code ~= 'p' and tonumber(r.h[F_run_at]) > now then
+  if code ~= 'p' and runAtOf(id, r) > now then
     setState(id, r, code)
     redis.call('ZADD', KEY_waiting, r.h[F_run_at], id)
   else
     setState(id, r, 'p')
-    redis.call('ZADD', KEY_ready, readyScore(r), id)
+    redis.call('ZADD', KEY_ready, readyScore(id, r), id)
   end
   if r.h[F_deadline] ~= '' then redis.call('ZADD', KEY_deadlines, r.h[F_deadline], id) end
   save(id, r)
@@ -649,7 +685,7 @@ local function promoteDue(nowS, limit)
     if r and (r.h[F_state] == 's' or r.h[F_state] == 'r') then
       setState(id, r, 'p')
       save(id, r)
-      redis.call('ZADD', KEY_ready, readyScore(r), id)
+      redis.call('ZADD', KEY_ready, readyScore(id, r), id)
       touchUnique(id, r)
       n = n + 1
     end
@@ -724,7 +760,7 @@ local function retryJob(id, r, now, nowS)
   redis.call('ZREM', KEY_final, id)
   redis.call('HDEL', KEY_results, id)
   setState(id, r, 'p')
-  redis.call('ZADD', KEY_ready, readyScore(r), id)
+  redis.call('ZADD', KEY_ready, readyScore(id, r), id)
   if r.h[F_deadline] ~= '' then redis.call('ZADD', KEY_deadlines, r.h[F_deadline], id) end
   save(id, r)
   if take then

@@ -11,7 +11,7 @@ import (
 )
 
 // TestShortHeaderRoundTrip writes every job whose header the short form
-// covers (any max attempts, and with or without what the body alone
+// covers, with format 3's forms on (short header, compact body), (any max attempts, and with or without what the body alone
 // holds: title, timeout, tags, metadata, a JID, a created time other
 // than the id's) with short headers on: its header is "p" and its max
 // attempts, and it reads back as it was, through the Go decoder and
@@ -105,8 +105,9 @@ func TestShortHeaderRoundTrip(t *testing.T) {
 		j := base
 		c.set(&j)
 		rec := string(appendRecord(nil, &j, true))
-		if rec != encodeRecord(&j) {
-			t.Errorf("%s: record %q, want the long one %q", c.name, rec, encodeRecord(&j))
+		head, _, _ := strings.Cut(rec, "\n")
+		if want, _, _ := strings.Cut(encodeRecord(&j), "\n"); head != want {
+			t.Errorf("%s: header %q, want the long one %q", c.name, head, want)
 		}
 		if j.ID == id {
 			if got, err := decodeRecord(id, "q", rec); err != nil || !reflect.DeepEqual(got, &j) {
@@ -118,7 +119,7 @@ func TestShortHeaderRoundTrip(t *testing.T) {
 	if rec := string(appendRecordCancel(nil, &base, "r", true)); isShortHeader(rec[:strings.IndexByte(rec, '\n')]) {
 		t.Errorf("record with a cancel field %q has the short header", rec)
 	}
-	// Short headers off (a store of format 2): always long.
+	// Format 3's forms off (a store of format 2): the record as ever.
 	if rec := string(appendRecord(nil, &base, false)); rec != encodeRecord(&base) {
 		t.Errorf("record with short headers off = %q, want %q", rec, encodeRecord(&base))
 	}
@@ -140,5 +141,79 @@ func TestShortHeaderCorrupt(t *testing.T) {
 		if _, ok := claimedRecord(head+"\n"+body, "1", "2", "77"); ok {
 			t.Errorf("header %q claimed", head)
 		}
+	}
+}
+
+// TestCompactBodyRoundTrip writes a job with each combination of the
+// fields a compact body may leave out set or left to its default, with
+// and without a JID: the compact body's flags name the fields set, and
+// the job reads back as it was, from the compact body and from the
+// body of format 2.
+func TestCompactBodyRoundTrip(t *testing.T) {
+	t.Parallel()
+	id, err := newJobID(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idTime := time.UnixMilli(idMilli(id)).UTC()
+	fields := []struct {
+		bit byte
+		set func(j *backend.Job)
+	}{
+		{bodyTitle, func(j *backend.Job) { j.Title = "title|\n" }},
+		{bodyTimeout, func(j *backend.Job) { j.Timeout = 1500 * time.Microsecond }},
+		{bodyUniqueFor, func(j *backend.Job) { j.UniqueFor = time.Hour }},
+		{bodyRetention, func(j *backend.Job) { j.Retention = backend.RetainFor(time.Hour) }},
+		{bodyCreated, func(j *backend.Job) { j.CreatedAt = idTime.Add(-2 * time.Second) }},
+		{bodyTags, func(j *backend.Job) { j.Tags = []string{"a", ""} }},
+		{bodyMetadata, func(j *backend.Job) { j.Metadata = map[string]string{"k": "v", "e": ""} }},
+	}
+	for mask := 0; mask < 1<<len(fields); mask++ {
+		for _, jid := range []string{"", "jid|\n"} {
+			j := &backend.Job{ID: id, Queue: "q", Type: "type", Payload: []byte{0, 1, 255}, State: backend.StateScheduled, MaxAttempts: 25,
+				RunAt: idTime.Add(time.Hour), Timeout: backend.DefaultTimeout, CreatedAt: idTime, JID: jid}
+			var want byte
+			for i, f := range fields {
+				if mask&(1<<i) != 0 {
+					f.set(j)
+					want |= f.bit
+				}
+			}
+			if j.Retention != backend.RetainDefault {
+				j.State = backend.StateCompleted // a retention of its own is in the header too
+			}
+			for _, f3 := range []bool{true, false} {
+				rec := string(appendRecord(nil, j, f3))
+				_, body, _ := strings.Cut(rec, "\n")
+				body = body[len(j.UniqueKey):]
+				version := byte(bodyVersion)
+				if f3 {
+					version = bodyCompact
+				}
+				if jid != "" {
+					version++
+				}
+				if body[0] != version {
+					t.Fatalf("mask %b, jid %q, f3 %v: body version %d, want %d", mask, jid, f3, body[0], version)
+				}
+				if at := 1 + 1 + len(j.Type) + 1 + len(j.Payload); f3 && body[at] != want {
+					t.Errorf("mask %b, jid %q: flags %b, want %b", mask, jid, body[at], want)
+				}
+				got, err := decodeRecord(id, "q", rec)
+				if err != nil {
+					t.Fatalf("mask %b, jid %q, f3 %v: %v", mask, jid, f3, err)
+				}
+				if !reflect.DeepEqual(got, j) {
+					t.Errorf("mask %b, jid %q, f3 %v round trip:\n got  %+v\n want %+v", mask, jid, f3, got, j)
+				}
+			}
+		}
+	}
+	// Flags beyond the known ones are corrupt.
+	j := &backend.Job{ID: id, Type: "t", State: backend.StatePending, MaxAttempts: 25, RunAt: idTime, Timeout: backend.DefaultTimeout, CreatedAt: idTime}
+	rec := []byte(string(appendRecord(nil, j, true)))
+	rec[len(rec)-1] |= 0x80
+	if _, err := decodeRecord(id, "q", string(rec)); err == nil {
+		t.Errorf("record %q with unknown flags decoded", rec)
 	}
 }

@@ -24,7 +24,8 @@ import (
 // hex-encoded so it can hold any byte. The unique key follows the header
 // raw (its length is in the header); the body is written once by Enqueue,
 // in the binary form of appendBody, and read by a script only where
-// common.lua says so (the type, the payload's length, UniqueFor, the jid).
+// common.lua says so (the type, the payload's length, UniqueFor, the
+// created time, the jid).
 //
 // Attempt errors and results live in their own hashes (keys.go), so the
 // record of a pending job stays small.
@@ -35,8 +36,9 @@ import (
 // "p|0|<max>|0|0||||||||0|". A run-at of "" (in either form) is the job's
 // CreatedAt, read from the body: the claim of such a job keeps it "" in
 // the active record it writes. Both forms are read in stores of either
-// format; a format-2 store never holds a short header or an empty
-// run-at, so a kyu that reads format 2 only never meets one.
+// format; a format-2 store never holds a short header, an empty run-at
+// or a compact body (bodyCompact), so a kyu that reads format 2 only
+// never meets one.
 const (
 	hState       = 1  // one letter, see stateCode
 	hAttempt     = 2  // attempts made
@@ -96,9 +98,31 @@ func stateOfCode(code string) (backend.State, bool) {
 // followed by the JID and its length in two bytes, big-endian (MaxJID <
 // 65536), so a script finds the JID from the record's end (jobJID in
 // lua/common.lua) and a job without one is stored as before.
+//
+// A store of format 3 writes the compact body instead (version
+// bodyCompact, or bodyCompactJID with the JID trailer): the type and the
+// payload as in the others, then a byte of flags (the body* bits) saying
+// which of the other fields follow, in the same order; one that does not
+// is its default (no title, backend.DefaultTimeout, no UniqueFor,
+// RetainDefault, CreatedAt at the id's time, no tags, no metadata). A
+// pending job with its options left alone so takes 3 bytes besides its
+// type and payload, where the others take 12 or more.
 const (
 	bodyVersion    = 1
 	bodyVersionJID = 2
+	bodyCompact    = 3
+	bodyCompactJID = 4
+)
+
+// The flags of a compact body: which fields follow.
+const (
+	bodyTitle = 1 << iota
+	bodyTimeout
+	bodyUniqueFor
+	bodyRetention
+	bodyCreated
+	bodyTags
+	bodyMetadata
 )
 
 // msOf is t in Unix milliseconds, "" for the zero time.
@@ -142,10 +166,11 @@ func encodeRecord(j *backend.Job) string {
 	return string(appendRecord(make([]byte, 0, recordSize(j)), j, false))
 }
 
-// appendRecord appends the record of a new job to b, its header in the
-// short form when short is set and the job's fields allow it.
-func appendRecord(b []byte, j *backend.Job, short bool) []byte {
-	return appendRecordCancel(b, j, "", short)
+// appendRecord appends the record of a new job to b. With f3 set it is
+// in format 3's forms: its header short when the job's fields allow it,
+// its body compact.
+func appendRecord(b []byte, j *backend.Job, f3 bool) []byte {
+	return appendRecordCancel(b, j, "", f3)
 }
 
 // shortHeaderFits reports whether j's header, with the cancel field
@@ -163,12 +188,12 @@ func shortHeaderFits(j *backend.Job, cancel string) bool {
 
 // appendRecordCancel is appendRecord with the header's cancel field (see
 // "The cancel field" above), for a job that comes with its history.
-func appendRecordCancel(b []byte, j *backend.Job, cancel string, short bool) []byte {
-	if short && shortHeaderFits(j, cancel) {
+func appendRecordCancel(b []byte, j *backend.Job, cancel string, f3 bool) []byte {
+	if f3 && shortHeaderFits(j, cancel) {
 		b = append(b, 'p')
 		b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
 		b = append(b, '\n')
-		return appendBody(b, j)
+		return appendBody(b, j, true)
 	}
 	b = append(b, stateCode(j.State)...)
 	b = append(b, '|')
@@ -197,7 +222,7 @@ func appendRecordCancel(b []byte, j *backend.Job, cancel string, short bool) []b
 	b = append(b, retentionField(j.Retention)...)
 	b = append(b, '\n')
 	b = append(b, j.UniqueKey...)
-	return appendBody(b, j)
+	return appendBody(b, j, f3)
 }
 
 // hexDigits are the digits of a header's hex-encoded worker id.
@@ -209,32 +234,68 @@ func appendStr(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// appendBody writes the fields a script seldom reads (see bodyVersion).
-func appendBody(b []byte, j *backend.Job) []byte {
-	if j.JID == "" {
-		b = append(b, bodyVersion)
-	} else {
-		b = append(b, bodyVersionJID)
+// appendBody writes the fields a script seldom reads (see bodyVersion),
+// in the compact form when compact is set.
+func appendBody(b []byte, j *backend.Job, compact bool) []byte {
+	version := byte(bodyVersion)
+	if compact {
+		version = bodyCompact
 	}
+	if j.JID != "" {
+		version++ // bodyVersionJID, bodyCompactJID
+	}
+	b = append(b, version)
 	b = appendStr(b, j.Type)
 	b = binary.AppendUvarint(b, uint64(len(j.Payload)))
 	b = append(b, j.Payload...)
-	b = appendStr(b, j.Title)
-	b = appendDuration(b, j.Timeout)
-	b = appendDuration(b, j.UniqueFor)
-	b = appendDuration(b, time.Duration(j.Retention))
 	// CreatedAt as ms before the time in the id (a UUIDv7 made at
 	// enqueue): a byte or two unless the caller's clock is far off.
-	b = binary.AppendVarint(b, idMilli(j.ID)-j.CreatedAt.UnixMilli())
-	b = binary.AppendUvarint(b, uint64(len(j.Tags)))
-	for _, t := range j.Tags {
-		b = appendStr(b, t)
+	created := idMilli(j.ID) - j.CreatedAt.UnixMilli()
+	flags := ^byte(0)
+	if compact {
+		flags = 0
+		for _, f := range [...]struct {
+			bit byte
+			set bool
+		}{
+			{bodyTitle, j.Title != ""}, {bodyTimeout, j.Timeout != backend.DefaultTimeout}, {bodyUniqueFor, j.UniqueFor != 0},
+			{bodyRetention, j.Retention != backend.RetainDefault}, {bodyCreated, created != 0}, {bodyTags, len(j.Tags) > 0},
+			{bodyMetadata, len(j.Metadata) > 0},
+		} {
+			if f.set {
+				flags |= f.bit
+			}
+		}
+		b = append(b, flags)
 	}
-	b = binary.AppendUvarint(b, uint64(len(j.Metadata)))
-	if len(j.Metadata) > 0 {
-		for _, k := range slices.Sorted(maps.Keys(j.Metadata)) {
-			b = appendStr(b, k)
-			b = appendStr(b, j.Metadata[k])
+	if flags&bodyTitle != 0 {
+		b = appendStr(b, j.Title)
+	}
+	if flags&bodyTimeout != 0 {
+		b = appendDuration(b, j.Timeout)
+	}
+	if flags&bodyUniqueFor != 0 {
+		b = appendDuration(b, j.UniqueFor)
+	}
+	if flags&bodyRetention != 0 {
+		b = appendDuration(b, time.Duration(j.Retention))
+	}
+	if flags&bodyCreated != 0 {
+		b = binary.AppendVarint(b, created)
+	}
+	if flags&bodyTags != 0 {
+		b = binary.AppendUvarint(b, uint64(len(j.Tags)))
+		for _, t := range j.Tags {
+			b = appendStr(b, t)
+		}
+	}
+	if flags&bodyMetadata != 0 {
+		b = binary.AppendUvarint(b, uint64(len(j.Metadata)))
+		if len(j.Metadata) > 0 {
+			for _, k := range slices.Sorted(maps.Keys(j.Metadata)) {
+				b = appendStr(b, k)
+				b = appendStr(b, j.Metadata[k])
+			}
 		}
 	}
 	if j.JID != "" {
@@ -464,6 +525,15 @@ func (r *bodyReader) uvarint() uint64 {
 	return 0
 }
 
+// uvarintIf is uvarint when present is set, else 0 (a field a compact
+// body leaves out).
+func (r *bodyReader) uvarintIf(present bool) uint64 {
+	if !present {
+		return 0
+	}
+	return r.uvarint()
+}
+
 func (r *bodyReader) varint() int64 {
 	u := r.uvarint()
 	x := int64(u >> 1)
@@ -487,10 +557,10 @@ func (r *bodyReader) str() string {
 
 // decodeBody reads what appendBody wrote.
 func decodeBody(j *backend.Job, body string, sh *recordShare) error {
-	if len(body) == 0 || body[0] != bodyVersion && body[0] != bodyVersionJID {
+	if len(body) == 0 || body[0] < bodyVersion || body[0] > bodyCompactJID {
 		return fmt.Errorf("body has an unknown version")
 	}
-	if body[0] == bodyVersionJID {
+	if body[0] == bodyVersionJID || body[0] == bodyCompactJID {
 		if len(body) < 3 {
 			return fmt.Errorf("body is truncated")
 		}
@@ -506,12 +576,35 @@ func decodeBody(j *backend.Job, body string, sh *recordShare) error {
 	if p := r.str(); p != "" {
 		j.Payload = sh.payload(p)
 	}
-	j.Title = r.str()
-	j.Timeout = decodeDuration(r.varint())
-	j.UniqueFor = decodeDuration(r.varint())
-	j.Retention = backend.Retention(decodeDuration(r.varint()))
-	j.CreatedAt = time.UnixMilli(idMilli(j.ID) - r.varint()).UTC()
-	if n := r.uvarint(); !r.fail && n > 0 {
+	flags := ^byte(0)
+	if body[0] >= bodyCompact {
+		if len(r.b) == 0 {
+			return fmt.Errorf("body is truncated")
+		}
+		flags, r.b = r.b[0], r.b[1:]
+		if flags >= bodyMetadata<<1 {
+			return fmt.Errorf("body has unknown flags")
+		}
+		j.Timeout = backend.DefaultTimeout
+	}
+	if flags&bodyTitle != 0 {
+		j.Title = r.str()
+	}
+	if flags&bodyTimeout != 0 {
+		j.Timeout = decodeDuration(r.varint())
+	}
+	if flags&bodyUniqueFor != 0 {
+		j.UniqueFor = decodeDuration(r.varint())
+	}
+	if flags&bodyRetention != 0 {
+		j.Retention = backend.Retention(decodeDuration(r.varint()))
+	}
+	var created int64
+	if flags&bodyCreated != 0 {
+		created = r.varint()
+	}
+	j.CreatedAt = time.UnixMilli(idMilli(j.ID) - created).UTC()
+	if n := r.uvarintIf(flags&bodyTags != 0); !r.fail && n > 0 {
 		if n > uint64(len(r.b)) {
 			return fmt.Errorf("body is truncated")
 		}
@@ -520,7 +613,7 @@ func decodeBody(j *backend.Job, body string, sh *recordShare) error {
 			j.Tags = append(j.Tags, r.str())
 		}
 	}
-	if n := r.uvarint(); !r.fail && n > 0 {
+	if n := r.uvarintIf(flags&bodyMetadata != 0); !r.fail && n > 0 {
 		if n > uint64(len(r.b)) {
 			return fmt.Errorf("body is truncated")
 		}

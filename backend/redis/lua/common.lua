@@ -458,25 +458,54 @@ local function sameJob(a, b)
   return i ~= nil and j ~= nil and string.sub(a, i) == string.sub(b, j)
 end
 
+-- bodyField reads field k of a loaded record r's body (appendBody in
+-- record.go) among those after the payload: 1 the title's length, 2
+-- the timeout, 3 UniqueFor, 4 the retention, 5 the created time (ms
+-- before the id's), each as its unsigned varint; nil when the body
+-- leaves it out (a compact body, version 3 or 4, whose flags byte after
+-- the payload names the fields that follow: the field is its default)
+-- or ends first.
+local function bodyField(r, k)
+  local s = r.rec
+  local pos = r.at + #r.uk
+  local v = string.byte(s, pos)
+  if not v then return nil end
+  pos = pos + 1
+  for _ = 1, 2 do -- the type and the payload
+    local n
+    n, pos = uvarint(s, pos)
+    if not n then return nil end
+    pos = pos + n
+  end
+  local flags = 31 -- every field of k's
+  if v >= 3 then
+    flags = string.byte(s, pos)
+    if not flags then return nil end
+    pos = pos + 1
+  end
+  local bit = 1
+  for i = 1, k do
+    if flags % (bit * 2) >= bit then
+      local n
+      n, pos = uvarint(s, pos)
+      if not n or i == k then return n end
+      if i == 1 then pos = pos + n end
+    elseif i == k then
+      return nil
+    end
+    bit = bit * 2
+  end
+end
+
 -- runAtOf is the run-at of job id's loaded record r as a number: its
 -- header's, or when that is '' the job's creation time, which the body
--- (appendBody) holds as ms before the time in the id (a UUIDv7, whose
--- first 12 hex digits are Unix ms) after the version byte, three
--- length-prefixed strings and three varints; the field stays ''.
+-- holds as ms before the time in the id (a UUIDv7, whose first 12 hex
+-- digits are Unix ms; a compact body leaves out a 0); the field stays
+-- ''.
 local function runAtOf(id, r)
   local s = r.h[F_run_at]
   if s ~= '' then return tonumber(s) end
-  local rec = r.rec
-  local pos = r.at + #r.uk + 1
-  for _ = 1, 3 do
-    local n
-    n, pos = uvarint(rec, pos)
-    if not n then return 0 end
-    pos = pos + n
-  end
-  local u
-  for _ = 1, 4 do u, pos = uvarint(rec, pos) end
-  if not u then return 0 end
+  local u = bodyField(r, 5) or 0
   local delta
   if u % 2 == 0 then delta = u / 2 else delta = -(u + 1) / 2 end
   return tonumber(string.sub(id, 1, 8) .. string.sub(id, 10, 13), 16) - delta
@@ -507,11 +536,12 @@ local function touchUnique(id, r)
 end
 
 -- jobJID reads the JID of a loaded record r, nil for none: a body of
--- version 2 (bodyVersionJID in record.go) ends with the JID and its
--- length in two bytes.
+-- version 2 or 4 (bodyVersionJID, bodyCompactJID in record.go) ends
+-- with the JID and its length in two bytes.
 local function jobJID(r)
   local s = r.rec
-  if string.byte(s, r.at + #r.uk) ~= 2 then return nil end
+  local v = string.byte(s, r.at + #r.uk)
+  if v ~= 2 and v ~= 4 then return nil end
   local a, b = string.byte(s, -2, -1)
   local n = a * 256 + b
   return string.sub(s, -2 - n, -3)
@@ -708,31 +738,10 @@ local function view(code, id, r, ex)
 end
 
 -- hasUniqueFor reports whether the job was enqueued with a UniqueFor
--- period, reading its body (see appendBody in record.go): the version
--- byte, three length-prefixed strings, the timeout and then UniqueFor as
--- varints; a zero UniqueFor is the single byte 0.
+-- period (bodyField 3; a zero UniqueFor is the varint 0, or left out).
 local function hasUniqueFor(r)
-  local s = r.rec
-  local pos = r.at + string.len(r.uk) + 1
-  local function uvarint()
-    local v, mul = 0, 1
-    while true do
-      local b = string.byte(s, pos)
-      if not b then return nil end
-      pos = pos + 1
-      v = v + (b % 128) * mul
-      if b < 128 then return v end
-      mul = mul * 128
-    end
-  end
-  for _ = 1, 3 do
-    local n = uvarint()
-    if not n then return false end
-    pos = pos + n
-  end
-  if not uvarint() then return false end
-  local b = string.byte(s, pos)
-  return b ~= nil and b ~= 0
+  local u = bodyField(r, 3)
+  return u ~= nil and u ~= 0
 end
 
 -- retryJob sends a failed or cancelled job back to pending at now (see

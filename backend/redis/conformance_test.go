@@ -15,3 +15,12 @@ func TestConformance(t *testing.T) {
 		return openTest(t, "")
 	})
 }
+
+// TestConformanceFormat2 runs the suite against stores marked with
+// format 2, as a kyu of format 2 made them: long headers only.
+func TestConformanceFormat2(t *testing.T) {
+	openTestFormat(t, 2)
+	backendtest.Run(t, func(t *testing.T) backend.Backend {
+		return openTestFormat(t, 2)
+	})
+}

@@ -222,6 +222,8 @@ type enqueueGroup struct {
 	// deadline, unique key or JID: the group's call then runs "enqueue
 	// lean", which takes only the keys such jobs touch.
 	lean bool
+	// short is set when the store writes short headers (store.short).
+	short bool
 }
 
 // buildEnqueue gives the group's jobs their ids and records.
@@ -230,7 +232,7 @@ func (s *store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.En
 	if err != nil {
 		return err
 	}
-	g.num = num
+	g.num, g.short = num, s.short
 	n := enqueueHead + enqueueStride*len(g.pos)
 	g.jids = false
 	for _, i := range g.pos {
@@ -327,7 +329,7 @@ func (g *enqueueGroup) setJob(k int, p *backend.EnqueueParams) error {
 		buf = strconv.AppendInt(buf, now.Add(nj.UniqueFor).UnixMilli(), 10)
 	}
 	untilEnd := len(buf)
-	buf = appendRecord(buf, &j)
+	buf = appendRecord(buf, &j, g.short)
 	all := string(buf)
 	score, deadline, until := all[:scoreEnd], all[scoreEnd:deadlineEnd], "0"
 	if nj.UniqueFor > 0 {

@@ -107,20 +107,17 @@ func claimedRecord(rec, now, exp, workerHex string) (string, bool) {
 // claimedHeader is the header of the pending record rec, with its
 // newline, as the claim script writes it when it claims the job at now
 // (ms) until exp for the worker workerHex: active, its attempt and token
-// one up, its lease's expiry, started and worker set. ok is false for a
-// header not of that shape.
+// one up, its lease's expiry, started and worker set, in the long form
+// whatever rec's (a short header's run-at stays ""). ok is false for a
+// header of neither form.
 func claimedHeader(rec, now, exp, workerHex string) (string, bool) {
 	head, _, ok := strings.Cut(rec, "\n")
 	if !ok {
 		return "", false
 	}
 	var f [headerFields]string
-	for i := range f {
-		v, rest, more := strings.Cut(head, "|")
-		if more == (i == headerFields-1) {
-			return "", false
-		}
-		f[i], head = v, rest
+	if !splitHeader(head, &f) {
+		return "", false
 	}
 	attempt, err := strconv.Atoi(f[hAttempt-1])
 	if err != nil {

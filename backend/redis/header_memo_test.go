@@ -14,10 +14,20 @@ import (
 // case load's lastHeader serves, with records edited by hand among
 // them: one into another valid header, one into a header that does not
 // parse. Each job is read from its own record: its body and unique key,
-// and the header as it now is.
+// and the header as it now is. In a store of format 2 the shared header
+// is a long one, in a new store the short one (record.go), which the
+// edits write out long.
 func TestClaimSharedHeaders(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, "")
+	for _, v := range []int{2, formatVersion} {
+		t.Run(fmt.Sprintf("format%d", v), func(t *testing.T) {
+			t.Parallel()
+			testClaimSharedHeaders(t, openTestFormat(t, v), v)
+		})
+	}
+}
+
+func testClaimSharedHeaders(t *testing.T, s *Store, format int) {
 	ctx := t.Context()
 	c := s.client
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -54,18 +64,22 @@ func TestClaimSharedHeaders(t *testing.T) {
 		}
 	}
 	head1, _, _ := strings.Cut(get(ids[1]), "\n")
+	if short := isShortHeader(head1); short != (format >= 3) {
+		t.Fatalf("format %d store wrote the header %q", format, head1)
+	}
 	for _, id := range ids[2:5] {
 		if h, _, _ := strings.Cut(get(id), "\n"); h != head1 {
 			t.Fatalf("header of %s = %q, want %q as job 1's: the test no longer covers shared headers", id, h, head1)
 		}
 	}
 	// Job 3 gets 7 attempts at most; job 4 a header that does not parse.
-	fields := strings.Split(head1, "|")
+	fields, tail3 := headerFieldsOf(t, get(ids[3]))
 	fields[hMaxAttempts-1] = "7"
-	_, tail3, _ := strings.Cut(get(ids[3]), "\n")
 	set(ids[3], strings.Join(fields, "|")+"\n"+tail3)
-	_, tail4, _ := strings.Cut(get(ids[4]), "\n")
-	set(ids[4], "p|x"+head1[3:]+"\n"+tail4)
+	fields, tail4 := headerFieldsOf(t, get(ids[4]))
+	fields[hMaxAttempts-1] = "25"
+	fields[hAttempt-1] = "x"
+	set(ids[4], strings.Join(fields, "|")+"\n"+tail4)
 
 	// Twice: through the claim's plain path and its type filter.
 	claimed := 0

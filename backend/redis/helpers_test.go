@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,4 +134,39 @@ func openTwin(t testing.TB, s *Store) *Store {
 	}
 	t.Cleanup(func() { _ = o.Close() })
 	return o
+}
+
+// openTestFormat is openTest's store opened again after its marker was
+// set to format v, as a store an older kyu made: a store of format 2 is
+// written as format 2 (long headers only).
+func openTestFormat(t testing.TB, v int) *Store {
+	t.Helper()
+	s := openTest(t, "")
+	if v == formatVersion {
+		return s
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := s.client
+	if err := c.Do(ctx, c.B().Hset().Key(s.keys.meta()).FieldValue().FieldValue("kyu", strconv.Itoa(v)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(ctx, s.opts)
+	if err != nil {
+		t.Fatalf("open a store of format %d: %v", v, err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	return s2
+}
+
+// headerFieldsOf is the header of the record rec, of either form, as
+// the fields of its long form, and the tail after its newline.
+func headerFieldsOf(t testing.TB, rec string) (fields []string, tail string) {
+	t.Helper()
+	head, tail, _ := strings.Cut(rec, "\n")
+	var h [headerFields]string
+	if !splitHeader(head, &h) {
+		t.Fatalf("record %q has no header", rec)
+	}
+	return h[:], tail
 }

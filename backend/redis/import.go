@@ -428,7 +428,7 @@ func importArgs(j *backend.Job, now time.Time) ([]string, string) {
 	if j.State.Final() && !j.ExpiresAt.IsZero() {
 		fin = strconv.FormatInt(j.ExpiresAt.UnixMilli(), 10)
 	}
-	args := []string{j.ID, st, string(appendRecordCancel(nil, &rec, cancel)), score, ""}
+	args := []string{j.ID, st, string(appendRecordCancel(nil, &rec, cancel, false)), score, ""}
 	var opts []byte
 	for _, o := range [...]struct {
 		letter byte

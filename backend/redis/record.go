@@ -24,10 +24,21 @@ import (
 // hex-encoded so it can hold any byte. The unique key follows the header
 // raw (its length is in the header); the body is written once by Enqueue,
 // in the binary form of appendBody, and read by a script only where
-// common.lua says so (the type, the payload's length, UniqueFor, the jid).
+// common.lua says so (the type, the payload's length, UniqueFor, the
+// created time, the jid).
 //
 // Attempt errors and results live in their own hashes (keys.go), so the
 // record of a pending job stays small.
+//
+// A store of format 3 (formatVersion) writes the header of a new pending
+// job whose fields are defaults in its short form: "p", the max attempts
+// in decimal, "\n" (see shortHeaderFits). It stands for the header
+// "p|0|<max>|0|0||||||||0|". A run-at of "" (in either form) is the job's
+// CreatedAt, read from the body: the claim of such a job keeps it "" in
+// the active record it writes. Both forms are read in stores of either
+// format; a format-2 store never holds a short header, an empty run-at
+// or a compact body (bodyCompact), so a kyu that reads format 2 only
+// never meets one.
 const (
 	hState       = 1  // one letter, see stateCode
 	hAttempt     = 2  // attempts made
@@ -87,9 +98,31 @@ func stateOfCode(code string) (backend.State, bool) {
 // followed by the JID and its length in two bytes, big-endian (MaxJID <
 // 65536), so a script finds the JID from the record's end (jobJID in
 // lua/common.lua) and a job without one is stored as before.
+//
+// A store of format 3 writes the compact body instead (version
+// bodyCompact, or bodyCompactJID with the JID trailer): the type and the
+// payload as in the others, then a byte of flags (the body* bits) saying
+// which of the other fields follow, in the same order; one that does not
+// is its default (no title, backend.DefaultTimeout, no UniqueFor,
+// RetainDefault, CreatedAt at the id's time, no tags, no metadata). A
+// pending job with its options left alone so takes 3 bytes besides its
+// type and payload, where the others take 12 or more.
 const (
 	bodyVersion    = 1
 	bodyVersionJID = 2
+	bodyCompact    = 3
+	bodyCompactJID = 4
+)
+
+// The flags of a compact body: which fields follow.
+const (
+	bodyTitle = 1 << iota
+	bodyTimeout
+	bodyUniqueFor
+	bodyRetention
+	bodyCreated
+	bodyTags
+	bodyMetadata
 )
 
 // msOf is t in Unix milliseconds, "" for the zero time.
@@ -127,19 +160,41 @@ func recordSize(j *backend.Job) int {
 	return n
 }
 
-// encodeRecord writes the record of a new job.
+// encodeRecord writes the record of a new job, its header in the long
+// form.
 func encodeRecord(j *backend.Job) string {
-	return string(appendRecord(make([]byte, 0, recordSize(j)), j))
+	return string(appendRecord(make([]byte, 0, recordSize(j)), j, false))
 }
 
-// appendRecord appends the record of a new job to b.
-func appendRecord(b []byte, j *backend.Job) []byte {
-	return appendRecordCancel(b, j, "")
+// appendRecord appends the record of a new job to b. With f3 set it is
+// in format 3's forms: its header short when the job's fields allow it,
+// its body compact.
+func appendRecord(b []byte, j *backend.Job, f3 bool) []byte {
+	return appendRecordCancel(b, j, "", f3)
+}
+
+// shortHeaderFits reports whether j's header, with the cancel field
+// cancel, can be written in the short form: a pending job never claimed,
+// of priority 0, due at its creation (to the millisecond), with no
+// deadline, lease, worker, cancel, unique key or retention of its own,
+// and an id whose time the body's CreatedAt is counted from.
+func shortHeaderFits(j *backend.Job, cancel string) bool {
+	return j.State == backend.StatePending && j.Attempt == 0 && j.LeaseToken == 0 && j.Priority == 0 &&
+		j.MaxAttempts >= 0 && !j.RunAt.IsZero() && j.RunAt.UnixMilli() == j.CreatedAt.UnixMilli() &&
+		j.Deadline.IsZero() && j.LeaseExpiresAt.IsZero() && j.StartedAt.IsZero() && j.FinishedAt.IsZero() &&
+		j.WorkerID == "" && cancel == "" && j.UniqueKey == "" && j.Retention == backend.RetainDefault &&
+		idMilli(j.ID) != 0
 }
 
 // appendRecordCancel is appendRecord with the header's cancel field (see
 // "The cancel field" above), for a job that comes with its history.
-func appendRecordCancel(b []byte, j *backend.Job, cancel string) []byte {
+func appendRecordCancel(b []byte, j *backend.Job, cancel string, f3 bool) []byte {
+	if f3 && shortHeaderFits(j, cancel) {
+		b = append(b, 'p')
+		b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
+		b = append(b, '\n')
+		return appendBody(b, j, true)
+	}
 	b = append(b, stateCode(j.State)...)
 	b = append(b, '|')
 	b = strconv.AppendInt(b, int64(j.Attempt), 10)
@@ -167,7 +222,7 @@ func appendRecordCancel(b []byte, j *backend.Job, cancel string) []byte {
 	b = append(b, retentionField(j.Retention)...)
 	b = append(b, '\n')
 	b = append(b, j.UniqueKey...)
-	return appendBody(b, j)
+	return appendBody(b, j, f3)
 }
 
 // hexDigits are the digits of a header's hex-encoded worker id.
@@ -179,32 +234,68 @@ func appendStr(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// appendBody writes the fields a script seldom reads (see bodyVersion).
-func appendBody(b []byte, j *backend.Job) []byte {
-	if j.JID == "" {
-		b = append(b, bodyVersion)
-	} else {
-		b = append(b, bodyVersionJID)
+// appendBody writes the fields a script seldom reads (see bodyVersion),
+// in the compact form when compact is set.
+func appendBody(b []byte, j *backend.Job, compact bool) []byte {
+	version := byte(bodyVersion)
+	if compact {
+		version = bodyCompact
 	}
+	if j.JID != "" {
+		version++ // bodyVersionJID, bodyCompactJID
+	}
+	b = append(b, version)
 	b = appendStr(b, j.Type)
 	b = binary.AppendUvarint(b, uint64(len(j.Payload)))
 	b = append(b, j.Payload...)
-	b = appendStr(b, j.Title)
-	b = appendDuration(b, j.Timeout)
-	b = appendDuration(b, j.UniqueFor)
-	b = appendDuration(b, time.Duration(j.Retention))
 	// CreatedAt as ms before the time in the id (a UUIDv7 made at
 	// enqueue): a byte or two unless the caller's clock is far off.
-	b = binary.AppendVarint(b, idMilli(j.ID)-j.CreatedAt.UnixMilli())
-	b = binary.AppendUvarint(b, uint64(len(j.Tags)))
-	for _, t := range j.Tags {
-		b = appendStr(b, t)
+	created := idMilli(j.ID) - j.CreatedAt.UnixMilli()
+	flags := ^byte(0)
+	if compact {
+		flags = 0
+		for _, f := range [...]struct {
+			bit byte
+			set bool
+		}{
+			{bodyTitle, j.Title != ""}, {bodyTimeout, j.Timeout != backend.DefaultTimeout}, {bodyUniqueFor, j.UniqueFor != 0},
+			{bodyRetention, j.Retention != backend.RetainDefault}, {bodyCreated, created != 0}, {bodyTags, len(j.Tags) > 0},
+			{bodyMetadata, len(j.Metadata) > 0},
+		} {
+			if f.set {
+				flags |= f.bit
+			}
+		}
+		b = append(b, flags)
 	}
-	b = binary.AppendUvarint(b, uint64(len(j.Metadata)))
-	if len(j.Metadata) > 0 {
-		for _, k := range slices.Sorted(maps.Keys(j.Metadata)) {
-			b = appendStr(b, k)
-			b = appendStr(b, j.Metadata[k])
+	if flags&bodyTitle != 0 {
+		b = appendStr(b, j.Title)
+	}
+	if flags&bodyTimeout != 0 {
+		b = appendDuration(b, j.Timeout)
+	}
+	if flags&bodyUniqueFor != 0 {
+		b = appendDuration(b, j.UniqueFor)
+	}
+	if flags&bodyRetention != 0 {
+		b = appendDuration(b, time.Duration(j.Retention))
+	}
+	if flags&bodyCreated != 0 {
+		b = binary.AppendVarint(b, created)
+	}
+	if flags&bodyTags != 0 {
+		b = binary.AppendUvarint(b, uint64(len(j.Tags)))
+		for _, t := range j.Tags {
+			b = appendStr(b, t)
+		}
+	}
+	if flags&bodyMetadata != 0 {
+		b = binary.AppendUvarint(b, uint64(len(j.Metadata)))
+		if len(j.Metadata) > 0 {
+			for _, k := range slices.Sorted(maps.Keys(j.Metadata)) {
+				b = appendStr(b, k)
+				b = appendStr(b, j.Metadata[k])
+			}
 		}
 	}
 	if j.JID != "" {
@@ -281,18 +372,12 @@ func decodeRecordTo(j *backend.Job, id, queue, rec string, sh *recordShare) erro
 		return bad("no header")
 	}
 	var h [headerFields]string
-	n, tail := 0, head
-	for ; n < headerFields-1; n++ {
-		i := strings.IndexByte(tail, '|')
-		if i < 0 {
-			break
+	if !splitHeader(head, &h) {
+		if isShortHeader(head) {
+			return bad("short header is not p and a number")
 		}
-		h[n], tail = tail[:i], tail[i+1:]
-	}
-	if n != headerFields-1 || strings.IndexByte(tail, '|') >= 0 {
 		return bad(fmt.Sprintf("header has %d fields, want %d", strings.Count(head, "|")+1, headerFields))
 	}
-	h[n] = tail
 	*j = backend.Job{ID: id, Queue: queue}
 	var err error
 	state, ok := stateOfCode(h[hState-1])
@@ -326,9 +411,6 @@ func decodeRecordTo(j *backend.Job, id, queue, rec string, sh *recordShare) erro
 			return bad(f.name + " is not a time")
 		}
 	}
-	if j.RunAt.IsZero() {
-		return bad("run_at is missing")
-	}
 	if wh := h[hWorker-1]; sh != nil && wh != "" && wh == sh.workerHex {
 		j.WorkerID = sh.workerID
 	} else if wh != "" {
@@ -361,7 +443,47 @@ func decodeRecordTo(j *backend.Job, id, queue, rec string, sh *recordShare) erro
 	if err := decodeBody(j, rest, sh); err != nil {
 		return bad(err.Error())
 	}
+	if j.RunAt.IsZero() {
+		// Due at its creation (see the short header above).
+		j.RunAt = j.CreatedAt
+	}
 	return nil
+}
+
+// isShortHeader reports whether head (without its newline) is not of the
+// long form, whose second byte is the "|" after the state letter.
+func isShortHeader(head string) bool {
+	return len(head) < 2 || head[1] != '|'
+}
+
+// splitHeader reads a header (without its newline) of either form into
+// its fields; ok is false when it is of neither.
+func splitHeader(head string, h *[headerFields]string) (ok bool) {
+	if isShortHeader(head) {
+		if len(head) < 2 || head[0] != 'p' {
+			return false
+		}
+		for i := 1; i < len(head); i++ {
+			if head[i] < '0' || head[i] > '9' {
+				return false
+			}
+		}
+		*h = [headerFields]string{hState - 1: "p", hAttempt - 1: "0", hMaxAttempts - 1: head[1:], hToken - 1: "0", hPriority - 1: "0", hUniqueLen - 1: "0"}
+		return true
+	}
+	n, tail := 0, head
+	for ; n < headerFields-1; n++ {
+		i := strings.IndexByte(tail, '|')
+		if i < 0 {
+			break
+		}
+		h[n], tail = tail[:i], tail[i+1:]
+	}
+	if n != headerFields-1 || strings.IndexByte(tail, '|') >= 0 {
+		return false
+	}
+	h[n] = tail
+	return true
 }
 
 // parseMs reads a header time; "" is the zero time.
@@ -403,6 +525,15 @@ func (r *bodyReader) uvarint() uint64 {
 	return 0
 }
 
+// uvarintIf is uvarint when present is set, else 0 (a field a compact
+// body leaves out).
+func (r *bodyReader) uvarintIf(present bool) uint64 {
+	if !present {
+		return 0
+	}
+	return r.uvarint()
+}
+
 func (r *bodyReader) varint() int64 {
 	u := r.uvarint()
 	x := int64(u >> 1)
@@ -426,10 +557,10 @@ func (r *bodyReader) str() string {
 
 // decodeBody reads what appendBody wrote.
 func decodeBody(j *backend.Job, body string, sh *recordShare) error {
-	if len(body) == 0 || body[0] != bodyVersion && body[0] != bodyVersionJID {
+	if len(body) == 0 || body[0] < bodyVersion || body[0] > bodyCompactJID {
 		return fmt.Errorf("body has an unknown version")
 	}
-	if body[0] == bodyVersionJID {
+	if body[0] == bodyVersionJID || body[0] == bodyCompactJID {
 		if len(body) < 3 {
 			return fmt.Errorf("body is truncated")
 		}
@@ -445,12 +576,35 @@ func decodeBody(j *backend.Job, body string, sh *recordShare) error {
 	if p := r.str(); p != "" {
 		j.Payload = sh.payload(p)
 	}
-	j.Title = r.str()
-	j.Timeout = decodeDuration(r.varint())
-	j.UniqueFor = decodeDuration(r.varint())
-	j.Retention = backend.Retention(decodeDuration(r.varint()))
-	j.CreatedAt = time.UnixMilli(idMilli(j.ID) - r.varint()).UTC()
-	if n := r.uvarint(); !r.fail && n > 0 {
+	flags := ^byte(0)
+	if body[0] >= bodyCompact {
+		if len(r.b) == 0 {
+			return fmt.Errorf("body is truncated")
+		}
+		flags, r.b = r.b[0], r.b[1:]
+		if flags >= bodyMetadata<<1 {
+			return fmt.Errorf("body has unknown flags")
+		}
+		j.Timeout = backend.DefaultTimeout
+	}
+	if flags&bodyTitle != 0 {
+		j.Title = r.str()
+	}
+	if flags&bodyTimeout != 0 {
+		j.Timeout = decodeDuration(r.varint())
+	}
+	if flags&bodyUniqueFor != 0 {
+		j.UniqueFor = decodeDuration(r.varint())
+	}
+	if flags&bodyRetention != 0 {
+		j.Retention = backend.Retention(decodeDuration(r.varint()))
+	}
+	var created int64
+	if flags&bodyCreated != 0 {
+		created = r.varint()
+	}
+	j.CreatedAt = time.UnixMilli(idMilli(j.ID) - created).UTC()
+	if n := r.uvarintIf(flags&bodyTags != 0); !r.fail && n > 0 {
 		if n > uint64(len(r.b)) {
 			return fmt.Errorf("body is truncated")
 		}
@@ -459,7 +613,7 @@ func decodeBody(j *backend.Job, body string, sh *recordShare) error {
 			j.Tags = append(j.Tags, r.str())
 		}
 	}
-	if n := r.uvarint(); !r.fail && n > 0 {
+	if n := r.uvarintIf(flags&bodyMetadata != 0); !r.fail && n > 0 {
 		if n > uint64(len(r.b)) {
 			return fmt.Errorf("body is truncated")
 		}

@@ -71,6 +71,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	id, _ := newJobID(1)
 	f.Add(encodeRecord(&backend.Job{ID: id, Type: "t", State: backend.StatePending, MaxAttempts: 1, RunAt: now, CreatedAt: now, UniqueKey: "u", Tags: []string{"a"}}))
 	f.Add("p|0|1|0|0|1|||||||5|\nabc")
+	f.Add(string(appendRecord(nil, &backend.Job{ID: id, Type: "t", State: backend.StatePending, MaxAttempts: 25, RunAt: now, CreatedAt: now, JID: "j"}, true)))
+	f.Add("p7\n\x01")
 	f.Fuzz(func(t *testing.T, rec string) {
 		decodeRecord(id, "q", rec)
 	})

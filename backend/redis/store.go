@@ -46,9 +46,17 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// formatVersion is the key layout this package writes, kept in the marker.
-// Format 2 added the in sets, settings, minutes and reports (keys.go).
-const formatVersion = 2
+// formatVersion is the key layout this package writes in a new store,
+// kept in the marker. Format 2 added the in sets, settings, minutes and
+// reports (keys.go); format 3 the short header of a pending job and the
+// compact body (see record.go), which a kyu of format 2 would take for a
+// corrupt record.
+// A store of format 2 is opened as it is and written as format 2 (long
+// headers only), so a kyu of format 2 can share it still.
+const formatVersion = 3
+
+// oldestFormat is the oldest format this package opens.
+const oldestFormat = 2
 
 // Store is a kyu store in Redis, as Open and OpenURL return it: a
 // backend.Backend whose every method checks its input first
@@ -84,6 +92,10 @@ type store struct {
 	clientOpt rueidis.ClientOption
 	subMu     sync.Mutex
 	subClient rueidis.Client
+
+	// short is set when the store's marker says format 3 or later: new
+	// pending jobs get the short header (record.go). Set by Open.
+	short bool
 
 	// noFunctions is set once the server refused the function library:
 	// scripts then run by EVALSHA. loadMu serialises loading it.
@@ -244,6 +256,7 @@ func (s *store) checkMarker(ctx context.Context) error {
 	switch {
 	case out == "new":
 		s.log.Info("marked a new kyu store", "prefix", s.opts.Prefix)
+		s.short = true
 		return nil
 	case strings.HasPrefix(out, "v:"):
 		v, err := strconv.Atoi(out[2:])
@@ -252,10 +265,11 @@ func (s *store) checkMarker(ctx context.Context) error {
 		}
 		switch {
 		case v > formatVersion:
-			return fmt.Errorf("%w: format %d, this kyu reads %d", ErrNewerFormat, v, formatVersion)
-		case v < formatVersion:
-			return fmt.Errorf("%w: format %d, this kyu reads %d; finish its jobs with the kyu that wrote it, or remove its keys", ErrOlderFormat, v, formatVersion)
+			return fmt.Errorf("%w: format %d, this kyu reads %d to %d", ErrNewerFormat, v, oldestFormat, formatVersion)
+		case v < oldestFormat:
+			return fmt.Errorf("%w: format %d, this kyu reads %d to %d; finish its jobs with the kyu that wrote it, or remove its keys", ErrOlderFormat, v, oldestFormat, formatVersion)
 		}
+		s.short = v >= 3
 		return nil
 	default:
 		return fmt.Errorf("%w: %s is %s", ErrPrefixInUse, s.keys.meta(), out[len("foreign:"):])

@@ -20,10 +20,14 @@
 -- the queue's done channel ({P:N}:done, derived from KEY_jobs).
 
 -- headerPattern reads a header and checks it as it goes: the number
--- fields must be decimal integers (times may be empty), so load needs no
--- tonumber to tell a record that parses; () is where the tail starts.
-local headerPattern = '^(%a)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d*)|(%-?%d*)|(%-?%d*)|(%-?%d*)|([^|\n]*)|([^|\n]*)|(%d+)|([^|\n]*)\n()'
+-- fields must be decimal integers (times may be empty: a run-at of ''
+-- is the job's creation time, see runAtOf), so load needs no tonumber
+-- to tell a record that parses; () is where the tail starts.
+-- shortPattern reads the short header of a pending job (record.go):
+-- "p", its max attempts, the newline.
+local headerPattern = '^(%a)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d*)|(%-?%d*)|(%-?%d*)|(%-?%d*)|(%-?%d*)|([^|\n]*)|([^|\n]*)|(%d+)|([^|\n]*)\n()'
 -- inKey is the position in KEYS of each state's in set.
+local shortPattern = '^p(%d+)\n()'
 local inKey = {s = KEYPOS_in_s, r = KEYPOS_in_r, c = KEYPOS_in_c, f = KEYPOS_in_f, x = KEYPOS_in_x}
 local leaseAnchor = LEASE_ANCHOR -- leaseAnchor of keys.go, quoted
 
@@ -371,11 +375,19 @@ local function load(id)
   if same and lastFields then
     h, at = copyHeader(lastFields), #lastHeader + 1
   else
-    h = {string.match(rec, headerPattern)}
-    at = h[15] -- the capture after the header's fields
-    if not at then return false end
-    h[15] = nil
-    if h[F_state] == 'a' and h[F_lease_exp] == '' then return false end
+    if string.byte(rec, 2) == 124 then -- '|': the long form
+      h = {string.match(rec, headerPattern)}
+      at = h[15] -- the capture after the header's fields
+      if not at then return false end
+      h[15] = nil
+      if h[F_state] == 'a' and h[F_lease_exp] == '' then return false end
+    else
+      local max
+      max, at = string.match(rec, shortPattern)
+      if not at then return false end
+      -- The fields the short form stands for, in order (F_state first).
+      h = {'p', '0', max, '0', '0', '', '', '', '', '', '', '', '0', ''}
+    end
     if same then
       lastFields = copyHeader(h)
     else
@@ -446,9 +458,62 @@ local function sameJob(a, b)
   return i ~= nil and j ~= nil and string.sub(a, i) == string.sub(b, j)
 end
 
+-- bodyField reads field k of a loaded record r's body (appendBody in
+-- record.go) among those after the payload: 1 the title's length, 2
+-- the timeout, 3 UniqueFor, 4 the retention, 5 the created time (ms
+-- before the id's), each as its unsigned varint; nil when the body
+-- leaves it out (a compact body, version 3 or 4, whose flags byte after
+-- the payload names the fields that follow: the field is its default)
+-- or ends first.
+local function bodyField(r, k)
+  local s = r.rec
+  local pos = r.at + #r.uk
+  local v = string.byte(s, pos)
+  if not v then return nil end
+  pos = pos + 1
+  for _ = 1, 2 do -- the type and the payload
+    local n
+    n, pos = uvarint(s, pos)
+    if not n then return nil end
+    pos = pos + n
+  end
+  local flags = 31 -- every field of k's
+  if v >= 3 then
+    flags = string.byte(s, pos)
+    if not flags then return nil end
+    pos = pos + 1
+  end
+  local bit = 1
+  for i = 1, k do
+    if flags % (bit * 2) >= bit then
+      local n
+      n, pos = uvarint(s, pos)
+      if not n or i == k then return n end
+      if i == 1 then pos = pos + n end
+    elseif i == k then
+      return nil
+    end
+    bit = bit * 2
+  end
+end
+
+-- runAtOf is the run-at of job id's loaded record r as a number: its
+-- header's, or when that is '' the job's creation time, which the body
+-- holds as ms before the time in the id (a UUIDv7, whose first 12 hex
+-- digits are Unix ms; a compact body leaves out a 0); the field stays
+-- ''.
+local function runAtOf(id, r)
+  local s = r.h[F_run_at]
+  if s ~= '' then return tonumber(s) end
+  local u = bodyField(r, 5) or 0
+  local delta
+  if u % 2 == 0 then delta = u / 2 else delta = -(u + 1) / 2 end
+  return tonumber(string.sub(id, 1, 8) .. string.sub(id, 10, 13), 16) - delta
+end
+
 -- readyScore orders pending jobs: priority (higher first), then run-at.
-local function readyScore(r)
-  return num((100 - tonumber(r.h[F_priority])) * 17592186044416 + tonumber(r.h[F_run_at]))
+local function readyScore(id, r)
+  return num((100 - tonumber(r.h[F_priority])) * 17592186044416 + runAtOf(id, r))
 end
 
 local function isFinal(code)
@@ -471,11 +536,12 @@ local function touchUnique(id, r)
 end
 
 -- jobJID reads the JID of a loaded record r, nil for none: a body of
--- version 2 (bodyVersionJID in record.go) ends with the JID and its
--- length in two bytes.
+-- version 2 or 4 (bodyVersionJID, bodyCompactJID in record.go) ends
+-- with the JID and its length in two bytes.
 local function jobJID(r)
   local s = r.rec
-  if string.byte(s, r.at + #r.uk) ~= 2 then return nil end
+  local v = string.byte(s, r.at + #r.uk)
+  if v ~= 2 and v ~= 4 then return nil end
   local a, b = string.byte(s, -2, -1)
   local n = a * 256 + b
   return string.sub(s, -2 - n, -3)
@@ -578,12 +644,12 @@ end
 -- recovered lease) the job is pending whatever its run-at: a claimer
 -- whose clock was behind may have taken it before its run-at.
 local function requeue(id, r, code, now)
-  if code ~= 'p' and tonumber(r.h[F_run_at]) > now then
+  if code ~= 'p' and runAtOf(id, r) > now then
     setState(id, r, code)
     redis.call('ZADD', KEY_waiting, r.h[F_run_at], id)
   else
     setState(id, r, 'p')
-    redis.call('ZADD', KEY_ready, readyScore(r), id)
+    redis.call('ZADD', KEY_ready, readyScore(id, r), id)
   end
   if r.h[F_deadline] ~= '' then redis.call('ZADD', KEY_deadlines, r.h[F_deadline], id) end
   save(id, r)
@@ -649,7 +715,7 @@ local function promoteDue(nowS, limit)
     if r and (r.h[F_state] == 's' or r.h[F_state] == 'r') then
       setState(id, r, 'p')
       save(id, r)
-      redis.call('ZADD', KEY_ready, readyScore(r), id)
+      redis.call('ZADD', KEY_ready, readyScore(id, r), id)
       touchUnique(id, r)
       n = n + 1
     end
@@ -672,31 +738,10 @@ local function view(code, id, r, ex)
 end
 
 -- hasUniqueFor reports whether the job was enqueued with a UniqueFor
--- period, reading its body (see appendBody in record.go): the version
--- byte, three length-prefixed strings, the timeout and then UniqueFor as
--- varints; a zero UniqueFor is the single byte 0.
+-- period (bodyField 3; a zero UniqueFor is the varint 0, or left out).
 local function hasUniqueFor(r)
-  local s = r.rec
-  local pos = r.at + string.len(r.uk) + 1
-  local function uvarint()
-    local v, mul = 0, 1
-    while true do
-      local b = string.byte(s, pos)
-      if not b then return nil end
-      pos = pos + 1
-      v = v + (b % 128) * mul
-      if b < 128 then return v end
-      mul = mul * 128
-    end
-  end
-  for _ = 1, 3 do
-    local n = uvarint()
-    if not n then return false end
-    pos = pos + n
-  end
-  if not uvarint() then return false end
-  local b = string.byte(s, pos)
-  return b ~= nil and b ~= 0
+  local u = bodyField(r, 3)
+  return u ~= nil and u ~= 0
 end
 
 -- retryJob sends a failed or cancelled job back to pending at now (see
@@ -724,7 +769,7 @@ local function retryJob(id, r, now, nowS)
   redis.call('ZREM', KEY_final, id)
   redis.call('HDEL', KEY_results, id)
   setState(id, r, 'p')
-  redis.call('ZADD', KEY_ready, readyScore(r), id)
+  redis.call('ZADD', KEY_ready, readyScore(id, r), id)
   if r.h[F_deadline] ~= '' then redis.call('ZADD', KEY_deadlines, r.h[F_deadline], id) end
   save(id, r)
   if take then

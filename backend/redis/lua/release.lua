@@ -26,7 +26,7 @@ for i = 3, #ARGV, 2 do
       endCancelled(id, r, nowS, false)
     else
       setState(id, r, 'p')
-      redis.call('ZADD', KEY_ready, readyScore(r), id)
+      redis.call('ZADD', KEY_ready, readyScore(id, r), id)
       if r.h[F_deadline] ~= '' then redis.call('ZADD', KEY_deadlines, r.h[F_deadline], id) end
       save(id, r)
       touchUnique(id, r)

@@ -15,7 +15,7 @@ if r.h[F_state] ~= 's' and r.h[F_state] ~= 'r' then return {3, r.h[F_state]} end
 redis.call('ZREM', KEY_waiting, id)
 r.h[F_run_at] = nowS
 setState(id, r, 'p')
-redis.call('ZADD', KEY_ready, readyScore(r), id)
+redis.call('ZADD', KEY_ready, readyScore(id, r), id)
 save(id, r)
 touchUnique(id, r)
 finalize(nowS)

@@ -91,6 +91,9 @@ func (s *store) endSection() {
 	if s.waiting.due != nil {
 		s.fillWaiting()
 	}
+	if len(s.held) > 0 {
+		s.writeHeld()
+	}
 	if len(s.waiting.payloads) > 0 {
 		clear(s.waiting.payloads)
 	}
@@ -149,14 +152,46 @@ func (s *store) readKeyInto(j *backend.Job, r reader, key []byte, id jobID, name
 
 // put queues the write of a job's record and makes it the current one; mu
 // must be held.
+//
+// The record of a job made pending while claims wait is held back until
+// the section ends (writeHeld): a waiting claim filled in the section
+// (fillWaiting) may take the job, and its active record then replaces
+// the pending one, which is not written at all, rather than written and
+// overwritten in the same batch.
 func (s *store) put(id jobID, j *backend.Job, sd side) {
 	g := s.group()
+	s.markDirty(g, id, j, sd)
+	if j.State == backend.StatePending && len(s.waiting.list) > 0 {
+		s.held = append(s.held, dirtyRef{id: id, ver: s.ver})
+		return
+	}
+	s.writeRecord(g, id, j, sd)
+}
+
+// writeRecord adds the write of a job's record to g's batch.
+func (s *store) writeRecord(g *commitGroup, id jobID, j *backend.Job, sd side) {
 	s.buf = encodeJob(s.buf[:0], j, sd)
 	var k [17]byte
 	k[0] = prefixJob
 	copy(k[1:], id[:])
 	_ = g.batch.Set(k[:], s.buf, nil)
-	s.markDirty(g, id, j, sd)
+}
+
+// writeHeld writes the records put held back (see put) that are still
+// the current ones: the others were written again or deleted since,
+// which their batch holds. It runs when the section ends, and before the
+// pending group is taken, in case that happens first. mu must be held.
+func (s *store) writeHeld() {
+	for _, h := range s.held {
+		if e, ok := s.dirty[h.id]; ok && e.ver == h.ver {
+			s.writeRecord(e.group, h.id, e.job, e.sd)
+		}
+	}
+	if cap(s.held) > maxSpareDirty {
+		s.held = nil // a large import's: not kept
+	} else {
+		s.held = s.held[:0]
+	}
 }
 
 // logPointDeletes is the most log lines a deletion removes one key at a

@@ -130,7 +130,7 @@ func (s *store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 		// may be behind the enqueuer's), so the heap is popped in order.
 		for len(got) < p.Max && qi.ready.len() > 0 && len(skipped) <= backend.ClaimTypeScan {
 			e := qi.ready.pop()
-			j, sd, err := s.loadPending(e.id)
+			j, spare, sd, err := s.loadPending(e.id)
 			if err != nil {
 				return nil, false, err
 			}
@@ -166,10 +166,7 @@ func (s *store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 			j.StartedAt = now
 			j.LeaseExpiresAt = now.Add(p.Lease)
 			s.put(e.id, j, sd)
-			s.idx.index(e.id, j)
-			le := s.idx.leases[e.id]
-			le.job, le.sd = j, sd
-			s.idx.leases[e.id] = le
+			s.idx.activate(e.id, j, j, sd)
 			s.noteState(e.id, j)
 			if got == nil {
 				// Room for as many as the queue holds, not p.Max: an idle
@@ -177,7 +174,7 @@ func (s *store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 				// filled (fillWaiting) with the one job just enqueued.
 				got = make([]claimed, 0, min(p.Max, maxClaimPrealloc, qi.ready.len()+1))
 			}
-			got = append(got, claimed{id: e.id, job: j.Clone(), sd: sd, payload: s.enqueuedPayload(e.id)})
+			got = append(got, claimed{id: e.id, job: cloneJob(j, spare), sd: sd, payload: s.enqueuedPayload(e.id)})
 		}
 		pushAll(qi, skipped)
 	}

@@ -213,6 +213,9 @@ func (s *store) unlockWait(g *commitGroup) error {
 // its last writes: the counters, the retention keys and its number; mu
 // must be held.
 func (s *store) takeGroup(g *commitGroup) {
+	if len(s.held) > 0 {
+		s.writeHeld()
+	}
 	s.pending, s.committing = nil, g
 	s.writeCounters(g)
 	s.commits++

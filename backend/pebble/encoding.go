@@ -201,15 +201,24 @@ func decodeJob(b []byte) (j *backend.Job, sd side, err error) {
 // decodeJobNames is decodeJob taking the type, queue and worker id from
 // names (see nameCache), which may be nil.
 func decodeJobNames(b []byte, names *nameCache) (j *backend.Job, sd side, err error) {
+	j = &backend.Job{}
+	if sd, err = decodeJobInto(j, b, names); err != nil {
+		return nil, side{}, err
+	}
+	return j, sd, nil
+}
+
+// decodeJobInto is decodeJobNames decoding into j, which must be a zero
+// Job; on error j holds a part of the record.
+func decodeJobInto(j *backend.Job, b []byte, names *nameCache) (sd side, err error) {
 	if len(b) == 0 {
-		return nil, side{}, fmt.Errorf("%w: empty", errCorruptRecord)
+		return side{}, fmt.Errorf("%w: empty", errCorruptRecord)
 	}
 	version := b[0]
 	if version != recordVersion && version != recordVersionV2 && version != recordVersionV1 {
-		return nil, side{}, fmt.Errorf("%w: unknown encoding version %d (this kyu reads %d to %d)", errCorruptRecord, b[0], recordVersionV1, recordVersion)
+		return side{}, fmt.Errorf("%w: unknown encoding version %d (this kyu reads %d to %d)", errCorruptRecord, b[0], recordVersionV1, recordVersion)
 	}
 	d := decoder{b: b[1:], names: names}
-	j = &backend.Job{}
 	flags := d.uvarint()
 	if d.err == nil && (flags&^flagsKnown != 0 || version == recordVersionV1 && flags&flagCancelRequested != 0) {
 		d.fail("unknown flags %#x", flags)
@@ -303,9 +312,9 @@ func decodeJobNames(b []byte, names *nameCache) (j *backend.Job, sd side, err er
 		d.fail("%d trailing bytes", len(d.b))
 	}
 	if d.err != nil {
-		return nil, side{}, d.err
+		return side{}, d.err
 	}
-	return j, sd, nil
+	return sd, nil
 }
 
 // expiresAtV1 is when version 1 code would have deleted a final job: its
@@ -377,6 +386,12 @@ func (d *decoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
+	if len(d.b) > 0 && d.b[0] < 0x80 {
+		// One byte, as most of a record's numbers and lengths are.
+		v := uint64(d.b[0])
+		d.b = d.b[1:]
+		return v
+	}
 	v, n := binary.Uvarint(d.b)
 	if n <= 0 {
 		d.fail("bad uvarint")
@@ -389,6 +404,12 @@ func (d *decoder) uvarint() uint64 {
 func (d *decoder) varint() int64 {
 	if d.err != nil {
 		return 0
+	}
+	if len(d.b) > 0 && d.b[0] < 0x80 {
+		// One byte (zig-zag, as binary.Varint reads it).
+		u := d.b[0]
+		d.b = d.b[1:]
+		return int64(u>>1) ^ -int64(u&1)
 	}
 	v, n := binary.Varint(d.b)
 	if n <= 0 {

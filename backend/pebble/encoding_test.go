@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"encoding/binary"
 	"reflect"
 	"testing"
 	"time"
@@ -168,4 +169,46 @@ func TestEncodingNewFields(t *testing.T) {
 	if _, _, err := decodeJob(encodeJob(nil, j, sd)); err == nil {
 		t.Fatal("a progress of 101% decoded")
 	}
+}
+
+// TestDecoderVarints checks the decoder's numbers against encoding/binary
+// for every one-byte encoding (its fast path) and some longer ones.
+func TestDecoderVarints(t *testing.T) {
+	var inputs [][]byte
+	for c := range 0x80 {
+		inputs = append(inputs, []byte{byte(c)})
+	}
+	for _, v := range []int64{-1 << 63, -65, -64, 63, 64, 127, 128, 1 << 40, 1<<63 - 1} {
+		inputs = append(inputs, binary.AppendVarint(nil, v))
+	}
+	for _, b := range inputs {
+		d := decoder{b: b}
+		if got, want := d.varint(), mustVarint(t, b); got != want || d.err != nil || len(d.b) != 0 {
+			t.Errorf("varint(%x) = %d, %v, %d bytes left; want %d", b, got, d.err, len(d.b), want)
+		}
+		d = decoder{b: b}
+		want, _ := binary.Uvarint(b)
+		if got := d.uvarint(); got != want || d.err != nil || len(d.b) != 0 {
+			t.Errorf("uvarint(%x) = %d, %v, %d bytes left; want %d", b, got, d.err, len(d.b), want)
+		}
+	}
+	for _, b := range [][]byte{nil, {0x80}, {0xff, 0xff}} {
+		d := decoder{b: b}
+		if d.varint(); d.err == nil {
+			t.Errorf("varint(%x) took a truncated number", b)
+		}
+		d = decoder{b: b}
+		if d.uvarint(); d.err == nil {
+			t.Errorf("uvarint(%x) took a truncated number", b)
+		}
+	}
+}
+
+func mustVarint(t *testing.T, b []byte) int64 {
+	t.Helper()
+	v, n := binary.Varint(b)
+	if n != len(b) {
+		t.Fatalf("binary.Varint(%x) read %d bytes", b, n)
+	}
+	return v
 }

@@ -120,10 +120,16 @@ func (x *indexes) index(id jobID, j *backend.Job) {
 	case backend.StateScheduled, backend.StateRetry:
 		x.queue(j.Queue).timers.push(timeEntry{at: timeCode(j.RunAt), id: id})
 	case backend.StateActive:
-		l := lease{token: j.LeaseToken, expires: timeCode(j.LeaseExpiresAt), queue: j.Queue}
-		x.leases[id] = l
-		x.watchLease(id, l.expires)
+		x.activate(id, j, nil, side{})
 	}
+}
+
+// activate adds an active job's lease, carrying rec, the job's current
+// record with sd, when it is not nil.
+func (x *indexes) activate(id jobID, j, rec *backend.Job, sd side) {
+	l := lease{token: j.LeaseToken, expires: timeCode(j.LeaseExpiresAt), queue: j.Queue, job: rec, sd: sd}
+	x.leases[id] = l
+	x.watchLease(id, l.expires)
 }
 
 // watchLease adds an active job's lease expiry to the leaseExpiry heap.

@@ -27,18 +27,47 @@ func (s *store) load(id jobID) (*backend.Job, side, error) {
 
 // loadPending is load for a claim's reads of the pending jobs it pops,
 // whose records exist and are read in ascending order (onwardReader).
-func (s *store) loadPending(id jobID) (*backend.Job, side, error) {
-	return s.loadVia(onwardReader{&s.records}, id)
+// A record it reads from Pebble is decoded into the first job of a
+// jobPair, and spare is the second, for the copy the claim hands out;
+// spare is nil when the job is one in memory.
+func (s *store) loadPending(id jobID) (j, spare *backend.Job, sd side, err error) {
+	if j, sd, ok := s.loadMemory(id); ok {
+		return j, nil, sd, nil
+	}
+	p := new(jobPair)
+	found, sd, err := s.readKeyInto(&p[0], onwardReader{&s.records}, s.records.idKey(id), id, &s.names)
+	if err != nil {
+		return nil, nil, side{}, s.breakStore(err)
+	}
+	if !found {
+		return nil, nil, side{}, nil
+	}
+	return &p[0], &p[1], sd, nil
+}
+
+// jobPair is the two copies of a job that a claim reading its record
+// makes, the store's and the one it hands out, in one allocation instead
+// of two.
+type jobPair [2]backend.Job
+
+// loadMemory returns the record of a job whose current version is in
+// memory: written and not yet committed, or active; ok is false for the
+// others. mu must be held.
+func (s *store) loadMemory(id jobID) (*backend.Job, side, bool) {
+	if e, ok := s.dirty[id]; ok {
+		return e.job, e.sd, true
+	}
+	if le, ok := s.idx.leases[id]; ok && le.job != nil {
+		return le.job, le.sd, true
+	}
+	return nil, side{}, false
 }
 
 // loadVia is load reading Pebble through r, which reads through
 // s.records.
 func (s *store) loadVia(r reader, id jobID) (*backend.Job, side, error) {
-	if e, ok := s.dirty[id]; ok {
-		return e.job, e.sd, nil
-	}
-	if le, ok := s.idx.leases[id]; ok && le.job != nil {
-		return le.job, le.sd, nil
+	if j, sd, ok := s.loadMemory(id); ok {
+		return j, sd, nil
 	}
 	j, sd, err := s.readKey(r, s.records.idKey(id), id, &s.names)
 	if err != nil {
@@ -61,6 +90,9 @@ func (s *store) unlock() {
 func (s *store) endSection() {
 	if s.waiting.due != nil {
 		s.fillWaiting()
+	}
+	if len(s.held) > 0 {
+		s.writeHeld()
 	}
 	if len(s.waiting.payloads) > 0 {
 		clear(s.waiting.payloads)
@@ -91,32 +123,75 @@ func (s *store) read(r reader, id jobID) (*backend.Job, side, error) {
 // readKey is read with the job's key given, decoding names through
 // names (which may be nil).
 func (s *store) readKey(r reader, key []byte, id jobID, names *nameCache) (*backend.Job, side, error) {
+	j := &backend.Job{}
+	found, sd, err := s.readKeyInto(j, r, key, id, names)
+	if !found || err != nil {
+		return nil, side{}, err
+	}
+	return j, sd, nil
+}
+
+// readKeyInto is readKey decoding into j, a zero Job; found is false
+// when there is no record.
+func (s *store) readKeyInto(j *backend.Job, r reader, key []byte, id jobID, names *nameCache) (found bool, sd side, err error) {
 	v, closer, err := r.Get(key)
 	if errors.Is(err, cpebble.ErrNotFound) {
-		return nil, side{}, nil
+		return false, side{}, nil
 	}
 	if err != nil {
-		return nil, side{}, fmt.Errorf("read job %s: %w", id, err)
+		return false, side{}, fmt.Errorf("read job %s: %w", id, err)
 	}
 	defer closer.Close()
-	j, sd, err := decodeJobNames(v, names)
+	sd, err = decodeJobInto(j, v, names)
 	if err != nil {
-		return nil, side{}, fmt.Errorf("%w: job %s: %w", ErrCorrupt, id, err)
+		return false, side{}, fmt.Errorf("%w: job %s: %w", ErrCorrupt, id, err)
 	}
 	j.ID = id.String()
-	return j, sd, nil
+	return true, sd, nil
 }
 
 // put queues the write of a job's record and makes it the current one; mu
 // must be held.
+//
+// The record of a job made pending while claims wait is held back until
+// the section ends (writeHeld): a waiting claim filled in the section
+// (fillWaiting) may take the job, and its active record then replaces
+// the pending one, which is not written at all, rather than written and
+// overwritten in the same batch.
 func (s *store) put(id jobID, j *backend.Job, sd side) {
 	g := s.group()
+	s.markDirty(g, id, j, sd)
+	if j.State == backend.StatePending && len(s.waiting.list) > 0 {
+		s.held = append(s.held, dirtyRef{id: id, ver: s.ver})
+		return
+	}
+	s.writeRecord(g, id, j, sd)
+}
+
+// writeRecord adds the write of a job's record to g's batch.
+func (s *store) writeRecord(g *commitGroup, id jobID, j *backend.Job, sd side) {
 	s.buf = encodeJob(s.buf[:0], j, sd)
 	var k [17]byte
 	k[0] = prefixJob
 	copy(k[1:], id[:])
 	_ = g.batch.Set(k[:], s.buf, nil)
-	s.markDirty(g, id, j, sd)
+}
+
+// writeHeld writes the records put held back (see put) that are still
+// the current ones: the others were written again or deleted since,
+// which their batch holds. It runs when the section ends, and before the
+// pending group is taken, in case that happens first. mu must be held.
+func (s *store) writeHeld() {
+	for _, h := range s.held {
+		if e, ok := s.dirty[h.id]; ok && e.ver == h.ver {
+			s.writeRecord(e.group, h.id, e.job, e.sd)
+		}
+	}
+	if cap(s.held) > maxSpareDirty {
+		s.held = nil // a large import's: not kept
+	} else {
+		s.held = s.held[:0]
+	}
 }
 
 // logPointDeletes is the most log lines a deletion removes one key at a

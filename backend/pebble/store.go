@@ -128,6 +128,9 @@ type store struct {
 	// spareDirty is the list of dirty entries of a committed group,
 	// emptied, which the next group fills instead of growing its own.
 	spareDirty []dirtyRef
+	// held are the records of jobs made pending while claims wait, not
+	// yet added to the pending group's batch (see put).
+	held []dirtyRef
 
 	committerDone chan struct{}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
@@ -35,6 +36,11 @@ type completer struct {
 	w    *Worker
 	wake chan struct{} // signalled (coalescing) as send says
 	loop lifecycle.Loop
+
+	// claiming counts the Claim calls in flight (fetcher.claim), started
+	// counts those begun.
+	claiming atomic.Int32
+	started  atomic.Uint64
 
 	mu      sync.Mutex
 	pending []*jobRun // outcomes not yet taken, in order
@@ -132,8 +138,8 @@ func (c *completer) pendingCount() int {
 // the last returns or a full batch waits: jobs claimed together tend to
 // finish together, and one call for all of them costs one sync. It does
 // not wait for jobs that are claimed but not started: once the handlers of
-// a batch have all returned, their outcomes go at once, to share a commit
-// with the claim of the next batch.
+// a batch have all returned, their outcomes go with the claim of the next
+// batch, as it begins (see awaitClaim), to share its commit.
 func (c *completer) gather(ctx context.Context) {
 	n := c.pendingCount()
 	if n > 0 && n < completerMaxBatch && c.w.stats.running.Load() > 0 {
@@ -154,6 +160,7 @@ func (c *completer) gather(ctx context.Context) {
 		}
 		c.linger.Stop()
 	}
+	c.awaitClaim(ctx)
 	if c.take(false) {
 		// More than a batch waits: come back at once.
 		select {
@@ -286,5 +293,77 @@ func (w *Worker) logFailure(run *jobRun) {
 		w.log.Error("kyu: job failed for good", attrs...)
 	default:
 		w.log.Info("kyu: job attempt failed; it will be retried", append(attrs, "retry_at", f.item.RetryAt)...)
+	}
+}
+
+// awaitClaim holds the outcomes back, up to completerLinger, until a
+// fetcher that is claiming as slots free up begins its next claim, so
+// that a store that groups commits writes them with that claim: recorded
+// alone just before it, they would take a sync of their own that the
+// claim, and the handlers waiting for its jobs, would wait for. It does
+// not wait while a claim is under way (the outcomes join it or the group
+// after it) or when no fetcher is about to claim.
+func (c *completer) awaitClaim(ctx context.Context) {
+	if c.claiming.Load() > 0 || !c.claimDue() {
+		return
+	}
+	n := c.pendingCount()
+	if n == 0 || n >= completerMaxBatch {
+		return
+	}
+	mark := c.started.Load()
+	if c.linger == nil {
+		c.linger = time.NewTimer(completerLinger)
+	} else {
+		c.linger.Reset(completerLinger)
+	}
+	defer c.linger.Stop()
+	for c.started.Load() == mark && c.pendingCount() < completerMaxBatch && c.claimDue() {
+		select {
+		case <-c.wake:
+		case <-c.linger.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// claimDue reports whether a fetcher of the worker claims as slots free
+// up, none of them held until outcomes are recorded (slots.releaseEarly):
+// such a fetcher waits for the completer.
+func (c *completer) claimDue() bool {
+	due := false
+	for _, f := range c.w.fetchers {
+		if f.slots.held.Load() > 0 {
+			return false
+		}
+		due = due || f.active.Load()
+	}
+	return due
+}
+
+// setActive records whether f's loop claims as slots free up (see
+// completer.awaitClaim), and tells the completer when it stops: outcomes
+// held for its next claim go at once.
+func (f *fetcher) setActive(on bool) {
+	if f.active.Swap(on) && !on {
+		f.w.comp.nudge()
+	}
+}
+
+// claimStarts is called as a fetcher begins a Claim call: outcomes held
+// for it go now.
+func (c *completer) claimStarts() {
+	c.claiming.Add(1)
+	c.started.Add(1)
+	c.nudge()
+}
+
+// nudge wakes the completer (coalescing).
+func (c *completer) nudge() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }

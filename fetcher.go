@@ -41,6 +41,12 @@ type fetcher struct {
 	handoff    *handoff
 	goroutines atomic.Int32
 
+	// active is set while the loop claims whenever slots free up (the
+	// pool's queues may hold jobs, and no waiting claim is registered):
+	// the completer then holds outcomes for its next claim (see
+	// completer.awaitClaim).
+	active atomic.Bool
+
 	// order, names and parts are reused by claimPlan, starting and
 	// handing by Worker.startJobs; only the loop uses them.
 	order    []*poolQueue
@@ -145,6 +151,7 @@ func (f *fetcher) claim(ctx context.Context, n int32) (got int32, err error) {
 		if part.room >= 0 {
 			want = min(want, part.room)
 		}
+		f.w.comp.claimStarts()
 		res, err := f.w.b.Claim(ctx, backend.ClaimParams{
 			Queues:   f.names[part.from:part.to],
 			Mode:     backend.ClaimStrict,
@@ -153,6 +160,7 @@ func (f *fetcher) claim(ctx context.Context, n int32) (got int32, err error) {
 			WorkerID: f.w.cfg.ID,
 			Now:      f.w.cfg.Clock.Now(),
 		})
+		f.w.comp.claiming.Add(-1)
 		f.w.startJobs(f, res.Jobs)
 		got += int32(len(res.Jobs))
 		if err != nil || got >= n {
@@ -187,6 +195,7 @@ func (f *fetcher) run(ctx context.Context) {
 	// Only this loop hands jobs to handler goroutines; the jobs claimed
 	// ahead that none will start go back to their queue at once.
 	defer func() { f.w.releaseUnstarted(f.handoff.close()) }()
+	defer f.setActive(false)
 	names := f.queueNames()
 	log := f.w.log.With("queue", names[0])
 	if len(names) > 1 {
@@ -250,6 +259,7 @@ func (f *fetcher) run(ctx context.Context) {
 		if f.slots.setWant(more && !waiter.waiting(), f.batch) {
 			continue
 		}
+		f.setActive(more && !waiter.waiting())
 		var lingerC <-chan time.Time
 		if lingering {
 			lingerC = linger.C

@@ -400,3 +400,60 @@ func TestShortJobBodyReaders(t *testing.T) {
 		t.Fatalf("Enqueue of the deleted job's JID = %+v, %v; want a new job", again, err)
 	}
 }
+
+// TestShortJobFinalRunAt: a job of a short header that ends without a
+// retry (completed, cancelled while pending, cancelled while active,
+// failed by lease expiry) keeps its run-at "" to the end, and Get reads
+// it as its creation time.
+func TestShortJobFinalRunAt(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	now := time.Now().Add(-3 * time.Second).Truncate(time.Millisecond).UTC()
+	plain := backend.NewJob{Type: "t", Queue: "q", MaxAttempts: 1}
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{plain, plain, plain, plain}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range res.Jobs {
+		ids = append(ids, j.ID)
+	}
+	for id, rec := range storedRecords(t, s, ids...) {
+		if !formOf(t, id, rec).short {
+			t.Fatalf("job %s: record %q, want a short header", id, rec)
+		}
+	}
+	if _, err := s.Cancel(ctx, backend.CancelParams{ID: ids[0], Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 3, Lease: time.Second, WorkerID: "w", Now: now})
+	if err != nil || len(got.Jobs) != 3 {
+		t.Fatalf("Claim = %d jobs, %v; want 3", len(got.Jobs), err)
+	}
+	lease := map[string]backend.Lease{}
+	for _, j := range got.Jobs {
+		lease[j.ID] = backend.Lease{JobID: j.ID, Token: j.LeaseToken}
+	}
+	if r, err := s.Complete(ctx, backend.CompleteParams{Items: []backend.CompleteItem{{Lease: lease[ids[1]]}}, Now: now}); err != nil || r.Errors[0] != nil {
+		t.Fatalf("Complete = %+v, %v", r, err)
+	}
+	if _, err := s.Cancel(ctx, backend.CancelParams{ID: ids[2], Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Fail(ctx, backend.FailParams{Items: []backend.FailItem{{Lease: lease[ids[2]], Message: "stop"}}, Now: now}); err != nil || r.Errors[0] != nil {
+		t.Fatalf("Fail = %+v, %v", r, err)
+	}
+	if r, err := s.RecoverLeases(ctx, backend.MaintenanceParams{Now: now.Add(time.Minute), Limit: 10}); err != nil || r.Moved != 1 {
+		t.Fatalf("RecoverLeases = %+v, %v; want 1 moved", r, err)
+	}
+	for k, want := range []backend.State{backend.StateCancelled, backend.StateCompleted, backend.StateCancelled, backend.StateFailed} {
+		j, err := s.Get(ctx, backend.GetParams{ID: ids[k]})
+		if err != nil || j.State != want || !j.RunAt.Equal(now) || !j.CreatedAt.Equal(now) {
+			t.Errorf("job %d: Get = %+v, %v; want %s, due and created at %v", k, j, err, want, now)
+		}
+		if f := formOf(t, ids[k], storedRecords(t, s, ids[k])[ids[k]]); f.short || !f.noRunAt {
+			t.Errorf("job %d: record %+v, want a long header with run-at \"\"", k, f)
+		}
+	}
+}

@@ -69,6 +69,10 @@ func TestCluster(t *testing.T) {
 	deafen(t, s)
 	enqueueFillsWaitingClaim(t, s, "ha", "hb", "hc", "hd", "he", "hf")
 
+	// A stale entry in a queue's JID index or the store-wide one is
+	// taken over.
+	t.Run("StaleJID", func(t *testing.T) { testJIDStaleEntry(t, openTest(t, url)) })
+
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		return openTest(t, url)
 	})

@@ -50,6 +50,20 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 // (coalesce.go), which goes on a connection of its own when one is free
 // (runconn.go).
 func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []time.Time, own bool) (backend.EnqueueResult, error) {
+	res, elsewhere, err := s.enqueueOnce(ctx, p, nows, own)
+	if err == nil && len(elsewhere) > 0 {
+		err = s.holderStates(ctx, p, nows, res.Jobs, elsewhere)
+	}
+	if err != nil {
+		return backend.EnqueueResult{}, err
+	}
+	return res, nil
+}
+
+// enqueueOnce is enqueue but for the jobs whose JID the script found held
+// by a job of another queue (or by one gone): it lists their positions,
+// and their items name the holder's id only (holderStates).
+func (s *store) enqueueOnce(ctx context.Context, p backend.EnqueueParams, nows []time.Time, own bool) (backend.EnqueueResult, []int, error) {
 	var groups []*enqueueGroup
 	byName := map[string]*enqueueGroup{}
 	for i := range p.Jobs {
@@ -85,7 +99,7 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 		for _, g := range groups {
 			if g.args == nil {
 				if err := s.buildEnqueue(ctx, g, &p); err != nil {
-					return backend.EnqueueResult{}, err
+					return backend.EnqueueResult{}, nil, err
 				}
 			}
 		}
@@ -119,7 +133,7 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 			return nil
 		})
 		if err != nil {
-			return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: %w", err)
+			return backend.EnqueueResult{}, nil, fmt.Errorf("kyu/redis: enqueue: %w", err)
 		}
 		again := false
 		for i, r := range replies {
@@ -133,7 +147,7 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 			}
 			collided, err := g.collisions(r)
 			if err != nil {
-				return backend.EnqueueResult{}, err
+				return backend.EnqueueResult{}, nil, err
 			}
 			for _, k := range collided {
 				// Another job has this id (38 random bits and the clock
@@ -142,7 +156,7 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 				again = true
 				s.log.Warn("job id collision; enqueueing with a new id", "queue", g.name)
 				if err := g.setJob(k, &p); err != nil {
-					return backend.EnqueueResult{}, err
+					return backend.EnqueueResult{}, nil, err
 				}
 			}
 		}
@@ -150,7 +164,7 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 			break
 		}
 		if try == 4 {
-			return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: %w: queue keys stay unmarked or marked for another queue, or job ids keep colliding", ErrCorrupt)
+			return backend.EnqueueResult{}, nil, fmt.Errorf("kyu/redis: enqueue: %w: queue keys stay unmarked or marked for another queue, or job ids keep colliding", ErrCorrupt)
 		}
 	}
 
@@ -159,7 +173,7 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 	for gi, g := range groups {
 		items, asked, err := g.replyItems(replies[gi])
 		if err != nil {
-			return backend.EnqueueResult{}, err
+			return backend.EnqueueResult{}, nil, err
 		}
 		for k := range g.pos {
 			if asked {
@@ -169,7 +183,7 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 			it := items[k]
 			if it.IsInt64() {
 				if code, _ := it.AsInt64(); code != 0 {
-					return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
+					return backend.EnqueueResult{}, nil, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
 				}
 				res.Jobs[g.pos[k]] = g.written(k)
 				continue
@@ -184,26 +198,21 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 				}
 			}
 			if err != nil || len(v) != 3 {
-				return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
+				return backend.EnqueueResult{}, nil, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
 			}
 			if code, _ := v[0].AsInt64(); code != 1 {
-				return backend.EnqueueResult{}, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
+				return backend.EnqueueResult{}, nil, fmt.Errorf("kyu/redis: enqueue: unexpected reply %s", it.String())
 			}
 			id, _ := v[1].ToString()
 			code, _ := v[2].ToString()
 			state, ok := stateOfCode(code)
 			if !ok {
-				return backend.EnqueueResult{}, fmt.Errorf("%w: unique key holder %s has state %q", ErrCorrupt, id, code)
+				return backend.EnqueueResult{}, nil, fmt.Errorf("%w: unique key holder %s has state %q", ErrCorrupt, id, code)
 			}
 			res.Jobs[g.pos[k]] = backend.EnqueuedJob{ID: id, State: state, Duplicate: true}
 		}
 	}
-	if len(elsewhere) > 0 {
-		if err := s.holderStates(ctx, p, nows, res.Jobs, elsewhere); err != nil {
-			return backend.EnqueueResult{}, err
-		}
-	}
-	return res, nil
+	return res, elsewhere, nil
 }
 
 // enqueueGroup is the part of an Enqueue call that goes to one queue.

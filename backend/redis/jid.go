@@ -77,29 +77,64 @@ func (s *store) getJID(ctx context.Context, jid string) (*backend.Job, error) {
 
 // holderStates fills in the states of the jobs at pos of out: duplicates
 // whose JID a job of another queue holds (the enqueue script reads no
-// other queue's jobs). A holder deleted since frees its JID, and that job
-// of p is enqueued again.
+// other queue's jobs).
 func (s *store) holderStates(ctx context.Context, p backend.EnqueueParams, nows []time.Time, out []backend.EnqueuedJob, pos []int) error {
 	for _, i := range pos {
-		j, err := s.getID(ctx, out[i].ID)
+		now := p.Now
+		if nows != nil {
+			now = nows[i]
+		}
+		if err := s.holderState(ctx, now, &p.Jobs[i], &out[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// holderTries bounds how many times in a row holderState takes over a
+// JID whose holder is gone and enqueues its job again.
+const holderTries = 4
+
+// holderState fills in the state of the holder of the JID of nj, whose
+// enqueue (at now) found it held by the job out names. An index entry
+// whose job is gone holds no JID: the deletion of a record that fails to
+// parse cannot read its JID to free it, and eviction or a hand may drop a
+// record. Such an entry is deleted if it still names that job, atomically
+// (jid swap on the index the queue's scripts read), and nj is enqueued
+// again, so takes the JID (out then names it). A job's id is given to no
+// other job (only an Import of that very job writes it again), so an
+// entry still naming the job found gone is stale. Rather than loop, it
+// fails when the holder is gone again after holderTries takeovers.
+func (s *store) holderState(ctx context.Context, now time.Time, nj *backend.NewJob, out *backend.EnqueuedJob) error {
+	for try := 1; ; try++ {
+		j, err := s.getID(ctx, out.ID)
 		if err == nil {
-			out[i].State = j.State
-			continue
+			out.State = j.State
+			return nil
 		}
 		if !errors.Is(err, backend.ErrNotFound) {
-			return fmt.Errorf("kyu/redis: enqueue: read the holder of jid %q: %w", p.Jobs[i].JID, err)
+			return fmt.Errorf("kyu/redis: enqueue: read the holder of jid %q: %w", nj.JID, err)
 		}
-		one := backend.EnqueueParams{Now: p.Now, Jobs: []backend.NewJob{p.Jobs[i]}}
-		if nows != nil {
-			one.Now = nows[i]
+		if try > holderTries {
+			return fmt.Errorf("kyu/redis: enqueue: jid %q: its holder was gone again after %d takeovers; job not written", nj.JID, holderTries)
 		}
-		r, err := s.enqueue(ctx, one, nil, false)
+		num, _, err := s.queues.number(ctx, nj.Queue, true)
 		if err != nil {
 			return err
 		}
-		out[i] = r.Jobs[0]
+		if _, err := s.swapJIDs(ctx, s.keys.queue(num).jids(), []string{nj.JID, out.ID, ""}); err != nil {
+			return err
+		}
+		one := backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{*nj}}
+		r, elsewhere, err := s.enqueueOnce(ctx, one, nil, false)
+		if err != nil {
+			return err
+		}
+		*out = r.Jobs[0]
+		if len(elsewhere) == 0 {
+			return nil
+		}
 	}
-	return nil
 }
 
 // hasJID reports whether a job of jobs has a JID.
@@ -143,7 +178,7 @@ func (s *store) reserveJIDs(ctx context.Context, jids []string) ([]jidClaim, err
 		for _, i := range todo {
 			args = append(args, out[i].jid)
 		}
-		reply, err := s.jidScript(ctx, s.scripts.jidReserve, args)
+		reply, err := s.jidScript(ctx, s.scripts.jidReserve, s.keys.jids(), args)
 		if err != nil {
 			return nil, err
 		}
@@ -179,7 +214,7 @@ func (s *store) reserveJIDs(ctx context.Context, jids []string) ([]jidClaim, err
 			swapped = append(swapped, i)
 		}
 		if len(swaps) > 0 {
-			ok, err := s.swapJIDs(ctx, swaps)
+			ok, err := s.swapJIDs(ctx, s.keys.jids(), swaps)
 			if err != nil {
 				return nil, err
 			}
@@ -224,7 +259,7 @@ func (s *store) settleJIDs(ctx context.Context, claims []jidClaim, ids []string)
 	if len(swaps) == 0 {
 		return nil
 	}
-	ok, err := s.swapJIDs(ctx, swaps)
+	ok, err := s.swapJIDs(ctx, s.keys.jids(), swaps)
 	if err != nil {
 		return err
 	}
@@ -244,9 +279,10 @@ func (s *store) releaseJIDs(ctx context.Context, claims []jidClaim) {
 }
 
 // swapJIDs sets each JID of swaps (triples: jid, expected value, new
-// value, "" to delete) whose value is the one expected; ok says which.
-func (s *store) swapJIDs(ctx context.Context, swaps []string) ([]bool, error) {
-	reply, err := s.jidScript(ctx, s.scripts.jidSwap, swaps)
+// value, "" to delete) in the JID index named index whose value is the
+// one expected; ok says which.
+func (s *store) swapJIDs(ctx context.Context, index string, swaps []string) ([]bool, error) {
+	reply, err := s.jidScript(ctx, s.scripts.jidSwap, index, swaps)
 	if err != nil {
 		return nil, err
 	}
@@ -261,11 +297,12 @@ func (s *store) swapJIDs(ctx context.Context, swaps []string) ([]bool, error) {
 	return ok, nil
 }
 
-// jidScript runs a script on the store-wide JID index.
-func (s *store) jidScript(ctx context.Context, sc *script, args []string) (rueidis.RedisResult, error) {
+// jidScript runs a script on the JID index named index: the store-wide
+// one, or a queue's on a Cluster.
+func (s *store) jidScript(ctx context.Context, sc *script, index string, args []string) (rueidis.RedisResult, error) {
 	var reply rueidis.RedisResult
 	err := s.retry(ctx, func(int) error {
-		reply = s.eval(ctx, sc, sc.storeKeys(s.keys), args)
+		reply = s.eval(ctx, sc, []string{index}, args)
 		return reply.Error()
 	})
 	if err != nil {

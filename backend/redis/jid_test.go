@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -91,5 +92,82 @@ func TestJIDLaterJobOfBatch(t *testing.T) {
 	j, err := s.Get(ctx, backend.GetParams{JID: "j"})
 	if err != nil || j.ID != r[2].ID {
 		t.Fatalf("Get(jid j) = %v, %v; want %s", j, err, r[2].ID)
+	}
+}
+
+// TestJIDStaleEntryTakenOver: an index entry naming a job that no longer
+// exists (left by the deletion of a record that fails to parse, by
+// eviction or by hand) does not hold its JID: an Enqueue with the JID
+// takes it over and returns, where it used to ask the gone holder again
+// until its context ended. A live holder still holds (the job written
+// here), in the same queue and in another.
+func TestJIDStaleEntryTakenOver(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	testJIDStaleEntry(t, s)
+}
+
+// testJIDStaleEntry plants a stale entry for a JID in the index the
+// enqueue script of queue "q" reads ({P}:jids on one server, the queue's
+// own on a Cluster), and one in the store-wide index on a Cluster, then
+// enqueues jobs with that JID.
+func testJIDStaleEntry(t *testing.T, s *Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	// A job of q written and purged: its id is a well-formed id of q that
+	// names no job.
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{{Type: "t", Queue: "q"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := res.Jobs[0].ID
+	if _, err := s.Purge(ctx, backend.PurgeParams{Queue: "q", State: backend.StatePending, Limit: 10, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	num, _, err := s.queues.number(ctx, "q", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plant := func(key, value string) {
+		t.Helper()
+		if err := s.client.Do(ctx, s.client.B().Hset().Key(key).FieldValue().FieldValue("stale", value).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plantAll := func() {
+		t.Helper()
+		plant(s.keys.queue(num).jids(), gone)
+		if s.keys.cluster {
+			plant(s.keys.jids(), gone+"|c")
+		}
+	}
+	plantAll()
+
+	for _, q := range []string{"q", "other"} {
+		r, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{{Type: "t", Queue: q, JID: "stale"}}})
+		if err != nil {
+			t.Fatalf("Enqueue in %s with a jid whose entry names a job gone: %v; want the job written", q, err)
+		}
+		if r.Jobs[0].Duplicate {
+			t.Fatalf("Enqueue in %s with a jid whose entry names a job gone = %+v; want the job written", q, r.Jobs[0])
+		}
+		j, err := s.Get(ctx, backend.GetParams{JID: "stale"})
+		if err != nil || j.ID != r.Jobs[0].ID {
+			t.Fatalf("Get(jid stale) = %v, %v; want %s", j, err, r.Jobs[0].ID)
+		}
+		// The new job holds the JID, in its queue and in the other.
+		for _, q2 := range []string{"q", "other"} {
+			d, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{{Type: "t", Queue: q2, JID: "stale"}}})
+			if err != nil || !d.Jobs[0].Duplicate || d.Jobs[0].ID != j.ID || d.Jobs[0].State != backend.StatePending {
+				t.Fatalf("Enqueue in %s with a jid held by %s = %+v, %v; want a Duplicate of it (pending)", q2, j.ID, d.Jobs, err)
+			}
+		}
+		// Gone again, by hand, for the next queue.
+		if _, err := s.Purge(ctx, backend.PurgeParams{Queue: q, State: backend.StatePending, Limit: 10, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		plantAll()
 	}
 }

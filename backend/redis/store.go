@@ -90,6 +90,10 @@ type store struct {
 	// from it too. subClient holds the subscriptions once one started
 	// (pubsubClient); subMu guards it.
 	clientOpt rueidis.ClientOption
+	// spin dials every connection of the clients made from clientOpt:
+	// calls that read their reply in the caller's goroutine poll for it
+	// briefly (spinconn.go).
+	spin      *spinDialer
 	subMu     sync.Mutex
 	subClient rueidis.Client
 
@@ -170,6 +174,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if !validPrefix(opts.Prefix) {
 		return nil, fmt.Errorf("%w: prefix %q is not 1-64 characters of [A-Za-z0-9._-]", ErrBadURL, opts.Prefix)
 	}
+	spin := &spinDialer{}
 	co := rueidis.ClientOption{
 		InitAddress:       opts.Addrs,
 		Username:          opts.Username,
@@ -179,6 +184,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		DisableCache:      true,
 		ForceSingleClient: !opts.Cluster && opts.SentinelMaster == "",
 		ClientName:        "kyu",
+		DialCtxFn:         spin.dial,
 	}
 	co.Dialer.Timeout = opts.DialTimeout
 	if opts.SentinelMaster != "" {
@@ -194,6 +200,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		log:       opts.Logger,
 		client:    client,
 		clientOpt: co,
+		spin:      spin,
 		keys:      keys{prefix: opts.Prefix, cluster: opts.Cluster},
 		scripts:   scripts,
 		done:      make(chan struct{}),

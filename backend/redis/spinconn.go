@@ -64,7 +64,8 @@ type spinConn struct {
 	owed     atomic.Bool // a write came after the last read of data
 	score    atomic.Int32
 	rest     atomic.Int32 // reads left without polling
-	wrote    atomic.Int64 // when the write the reply is owed for began (ns)
+	wrote    atomic.Int64 // when the write the reply is owed for began (c.nanotime)
+	born     time.Time    // the origin of c.nanotime
 	// pollRTT and parkRTT average, in ns, the round trips (write to
 	// reply) of reads that polled and of reads that parked at once (0:
 	// none yet); reads is how many reads awaited a reply.
@@ -98,7 +99,7 @@ func (sd *spinDialer) dial(ctx context.Context, dst string, d *net.Dialer, cfg *
 	if err != nil {
 		return c, nil
 	}
-	return &spinConn{Conn: tc, raw: raw, dialer: sd, runnable: []metrics.Sample{{Name: runnableMetric}}}, nil
+	return &spinConn{Conn: tc, raw: raw, born: time.Now(), dialer: sd, runnable: []metrics.Sample{{Name: runnableMetric}}}, nil
 }
 
 func (c *spinConn) SetDeadline(t time.Time) error {
@@ -113,16 +114,13 @@ func (c *spinConn) SetReadDeadline(t time.Time) error {
 
 func (c *spinConn) Write(p []byte) (int, error) {
 	if !c.owed.Swap(true) {
-		c.wrote.Store(nanotime())
+		c.wrote.Store(c.nanotime())
 	}
 	return c.Conn.Write(p)
 }
 
-// nanotime is the monotonic clock in ns.
-func nanotime() int64 { return int64(time.Since(clockBase)) }
-
-// clockBase is the origin of nanotime.
-var clockBase = time.Now()
+// nanotime is the monotonic clock in ns since the connection was made.
+func (c *spinConn) nanotime() int64 { return int64(time.Since(c.born)) }
 
 // pollNext reports whether the next read that awaits a reply polls. It
 // polls while polled round trips have been the shorter, and one read in
@@ -146,7 +144,7 @@ func (c *spinConn) pollNext() bool {
 // goes into the average of its way.
 func (c *spinConn) settle(polled bool) {
 	c.owed.Store(false)
-	rtt := nanotime() - c.wrote.Load()
+	rtt := c.nanotime() - c.wrote.Load()
 	avg := &c.parkRTT
 	if polled {
 		avg = &c.pollRTT

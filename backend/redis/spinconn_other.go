@@ -6,9 +6,8 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"sync/atomic"
 )
-
-import "sync/atomic"
 
 // spinDialer dials as rueidis does: the poll for replies (spinconn.go)
 // is Linux's.

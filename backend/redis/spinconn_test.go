@@ -228,7 +228,7 @@ func TestSpinConnChoosesFaster(t *testing.T) {
 		}
 		return n
 	}
-	var c spinConn
+	c := spinConn{born: time.Now()}
 	if n := polls(&c); n != 2*spinProbe-2 {
 		t.Fatalf("with no round trips yet %d of %d reads polled; want all but 2", n, 2*spinProbe)
 	}
@@ -248,7 +248,7 @@ func TestSpinConnChoosesFaster(t *testing.T) {
 	}
 
 	c.owed.Store(true)
-	c.wrote.Store(nanotime() - 1_000_000)
+	c.wrote.Store(c.nanotime() - 1_000_000)
 	c.settle(false)
 	if got := c.parkRTT.Load(); got < 25_000+(1_000_000-25_000)/8 {
 		t.Fatalf("a parked read of a 1 ms round trip left the average at %d ns; want it moved 1/8 of the way", got)

@@ -97,135 +97,131 @@ func checkFormat2(t *testing.T, s *Store, step string, want int) {
 // body for both throughout.
 func TestFormatFieldsRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, v := range []int{2, formatVersion} {
-		t.Run("format"+strconv.Itoa(v), func(t *testing.T) {
-			t.Parallel()
-			s := openTestFormat(t, v)
-			ctx := t.Context()
-			now := time.Now().Add(-time.Hour).Truncate(time.Millisecond).UTC()
-			full := backend.NewJob{
-				Type: "full", Queue: "q", Payload: []byte("pay|\nload"), Title: "a title", Priority: 7,
-				RunAt: now.Add(time.Second), MaxAttempts: 3, Timeout: 90 * time.Second, Deadline: now.Add(24 * time.Hour),
-				UniqueKey: "uk|\n" + strconv.Itoa(v), UniqueFor: 2 * time.Hour, JID: "jid-" + testPrefix(t),
-				Tags: []string{"a", "b"}, Metadata: map[string]string{"k": "v", "e": ""}, Retention: backend.RetainFor(3 * time.Hour),
-			}
-			plain := backend.NewJob{Type: "plain", Queue: "q", MaxAttempts: 3}
-			res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{full, plain}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids := []string{res.Jobs[0].ID, res.Jobs[1].ID}
-			nj := map[string]backend.NewJob{ids[0]: full, ids[1]: plain}
-			timeout := map[string]time.Duration{ids[0]: full.Timeout, ids[1]: backend.DefaultTimeout}
-			runAt := map[string]time.Time{ids[0]: full.RunAt, ids[1]: now}
+	eachFormat(t, func(t *testing.T, s *Store, v int) {
+		ctx := t.Context()
+		now := time.Now().Add(-time.Hour).Truncate(time.Millisecond).UTC()
+		full := backend.NewJob{
+			Type: "full", Queue: "q", Payload: []byte("pay|\nload"), Title: "a title", Priority: 7,
+			RunAt: now.Add(time.Second), MaxAttempts: 3, Timeout: 90 * time.Second, Deadline: now.Add(24 * time.Hour),
+			UniqueKey: "uk|\n" + strconv.Itoa(v), UniqueFor: 2 * time.Hour, JID: "jid-" + testPrefix(t),
+			Tags: []string{"a", "b"}, Metadata: map[string]string{"k": "v", "e": ""}, Retention: backend.RetainFor(3 * time.Hour),
+		}
+		plain := backend.NewJob{Type: "plain", Queue: "q", MaxAttempts: 3}
+		res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{full, plain}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := []string{res.Jobs[0].ID, res.Jobs[1].ID}
+		nj := map[string]backend.NewJob{ids[0]: full, ids[1]: plain}
+		timeout := map[string]time.Duration{ids[0]: full.Timeout, ids[1]: backend.DefaultTimeout}
+		runAt := map[string]time.Time{ids[0]: full.RunAt, ids[1]: now}
 
-			check := func(step string, states [2]backend.State, attempt int, compactPlainHeader bool) {
-				t.Helper()
-				for k, id := range ids {
-					state := states[k]
-					j, err := s.Get(ctx, backend.GetParams{ID: id})
-					if err != nil {
-						t.Fatalf("%s: Get(%s): %v", step, id, err)
-					}
-					w := nj[id]
-					for _, d := range []struct {
-						name      string
-						got, want any
-					}{
-						{"state", j.State, state}, {"attempt", j.Attempt, attempt}, {"type", j.Type, w.Type},
-						{"queue", j.Queue, w.Queue}, {"payload", string(j.Payload), string(w.Payload)},
-						{"title", j.Title, w.Title}, {"priority", j.Priority, w.Priority},
-						{"max attempts", j.MaxAttempts, w.MaxAttempts}, {"timeout", j.Timeout, timeout[id]},
-						{"deadline", j.Deadline.UnixMilli(), w.Deadline.UnixMilli()}, {"unique key", j.UniqueKey, w.UniqueKey},
-						{"unique for", j.UniqueFor, w.UniqueFor}, {"jid", j.JID, w.JID}, {"retention", j.Retention, w.Retention},
-						{"created", j.CreatedAt.UnixMilli(), now.UnixMilli()}, {"run at", j.RunAt.UnixMilli(), runAt[id].UnixMilli()},
-						{"tags", slices.Equal(j.Tags, w.Tags), true}, {"metadata", maps.Equal(j.Metadata, w.Metadata), true},
-					} {
-						if d.got != d.want {
-							t.Errorf("%s: job %s: %s = %v, want %v", step, w.Type, d.name, d.got, d.want)
-						}
-					}
-					if w.Deadline.IsZero() != j.Deadline.IsZero() {
-						t.Errorf("%s: job %s: deadline %v, want %v", step, w.Type, j.Deadline, w.Deadline)
-					}
-				}
-				if v < 3 {
-					checkFormat2(t, s, step, 2)
-					return
-				}
-				for id, rec := range storedRecords(t, s, ids...) {
-					f := formOf(t, id, rec)
-					if !f.compact {
-						t.Errorf("%s: job %s: body not compact: %q", step, nj[id].Type, rec)
-					}
-					if want := id == ids[1] && compactPlainHeader; f.short != want {
-						t.Errorf("%s: job %s: short header %v, want %v: %q", step, nj[id].Type, f.short, want, rec)
-					}
-				}
-			}
-			claim := func(step string, at time.Time) []backend.Lease {
-				t.Helper()
-				got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute, WorkerID: "w", Now: at})
-				if err != nil || len(got.Jobs) != 2 {
-					t.Fatalf("%s: Claim = %d jobs, %v; want 2", step, len(got.Jobs), err)
-				}
-				var ls []backend.Lease
-				for _, j := range got.Jobs {
-					ls = append(ls, backend.Lease{JobID: j.ID, Token: j.LeaseToken})
-				}
-				return ls
-			}
-			fail := func(step string, ls []backend.Lease, at, retryAt time.Time, final bool) {
-				t.Helper()
-				var items []backend.FailItem
-				for _, l := range ls {
-					items = append(items, backend.FailItem{Lease: l, Message: "no", RetryAt: retryAt, Final: final})
-				}
-				r, err := s.Fail(ctx, backend.FailParams{Items: items, Now: at})
+		check := func(step string, states [2]backend.State, attempt int, compactPlainHeader bool) {
+			t.Helper()
+			for k, id := range ids {
+				state := states[k]
+				j, err := s.Get(ctx, backend.GetParams{ID: id})
 				if err != nil {
-					t.Fatalf("%s: Fail: %v", step, err)
+					t.Fatalf("%s: Get(%s): %v", step, id, err)
 				}
-				for _, e := range r.Errors {
-					if e != nil {
-						t.Fatalf("%s: Fail: %v", step, e)
+				w := nj[id]
+				for _, d := range []struct {
+					name      string
+					got, want any
+				}{
+					{"state", j.State, state}, {"attempt", j.Attempt, attempt}, {"type", j.Type, w.Type},
+					{"queue", j.Queue, w.Queue}, {"payload", string(j.Payload), string(w.Payload)},
+					{"title", j.Title, w.Title}, {"priority", j.Priority, w.Priority},
+					{"max attempts", j.MaxAttempts, w.MaxAttempts}, {"timeout", j.Timeout, timeout[id]},
+					{"deadline", j.Deadline.UnixMilli(), w.Deadline.UnixMilli()}, {"unique key", j.UniqueKey, w.UniqueKey},
+					{"unique for", j.UniqueFor, w.UniqueFor}, {"jid", j.JID, w.JID}, {"retention", j.Retention, w.Retention},
+					{"created", j.CreatedAt.UnixMilli(), now.UnixMilli()}, {"run at", j.RunAt.UnixMilli(), runAt[id].UnixMilli()},
+					{"tags", slices.Equal(j.Tags, w.Tags), true}, {"metadata", maps.Equal(j.Metadata, w.Metadata), true},
+				} {
+					if d.got != d.want {
+						t.Errorf("%s: job %s: %s = %v, want %v", step, w.Type, d.name, d.got, d.want)
 					}
 				}
-			}
-
-			P, S, A, R, F, C := backend.StatePending, backend.StateScheduled, backend.StateActive, backend.StateRetry, backend.StateFailed, backend.StateCompleted
-			check("enqueued", [2]backend.State{S, P}, 0, true)
-			at := now.Add(2 * time.Second)
-			ls := claim("claim 1", at)
-			check("claim 1", [2]backend.State{A, A}, 1, false)
-			retryAt := at.Add(time.Minute)
-			fail("fail 1", ls, at, retryAt, false)
-			runAt[ids[0]], runAt[ids[1]] = retryAt, retryAt
-			check("fail 1", [2]backend.State{R, R}, 1, false)
-			at = retryAt.Add(time.Second)
-			ls = claim("claim 2", at)
-			check("claim 2", [2]backend.State{A, A}, 2, false)
-			fail("fail 2", ls, at, time.Time{}, true)
-			check("fail 2", [2]backend.State{F, F}, 2, false)
-			at = at.Add(time.Minute)
-			for _, id := range ids {
-				if _, err := s.Retry(ctx, backend.RetryParams{ID: id, Now: at}); err != nil {
-					t.Fatalf("Retry(%s): %v", id, err)
+				if w.Deadline.IsZero() != j.Deadline.IsZero() {
+					t.Errorf("%s: job %s: deadline %v, want %v", step, w.Type, j.Deadline, w.Deadline)
 				}
-				runAt[id] = at
 			}
-			check("retry", [2]backend.State{P, P}, 2, false)
-			ls = claim("claim 3", at)
-			check("claim 3", [2]backend.State{A, A}, 3, false)
-			var items []backend.CompleteItem
+			if v < 3 {
+				checkFormat2(t, s, step, 2)
+				return
+			}
+			for id, rec := range storedRecords(t, s, ids...) {
+				f := formOf(t, id, rec)
+				if !f.compact {
+					t.Errorf("%s: job %s: body not compact: %q", step, nj[id].Type, rec)
+				}
+				if want := id == ids[1] && compactPlainHeader; f.short != want {
+					t.Errorf("%s: job %s: short header %v, want %v: %q", step, nj[id].Type, f.short, want, rec)
+				}
+			}
+		}
+		claim := func(step string, at time.Time) []backend.Lease {
+			t.Helper()
+			got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute, WorkerID: "w", Now: at})
+			if err != nil || len(got.Jobs) != 2 {
+				t.Fatalf("%s: Claim = %d jobs, %v; want 2", step, len(got.Jobs), err)
+			}
+			var ls []backend.Lease
+			for _, j := range got.Jobs {
+				ls = append(ls, backend.Lease{JobID: j.ID, Token: j.LeaseToken})
+			}
+			return ls
+		}
+		fail := func(step string, ls []backend.Lease, at, retryAt time.Time, final bool) {
+			t.Helper()
+			var items []backend.FailItem
 			for _, l := range ls {
-				items = append(items, backend.CompleteItem{Lease: l})
+				items = append(items, backend.FailItem{Lease: l, Message: "no", RetryAt: retryAt, Final: final})
 			}
-			if r, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: at}); err != nil || r.Errors[0] != nil || r.Errors[1] != nil {
-				t.Fatalf("Complete = %+v, %v", r, err)
+			r, err := s.Fail(ctx, backend.FailParams{Items: items, Now: at})
+			if err != nil {
+				t.Fatalf("%s: Fail: %v", step, err)
 			}
-			check("complete", [2]backend.State{C, C}, 3, false)
-		})
-	}
+			for _, e := range r.Errors {
+				if e != nil {
+					t.Fatalf("%s: Fail: %v", step, e)
+				}
+			}
+		}
+
+		P, S, A, R, F, C := backend.StatePending, backend.StateScheduled, backend.StateActive, backend.StateRetry, backend.StateFailed, backend.StateCompleted
+		check("enqueued", [2]backend.State{S, P}, 0, true)
+		at := now.Add(2 * time.Second)
+		ls := claim("claim 1", at)
+		check("claim 1", [2]backend.State{A, A}, 1, false)
+		retryAt := at.Add(time.Minute)
+		fail("fail 1", ls, at, retryAt, false)
+		runAt[ids[0]], runAt[ids[1]] = retryAt, retryAt
+		check("fail 1", [2]backend.State{R, R}, 1, false)
+		at = retryAt.Add(time.Second)
+		ls = claim("claim 2", at)
+		check("claim 2", [2]backend.State{A, A}, 2, false)
+		fail("fail 2", ls, at, time.Time{}, true)
+		check("fail 2", [2]backend.State{F, F}, 2, false)
+		at = at.Add(time.Minute)
+		for _, id := range ids {
+			if _, err := s.Retry(ctx, backend.RetryParams{ID: id, Now: at}); err != nil {
+				t.Fatalf("Retry(%s): %v", id, err)
+			}
+			runAt[id] = at
+		}
+		check("retry", [2]backend.State{P, P}, 2, false)
+		ls = claim("claim 3", at)
+		check("claim 3", [2]backend.State{A, A}, 3, false)
+		var items []backend.CompleteItem
+		for _, l := range ls {
+			items = append(items, backend.CompleteItem{Lease: l})
+		}
+		if r, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: at}); err != nil || r.Errors[0] != nil || r.Errors[1] != nil {
+			t.Fatalf("Complete = %+v, %v", r, err)
+		}
+		check("complete", [2]backend.State{C, C}, 3, false)
+	})
 }
 
 // TestFormat2WritesNoFormat3: no way of writing a job, in a store of

@@ -194,43 +194,39 @@ func TestFormat2Store(t *testing.T) {
 // lua/common.lua), whose form differs by format.
 func TestRetryUniqueFor(t *testing.T) {
 	t.Parallel()
-	for _, v := range []int{2, formatVersion} {
-		t.Run("format"+strconv.Itoa(v), func(t *testing.T) {
-			t.Parallel()
-			s := openTestFormat(t, v)
-			ctx := t.Context()
-			now := time.Now().Truncate(time.Millisecond).UTC()
-			for _, period := range []time.Duration{time.Minute, 0} {
-				key := "k" + period.String()
-				enq := func(at time.Time) string {
-					t.Helper()
-					res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: at, Jobs: []backend.NewJob{
-						{Type: "t", Queue: "q", UniqueKey: key, UniqueFor: period, MaxAttempts: 1},
-					}})
-					if err != nil || res.Jobs[0].Duplicate {
-						t.Fatalf("Enqueue = %+v, %v", res, err)
-					}
-					return res.Jobs[0].ID
+	eachFormat(t, func(t *testing.T, s *Store, v int) {
+		ctx := t.Context()
+		now := time.Now().Truncate(time.Millisecond).UTC()
+		for _, period := range []time.Duration{time.Minute, 0} {
+			key := "k" + period.String()
+			enq := func(at time.Time) string {
+				t.Helper()
+				res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: at, Jobs: []backend.NewJob{
+					{Type: "t", Queue: "q", UniqueKey: key, UniqueFor: period, MaxAttempts: 1},
+				}})
+				if err != nil || res.Jobs[0].Duplicate {
+					t.Fatalf("Enqueue = %+v, %v", res, err)
 				}
-				a := enq(now)
-				got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: time.Minute, WorkerID: "w", Now: now})
-				if err != nil || len(got.Jobs) != 1 || got.Jobs[0].ID != a {
-					t.Fatalf("Claim = %+v, %v", got, err)
-				}
-				fr, err := s.Fail(ctx, backend.FailParams{Items: []backend.FailItem{{Lease: backend.Lease{JobID: a, Token: got.Jobs[0].LeaseToken}, Message: "no"}}, Now: now})
-				if err != nil || fr.Errors[0] != nil {
-					t.Fatalf("Fail = %+v, %v", fr, err)
-				}
-				later := now.Add(2 * time.Minute)
-				enq(later)
-				_, err = s.Retry(ctx, backend.RetryParams{ID: a, Now: later})
-				if period > 0 && err != nil {
-					t.Errorf("Retry of a job of UniqueFor %v: %v, want it retried", period, err)
-				}
-				if period == 0 && !errors.Is(err, backend.ErrUniqueKeyHeld) {
-					t.Errorf("Retry of a job held until final: %v, want ErrUniqueKeyHeld", err)
-				}
+				return res.Jobs[0].ID
 			}
-		})
-	}
+			a := enq(now)
+			got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: time.Minute, WorkerID: "w", Now: now})
+			if err != nil || len(got.Jobs) != 1 || got.Jobs[0].ID != a {
+				t.Fatalf("Claim = %+v, %v", got, err)
+			}
+			fr, err := s.Fail(ctx, backend.FailParams{Items: []backend.FailItem{{Lease: backend.Lease{JobID: a, Token: got.Jobs[0].LeaseToken}, Message: "no"}}, Now: now})
+			if err != nil || fr.Errors[0] != nil {
+				t.Fatalf("Fail = %+v, %v", fr, err)
+			}
+			later := now.Add(2 * time.Minute)
+			enq(later)
+			_, err = s.Retry(ctx, backend.RetryParams{ID: a, Now: later})
+			if period > 0 && err != nil {
+				t.Errorf("Retry of a job of UniqueFor %v: %v, want it retried", period, err)
+			}
+			if period == 0 && !errors.Is(err, backend.ErrUniqueKeyHeld) {
+				t.Errorf("Retry of a job held until final: %v, want ErrUniqueKeyHeld", err)
+			}
+		}
+	})
 }

@@ -19,12 +19,7 @@ import (
 // edits write out long.
 func TestClaimSharedHeaders(t *testing.T) {
 	t.Parallel()
-	for _, v := range []int{2, formatVersion} {
-		t.Run(fmt.Sprintf("format%d", v), func(t *testing.T) {
-			t.Parallel()
-			testClaimSharedHeaders(t, openTestFormat(t, v), v)
-		})
-	}
+	eachFormat(t, testClaimSharedHeaders)
 }
 
 func testClaimSharedHeaders(t *testing.T, s *Store, format int) {

@@ -159,6 +159,18 @@ func openTestFormat(t testing.TB, v int) *Store {
 	return s2
 }
 
+// eachFormat runs test in parallel subtests, one per format this
+// package writes (2 and formatVersion), each on a fresh store of it.
+func eachFormat(t *testing.T, test func(t *testing.T, s *Store, format int)) {
+	t.Helper()
+	for _, v := range []int{2, formatVersion} {
+		t.Run("format"+strconv.Itoa(v), func(t *testing.T) {
+			t.Parallel()
+			test(t, openTestFormat(t, v), v)
+		})
+	}
+}
+
 // headerFieldsOf is the header of the record rec, of either form, as
 // the fields of its long form, and the tail after its newline.
 func headerFieldsOf(t testing.TB, rec string) (fields []string, tail string) {

@@ -139,24 +139,31 @@ func (j *Job) Clone() *Job {
 	if j == nil {
 		return nil
 	}
-	c := *j
-	c.Payload = cloneBytes(j.Payload)
-	c.Result = cloneBytes(j.Result)
+	return j.CloneInto(new(Job))
+}
+
+// CloneInto makes dst a deep copy of j, as Clone does, overwriting all of
+// dst, and returns dst: a store that keeps a job's copies side by side
+// allocates them together.
+func (j *Job) CloneInto(dst *Job) *Job {
+	*dst = *j
+	dst.Payload = cloneBytes(j.Payload)
+	dst.Result = cloneBytes(j.Result)
 	if j.Tags != nil {
-		c.Tags = append([]string(nil), j.Tags...)
+		dst.Tags = append([]string(nil), j.Tags...)
 	}
-	c.Metadata = cloneMap(j.Metadata)
+	dst.Metadata = cloneMap(j.Metadata)
 	if j.Errors != nil {
-		c.Errors = append([]AttemptError(nil), j.Errors...)
+		dst.Errors = append([]AttemptError(nil), j.Errors...)
 	}
 	if j.Progress != nil {
 		p := *j.Progress
-		c.Progress = &p
+		dst.Progress = &p
 	}
 	if j.Logs != nil {
-		c.Logs = append([]LogLine(nil), j.Logs...)
+		dst.Logs = append([]LogLine(nil), j.Logs...)
 	}
-	return &c
+	return dst
 }
 
 func cloneBytes(b []byte) []byte {

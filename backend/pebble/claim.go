@@ -174,7 +174,7 @@ func (s *store) claimLocked(order []string, p backend.ClaimParams, now time.Time
 				// filled (fillWaiting) with the one job just enqueued.
 				got = make([]claimed, 0, min(p.Max, maxClaimPrealloc, qi.ready.len()+1))
 			}
-			got = append(got, claimed{id: e.id, job: cloneJob(j, spare), sd: sd, payload: s.enqueuedPayload(e.id)})
+			got = append(got, claimed{id: e.id, job: j.CloneInto(spare), sd: sd, payload: s.enqueuedPayload(e.id)})
 		}
 		pushAll(qi, skipped)
 	}

@@ -28,11 +28,11 @@ func (s *store) load(id jobID) (*backend.Job, side, error) {
 // loadPending is load for a claim's reads of the pending jobs it pops,
 // whose records exist and are read in ascending order (onwardReader).
 // A record it reads from Pebble is decoded into the first job of a
-// jobPair, and spare is the second, for the copy the claim hands out;
-// spare is nil when the job is one in memory.
+// jobPair, and spare is the second, for the copy the claim hands out
+// (Job.CloneInto); for a job in memory spare is a Job of its own.
 func (s *store) loadPending(id jobID) (j, spare *backend.Job, sd side, err error) {
 	if j, sd, ok := s.loadMemory(id); ok {
-		return j, nil, sd, nil
+		return j, new(backend.Job), sd, nil
 	}
 	p := new(jobPair)
 	found, sd, err := s.readKeyInto(&p[0], onwardReader{&s.records}, s.records.idKey(id), id, &s.names)

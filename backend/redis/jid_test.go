@@ -2,8 +2,12 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/kyuhq/kyu/backend"
 )
@@ -170,4 +174,76 @@ func testJIDStaleEntry(t *testing.T, s *Store) {
 		}
 		plantAll()
 	}
+}
+
+// TestJIDFreedWithUnparsedRecord: a job whose record does not parse
+// frees its JID when Delete or retention removes it (the JID is read
+// from the body's trailer), in both formats; it used to leave its index
+// entry behind, naming the job gone.
+func TestJIDFreedWithUnparsedRecord(t *testing.T) {
+	t.Parallel()
+	eachFormat(t, func(t *testing.T, s *Store, _ int) { testJIDUnparsed(t, s) })
+}
+
+// testJIDUnparsed writes a job with a JID for Delete and a completed one
+// with a JID for retention, turns their headers into nonsense, removes
+// them and checks that the queue's JID index names neither.
+func testJIDUnparsed(t *testing.T, s *Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := s.client
+	enqueue := func(nj backend.NewJob) string {
+		t.Helper()
+		nj.Type, nj.Queue = "t", "q"
+		res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{nj}})
+		if err != nil || res.Jobs[0].Duplicate {
+			t.Fatalf("Enqueue = %+v, %v; want the job written", res.Jobs, err)
+		}
+		return res.Jobs[0].ID
+	}
+	ret := enqueue(backend.NewJob{JID: "ret", Retention: backend.RetainFor(time.Hour)})
+	cl, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: time.Minute, Now: now})
+	if err != nil || len(cl.Jobs) != 1 || cl.Jobs[0].ID != ret {
+		t.Fatalf("Claim = %+v, %v; want %s", cl.Jobs, err, ret)
+	}
+	b, err := s.Complete(ctx, backend.CompleteParams{Now: now, Items: []backend.CompleteItem{{Lease: backend.Lease{JobID: ret, Token: cl.Jobs[0].LeaseToken}}}})
+	if err != nil || b.Errors[0] != nil {
+		t.Fatalf("Complete = %v, %v", b.Errors, err)
+	}
+	del := enqueue(backend.NewJob{JID: "del"})
+	num, _ := queueNumOf(del)
+	qk := s.keys.queue(num)
+	for _, id := range []string{ret, del} {
+		rec, err := c.Do(ctx, c.B().Hget().Key(qk.jobs()).Field(id).Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, body, _ := strings.Cut(rec, "\n")
+		if err := c.Do(ctx, c.B().Hset().Key(qk.jobs()).FieldValue().FieldValue(id, "p|x\n"+body).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, backend.GetParams{ID: id}); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Get of %s with a header that does not parse = %v; want ErrCorrupt", id, err)
+		}
+	}
+	indexed := func(jid, why string) {
+		t.Helper()
+		v, err := c.Do(ctx, c.B().Hget().Key(qk.jids()).Field(jid).Build()).ToString()
+		if !rueidis.IsRedisNil(err) {
+			t.Errorf("jid index entry %q = %q, %v after %s; want none", jid, v, err, why)
+		}
+	}
+	if err := s.Delete(ctx, backend.DeleteParams{ID: del, Now: now}); err != nil {
+		t.Fatalf("Delete of a record that does not parse: %v", err)
+	}
+	indexed("del", "Delete")
+	if _, err := s.ApplyRetention(ctx, backend.MaintenanceParams{Now: now.Add(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Do(ctx, c.B().Hexists().Key(qk.jobs()).Field(ret).Build()).AsBool(); err != nil || n {
+		t.Fatalf("record of %s after retention: exists %v, %v; want it gone", ret, n, err)
+	}
+	indexed("ret", "retention")
 }

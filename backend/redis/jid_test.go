@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
 	"github.com/kyuhq/kyu/backend"
@@ -246,4 +247,63 @@ func testJIDUnparsed(t *testing.T, s *Store) {
 		t.Fatalf("record of %s after retention: exists %v, %v; want it gone", ret, n, err)
 	}
 	indexed("ret", "retention")
+}
+
+// TestJIDStaleEntryImport: Import takes over a JID whose index entry
+// names a job gone, as Enqueue does, where it used to report the JID
+// held by that job; a live holder still holds it.
+func TestJIDStaleEntryImport(t *testing.T) {
+	t.Parallel()
+	testJIDStaleImport(t, openTest(t, ""))
+}
+
+// testJIDStaleImport plants a stale entry for a JID in the index the
+// import script of queue "q" reads (and one in the store-wide index on a
+// Cluster), then imports a job of q with that JID, whose id is not of
+// the store's numbering (so it has a home), and another after it.
+func testJIDStaleImport(t *testing.T, s *Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{{Type: "t", Queue: "q"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := res.Jobs[0].ID
+	if _, err := s.Purge(ctx, backend.PurgeParams{Queue: "q", State: backend.StatePending, Limit: 10, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	num, _ := queueNumOf(gone)
+	plant := func(key, value string) {
+		t.Helper()
+		if err := s.client.Do(ctx, s.client.B().Hset().Key(key).FieldValue().FieldValue("stale", value).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plant(s.keys.queue(num).jids(), gone)
+	if s.keys.cluster {
+		plant(s.keys.jids(), gone+"|c")
+	}
+	job := func() *backend.Job {
+		u := uuid.Must(uuid.NewV7())
+		u[9], u[10], u[11] = 0xff, 0xff, 0xff // no queue's number
+		return &backend.Job{ID: u.String(), Type: "t", Queue: "q", State: backend.StatePending, MaxAttempts: 3,
+			RunAt: now, Timeout: time.Minute, CreatedAt: now, Payload: []byte(`{}`), JID: "stale"}
+	}
+	first, second := job(), job()
+	r, err := s.Import(ctx, backend.ImportParams{Now: now, Jobs: []*backend.Job{first}})
+	if err != nil || r.Items[0].Outcome != backend.ImportCreated {
+		t.Fatalf("Import with a jid whose entry names a job gone = %+v, %v; want it created", r.Items, err)
+	}
+	if j, err := s.Get(ctx, backend.GetParams{JID: "stale"}); err != nil || j.ID != first.ID {
+		t.Fatalf("Get(jid stale) = %v, %v; want %s", j, err, first.ID)
+	}
+	r, err = s.Import(ctx, backend.ImportParams{Now: now, Jobs: []*backend.Job{second}})
+	if err != nil || r.Items[0].Outcome != backend.ImportConflict || r.Items[0].HolderID != first.ID {
+		t.Fatalf("Import with a jid held by %s = %+v, %v; want a conflict naming it", first.ID, r.Items, err)
+	}
+	if _, err := s.Get(ctx, backend.GetParams{ID: second.ID}); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("Get of the job refused = %v; want ErrNotFound", err)
+	}
 }

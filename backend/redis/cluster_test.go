@@ -72,6 +72,8 @@ func TestCluster(t *testing.T) {
 	// A stale entry in a queue's JID index or the store-wide one is
 	// taken over.
 	t.Run("StaleJID", func(t *testing.T) { testJIDStaleEntry(t, openTest(t, url)) })
+	t.Run("UnparsedJID", func(t *testing.T) { testJIDUnparsed(t, openTest(t, url)) })
+	t.Run("StaleJIDImport", func(t *testing.T) { testJIDStaleImport(t, openTest(t, url)) })
 
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		return openTest(t, url)

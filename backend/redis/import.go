@@ -157,7 +157,10 @@ func (s *store) importNew(ctx context.Context, p backend.ImportParams, items []b
 	return existing, nil
 }
 
-// importQueue imports the jobs at pos, all of queue q.
+// importQueue imports the jobs at pos, all of queue q. A job whose JID's
+// index entry names a job gone takes the JID over, as an Enqueue does
+// (holderState): the entry is deleted if it still names that job, and
+// the job imported again, at most holderTries times in a row.
 func (s *store) importQueue(ctx context.Context, q string, pos []int, p backend.ImportParams, items []backend.ImportItem) ([]int, error) {
 	args := make(map[int][]string, len(pos))
 	kept := pos[:0:0]
@@ -171,17 +174,40 @@ func (s *store) importQueue(ctx context.Context, q string, pos []int, p backend.
 		kept = append(kept, i)
 	}
 	pos = kept
+	var existing []int
+	for try := 1; ; try++ {
+		ex, stale, err := s.importQueueOnce(ctx, q, pos, args, p, items)
+		if err != nil {
+			return nil, err
+		}
+		existing = append(existing, ex...)
+		if len(stale) == 0 {
+			return existing, nil
+		}
+		if try > holderTries {
+			j := p.Jobs[stale[0]]
+			return nil, fmt.Errorf("job %s: jid %q: its holder was gone again after %d takeovers; job not written", j.ID, j.JID, holderTries)
+		}
+		pos = stale
+	}
+}
+
+// importQueueOnce runs the import script once for the jobs at pos (args
+// their values): it returns the positions whose id exists, and those
+// whose JID's index entry named a job gone, which it deleted (stale:
+// not written, their items not set).
+func (s *store) importQueueOnce(ctx context.Context, q string, pos []int, args map[int][]string, p backend.ImportParams, items []backend.ImportItem) (existing, stale []int, err error) {
 	for try := 0; ; try++ {
 		num, _, err := s.queues.number(ctx, q, true)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		existing, write, checked, err := s.claimHomes(ctx, num, pos, p.Jobs)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(write) == 0 {
-			return existing, nil
+			return existing, nil, nil
 		}
 		argv := make([]string, 0, 5+5*len(write))
 		argv = append(argv, ms(p.Now.UnixMilli()), s.keys.wakeChannel(q), strconv.Itoa(len(write)), q, strconv.Itoa(checked))
@@ -197,11 +223,11 @@ func (s *store) importQueue(ctx context.Context, q string, pos []int, p backend.
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := reply.Error(); err != nil {
 			if try >= 2 {
-				return nil, err
+				return nil, nil, err
 			}
 			s.queues.forget(q)
 			pos = write
@@ -209,13 +235,13 @@ func (s *store) importQueue(ctx context.Context, q string, pos []int, p backend.
 		}
 		parts, err := reply.ToArray()
 		if err != nil || len(parts) != len(write) && len(parts) != 0 {
-			return nil, fmt.Errorf("unexpected reply %s", reply.String())
+			return nil, nil, fmt.Errorf("unexpected reply %s", reply.String())
 		}
 		if len(parts) == 0 { // every job written
 			for _, i := range write {
 				items[i] = backend.ImportItem{Outcome: backend.ImportCreated}
 			}
-			return existing, nil
+			return existing, nil, nil
 		}
 		var refused []string
 		for k, part := range parts {
@@ -228,32 +254,61 @@ func (s *store) importQueue(ctx context.Context, q string, pos []int, p backend.
 				case 2:
 					existing = append(existing, i)
 				default:
-					return nil, fmt.Errorf("unexpected reply %s", reply.String())
+					return nil, nil, fmt.Errorf("unexpected reply %s", reply.String())
 				}
 				continue
 			}
 			dup, err := part.ToArray()
 			if err != nil || len(dup) != 2 {
-				return nil, fmt.Errorf("unexpected reply %s", reply.String())
+				return nil, nil, fmt.Errorf("unexpected reply %s", reply.String())
 			}
 			holder, _ := dup[1].ToString()
-			items[i] = backend.ImportItem{Outcome: backend.ImportConflict, HolderID: holder,
-				Reason: backend.ImportKeyHeld(j.ID, j.Queue, j.UniqueKey, holder)}
-			if code, _ := dup[0].AsInt64(); code == 4 {
-				items[i].Reason = backend.ImportJIDHeld(j.ID, j.JID, holder)
-			}
+			code, _ := dup[0].AsInt64()
 			if n, _ := queueNumOf(j.ID); n != num {
 				refused = append(refused, j.ID)
 			}
-		}
-		if len(refused) > 0 {
-			// The jobs refused were not written: their homes go.
-			if err := s.client.Do(ctx, s.client.B().Hdel().Key(s.keys.homes()).Field(refused...).Build()).Error(); err != nil {
-				return nil, err
+			if code == 4 {
+				gone, err := s.holderGone(ctx, num, j.JID, holder)
+				if err != nil {
+					return nil, nil, err
+				}
+				if gone {
+					stale = append(stale, i)
+					continue
+				}
+			}
+			items[i] = backend.ImportItem{Outcome: backend.ImportConflict, HolderID: holder,
+				Reason: backend.ImportKeyHeld(j.ID, j.Queue, j.UniqueKey, holder)}
+			if code == 4 {
+				items[i].Reason = backend.ImportJIDHeld(j.ID, j.JID, holder)
 			}
 		}
-		return existing, nil
+		if len(refused) > 0 {
+			// The jobs refused were not written: their homes go (those
+			// to import again record theirs again).
+			if err := s.client.Do(ctx, s.client.B().Hdel().Key(s.keys.homes()).Field(refused...).Build()).Error(); err != nil {
+				return nil, nil, err
+			}
+		}
+		return existing, stale, nil
 	}
+}
+
+// holderGone reports whether the job holder, which the JID index of the
+// queue numbered num gives jid, is gone; if so it deletes the entry, if
+// that still names it (see holderState).
+func (s *store) holderGone(ctx context.Context, num uint32, jid, holder string) (bool, error) {
+	_, err := s.getID(ctx, holder)
+	if !errors.Is(err, backend.ErrNotFound) {
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			return false, fmt.Errorf("read the holder of jid %q: %w", jid, err)
+		}
+		return false, nil
+	}
+	if _, err := s.swapJIDs(ctx, s.keys.queue(num).jids(), []string{jid, holder, ""}); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // claimHomes sorts the jobs at pos (of the queue numbered num) into those

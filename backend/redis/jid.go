@@ -97,14 +97,15 @@ const holderTries = 4
 
 // holderState fills in the state of the holder of the JID of nj, whose
 // enqueue (at now) found it held by the job out names. An index entry
-// whose job is gone holds no JID: the deletion of a record that fails to
-// parse cannot read its JID to free it, and eviction or a hand may drop a
-// record. Such an entry is deleted if it still names that job, atomically
-// (jid swap on the index the queue's scripts read), and nj is enqueued
-// again, so takes the JID (out then names it). A job's id is given to no
-// other job (only an Import of that very job writes it again), so an
-// entry still naming the job found gone is stale. Rather than loop, it
-// fails when the holder is gone again after holderTries takeovers.
+// whose job is gone holds no JID: the deletion of a record whose body's
+// trailer is damaged cannot read its JID to free it, and eviction or a
+// hand may drop a record. Such an entry is deleted if it still names
+// that job, atomically (jid swap on the index the queue's scripts read),
+// and nj is enqueued again, so takes the JID (out then names it). A
+// job's id is given to no other job (only an Import of that very job
+// writes it again), so an entry still naming the job found gone is
+// stale. Rather than loop, it fails when the holder is gone again after
+// holderTries takeovers.
 func (s *store) holderState(ctx context.Context, now time.Time, nj *backend.NewJob, out *backend.EnqueuedJob) error {
 	for try := 1; ; try++ {
 		j, err := s.getID(ctx, out.ID)

@@ -547,12 +547,26 @@ local function jobJID(r)
   return string.sub(s, -2 - n, -3)
 end
 
+-- trailerJID reads what would be the JID of a record that does not
+-- parse (raw, its text): the body's trailer (see jobJID), whatever its
+-- version byte, which the header hides; nil when the text is too short
+-- to hold one. The guess frees an entry only if it names the job.
+local function trailerJID(raw)
+  if type(raw) ~= 'string' or #raw < 3 then return nil end
+  local a, b = string.byte(raw, -2, -1)
+  local n = a * 256 + b
+  if n == 0 or n > #raw - 2 then return nil end
+  return string.sub(raw, -2 - n, -3)
+end
+
 -- remove deletes a job and its index entries (r is false or nil for a
 -- record that does not parse). A unique key held for a period stays held
 -- (with the state the job had); one held until the job is final is freed.
--- The job's JID is freed.
+-- The job's JID is freed: for a record that does not parse, the JID its
+-- trailer would hold, if the index gives it to this very job.
 local function remove(id, r)
   flush()
+  local raw = not r and cache[id]
   cache[id] = false
   redis.call('HDEL', KEY_jobs, id)
   redis.call('HDEL', KEY_errors, id)
@@ -580,10 +594,9 @@ local function remove(id, r)
       if hid == id and untilms == '0' then redis.call('HDEL', KEY_unique, r.uk) end
     end
   end
-  if r then
-    local jid = jobJID(r)
-    if jid and redis.call('HGET', KEY_jids, jid) == id then redis.call('HDEL', KEY_jids, jid) end
-  end
+  local jid
+  if r then jid = jobJID(r) else jid = trailerJID(raw) end
+  if jid and redis.call('HGET', KEY_jids, jid) == id then redis.call('HDEL', KEY_jids, jid) end
 end
 
 -- queueRetention is the queue's retention override for a final state

@@ -121,16 +121,7 @@ func testJIDStaleEntry(t *testing.T, s *Store) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	// A job of q written and purged: its id is a well-formed id of q that
-	// names no job.
-	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{{Type: "t", Queue: "q"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone := res.Jobs[0].ID
-	if _, err := s.Purge(ctx, backend.PurgeParams{Queue: "q", State: backend.StatePending, Limit: 10, Now: now}); err != nil {
-		t.Fatal(err)
-	}
+	gone := goneJobID(ctx, t, s, now)
 	num, _, err := s.queues.number(ctx, "q", false)
 	if err != nil {
 		t.Fatal(err)
@@ -249,6 +240,20 @@ func testJIDUnparsed(t *testing.T, s *Store) {
 	indexed("ret", "retention")
 }
 
+// goneJobID writes a job of queue "q" and purges it: its id is a
+// well-formed id of q that names no job.
+func goneJobID(ctx context.Context, t *testing.T, s *Store, now time.Time) string {
+	t.Helper()
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{{Type: "t", Queue: "q"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Purge(ctx, backend.PurgeParams{Queue: "q", State: backend.StatePending, Limit: 10, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	return res.Jobs[0].ID
+}
+
 // TestJIDStaleEntryImport: Import takes over a JID whose index entry
 // names a job gone, as Enqueue does, where it used to report the JID
 // held by that job; a live holder still holds it.
@@ -266,14 +271,7 @@ func testJIDStaleImport(t *testing.T, s *Store) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{{Type: "t", Queue: "q"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone := res.Jobs[0].ID
-	if _, err := s.Purge(ctx, backend.PurgeParams{Queue: "q", State: backend.StatePending, Limit: 10, Now: now}); err != nil {
-		t.Fatal(err)
-	}
+	gone := goneJobID(ctx, t, s, now)
 	num, _ := queueNumOf(gone)
 	plant := func(key, value string) {
 		t.Helper()

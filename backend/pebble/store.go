@@ -316,7 +316,7 @@ func openPebble(fs vfs.FS, dir string, opts Options, fault *engineFault, trim *c
 	// cannot read) fails the open, which would otherwise wait for ever.
 	bgErr := make(chan error, 1)
 	po := &cpebble.Options{
-		FS:                 fs,
+		FS:                 walZeroFS{fs},
 		Cache:              cache,
 		MemTableSize:       opts.MemTableSize,
 		FormatMajorVersion: cpebble.FormatNewest,

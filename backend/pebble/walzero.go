@@ -1,0 +1,135 @@
+package pebble
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// walZeroFS hands Pebble write-ahead log files whose space ahead of
+// Pebble's writes has already been written with zeros and synced, so that
+// a commit's sync overwrites written blocks instead of growing the file.
+// On ext4 a sync that grows a file (or turns preallocated extents into
+// written ones) commits the journal: 160–194 µs on this host's disk,
+// against 111–129 µs for a sync over written bytes, which is what Pebble
+// gets once it recycles old log files. Only new logs (Create) are
+// wrapped; recycled ones (ReuseForWrite) are full size already.
+//
+// Pebble's recovery reads zeros after the last record as the end of the
+// newest log (record.ErrZeroedChunk, as for space it preallocates), and
+// a cleanly closed log ends with an EOF trailer before the zeros.
+type walZeroFS struct {
+	vfs.FS
+}
+
+// walZeroAhead is how far ahead of Pebble's writes the zeroed region is
+// kept; walZeroChunk is how much is zeroed between two syncs, in writes
+// of walZeroWrite bytes. A chunk's sync commits the file system's
+// journal, which an idle commit's sync then waits for: 1 MiB chunks took
+// the idle enqueue-to-start p99 from a median 438 µs to 501 µs (five
+// runs each), 256 KiB left it at 436 µs against 470.
+const (
+	walZeroAhead = 1 << 20
+	walZeroChunk = 256 << 10
+	walZeroWrite = 64 << 10
+)
+
+// Create implements vfs.FS.
+func (fs walZeroFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, category)
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return newZeroAheadFile(f), nil
+}
+
+// Unwrap implements vfs.FS.
+func (fs walZeroFS) Unwrap() vfs.FS { return fs.FS }
+
+// zeroAheadFile is a log file whose zeroed region a goroutine extends,
+// one chunk at a time, while Pebble appends. Pebble's writes never
+// overlap a chunk being zeroed: a write that would waits for it.
+type zeroAheadFile struct {
+	vfs.File
+
+	mu     sync.Mutex
+	cond   sync.Cond
+	off    int64 // end of Pebble's writes
+	zeroed int64 // end of the synced zero region
+	busy   bool  // a chunk from zeroed on is being written
+	stop   bool  // closed, or a zero write failed: zero no more
+}
+
+func newZeroAheadFile(f vfs.File) *zeroAheadFile {
+	z := &zeroAheadFile{File: f}
+	z.cond.L = &z.mu
+	z.busy = true
+	go z.fill()
+	return z
+}
+
+// Write implements vfs.File: Pebble writes its log sequentially.
+func (z *zeroAheadFile) Write(p []byte) (int, error) {
+	z.mu.Lock()
+	for z.busy && z.off+int64(len(p)) > z.zeroed {
+		z.cond.Wait()
+	}
+	z.mu.Unlock()
+	n, err := z.File.Write(p)
+	z.mu.Lock()
+	z.off += int64(n)
+	more := !z.busy && !z.stop && z.off+walZeroAhead > z.zeroed
+	if more {
+		z.busy = true
+	}
+	z.mu.Unlock()
+	if more {
+		go z.fill()
+	}
+	return n, err
+}
+
+// fill zeroes chunks past the zeroed region until it reaches
+// walZeroAhead past Pebble's writes, syncing each.
+func (z *zeroAheadFile) fill() {
+	zeros := make([]byte, walZeroWrite)
+	for {
+		z.mu.Lock()
+		from := z.zeroed
+		z.mu.Unlock()
+		var err error
+		for off := from; off < from+walZeroChunk && err == nil; off += walZeroWrite {
+			_, err = z.File.WriteAt(zeros, off)
+		}
+		if err == nil {
+			err = z.File.SyncData()
+		}
+		z.mu.Lock()
+		if err != nil {
+			// Pebble's own writes still grow the file as they would
+			// without the zeros.
+			z.stop = true
+		} else {
+			z.zeroed = from + walZeroChunk
+		}
+		more := !z.stop && z.off+walZeroAhead > z.zeroed
+		z.busy = more
+		z.cond.Broadcast()
+		z.mu.Unlock()
+		if !more {
+			return
+		}
+	}
+}
+
+// Close implements vfs.File, once no zero write is under way.
+func (z *zeroAheadFile) Close() error {
+	z.mu.Lock()
+	z.stop = true
+	for z.busy {
+		z.cond.Wait()
+	}
+	z.mu.Unlock()
+	return z.File.Close()
+}

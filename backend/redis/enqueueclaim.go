@@ -93,15 +93,19 @@ func enqueueClaimArgs(lean []string, p backend.ClaimParams, workerHex string) []
 
 // claimedRecord is the pending record rec as the claim script writes it
 // when it claims the job at now (ms) until exp for the worker workerHex:
-// its header as claimedHeader makes it, then rec's body. ok is false for
-// a header not of that shape.
+// its header as claimedHeader makes it, then what follows rec's header
+// (all of a bare record). ok is false for a header not of that shape.
 func claimedRecord(rec, now, exp, workerHex string) (string, bool) {
-	head, ok := claimedHeader(rec, now, exp, workerHex)
+	var f [headerFields]string
+	tail, ok := splitRecord(rec, &f)
 	if !ok {
 		return "", false
 	}
-	_, body, _ := strings.Cut(rec, "\n")
-	return head + body, true
+	head, ok := claimedHeaderOf(&f, now, exp, workerHex)
+	if !ok {
+		return "", false
+	}
+	return head + tail, true
 }
 
 // claimedHeader is the header of the pending record rec, with its
@@ -111,14 +115,16 @@ func claimedRecord(rec, now, exp, workerHex string) (string, bool) {
 // whatever rec's (a short header's run-at stays ""). ok is false for a
 // header of neither form.
 func claimedHeader(rec, now, exp, workerHex string) (string, bool) {
-	head, _, ok := strings.Cut(rec, "\n")
-	if !ok {
-		return "", false
-	}
 	var f [headerFields]string
-	if !splitHeader(head, &f) {
+	if _, ok := splitRecord(rec, &f); !ok {
 		return "", false
 	}
+	return claimedHeaderOf(&f, now, exp, workerHex)
+}
+
+// claimedHeaderOf is claimedHeader of a pending record whose header
+// fields are f (f is changed).
+func claimedHeaderOf(f *[headerFields]string, now, exp, workerHex string) (string, bool) {
 	attempt, err := strconv.Atoi(f[hAttempt-1])
 	if err != nil {
 		return "", false

@@ -5,33 +5,30 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/kyuhq/kyu/backend"
 )
 
-// recordForm is how a stored record is written: its header short, its
-// run-at "" (its creation), its body compact.
-type recordForm struct{ short, noRunAt, compact bool }
+// recordForm is how a stored record is written: its header short or
+// left out (bare), its run-at "" (its creation), its body compact.
+type recordForm struct{ short, bare, noRunAt, compact bool }
 
 // formOf reads the form of the record rec.
 func formOf(t *testing.T, id, rec string) recordForm {
 	t.Helper()
-	head, rest, ok := strings.Cut(rec, "\n")
-	if !ok {
-		t.Fatalf("job %s: record %q has no header", id, rec)
-	}
 	var h [headerFields]string
-	if !splitHeader(head, &h) {
-		t.Fatalf("job %s: header %q does not parse", id, head)
+	rest, ok := splitRecord(rec, &h)
+	if !ok {
+		t.Fatalf("job %s: record %q has no header that parses", id, rec)
 	}
 	ulen, err := strconv.Atoi(h[hUniqueLen-1])
 	if err != nil || ulen > len(rest) || ulen == len(rest) {
 		t.Fatalf("job %s: record %q: unique key length %q", id, rec, h[hUniqueLen-1])
 	}
-	return recordForm{short: isShortHeader(head), noRunAt: h[hRunAt-1] == "", compact: rest[ulen] >= bodyCompact}
+	head, _ := recordHead(rec)
+	return recordForm{short: !isBare(rec) && isShortHeader(head), bare: isBare(rec), noRunAt: h[hRunAt-1] == "", compact: rest[ulen] >= bodyCompact}
 }
 
 // storedRecords is the records of the jobs ids as stored, by id.
@@ -88,13 +85,14 @@ func checkFormat2(t *testing.T, s *Store, step string, want int) {
 	}
 }
 
-// TestFormatFieldsRoundTrip: a job of every field set its own way, and
-// one of every field left alone, keep every field through enqueue,
-// claim, fail (to retry), claim, fail (final), Retry, claim and complete
-// on a store of either format (Get after each step); a format-2 store
-// holds no record of format 3's forms at any step, a format-3 store the
-// short header for the plain job until it is claimed and the compact
-// body for both throughout.
+// TestFormatFieldsRoundTrip: a job of every field set its own way, one
+// of every field left alone but its max attempts, and two of every field
+// left alone (one with a JID), keep every field through enqueue, claim,
+// fail (to retry), claim, fail (final), Retry, claim and complete on a
+// store of either format (Get after each step); a format-2 store holds
+// no record of format 3's forms at any step, a format-3 store the short
+// header for the plain job and bare records for the bare ones until
+// they are claimed, and the compact body for all throughout.
 func TestFormatFieldsRoundTrip(t *testing.T) {
 	t.Parallel()
 	eachFormat(t, func(t *testing.T, s *Store, v int) {
@@ -107,24 +105,41 @@ func TestFormatFieldsRoundTrip(t *testing.T) {
 			Tags: []string{"a", "b"}, Metadata: map[string]string{"k": "v", "e": ""}, Retention: backend.RetainFor(3 * time.Hour),
 		}
 		plain := backend.NewJob{Type: "plain", Queue: "q", MaxAttempts: 3}
-		res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{full, plain}})
+		bare := backend.NewJob{Type: "bare", Queue: "q"}
+		bareJID := backend.NewJob{Type: "bare jid", Queue: "q", JID: "jid2-" + testPrefix(t)}
+		all := []backend.NewJob{full, plain, bare, bareJID}
+		res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: all})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids := []string{res.Jobs[0].ID, res.Jobs[1].ID}
-		nj := map[string]backend.NewJob{ids[0]: full, ids[1]: plain}
-		timeout := map[string]time.Duration{ids[0]: full.Timeout, ids[1]: backend.DefaultTimeout}
-		runAt := map[string]time.Time{ids[0]: full.RunAt, ids[1]: now}
+		var ids []string
+		nj := map[string]backend.NewJob{}
+		timeout := map[string]time.Duration{}
+		runAt := map[string]time.Time{}
+		for k, j := range res.Jobs {
+			ids = append(ids, j.ID)
+			nj[j.ID], timeout[j.ID], runAt[j.ID] = all[k], backend.DefaultTimeout, now
+		}
+		timeout[ids[0]], runAt[ids[0]] = full.Timeout, full.RunAt
 
-		check := func(step string, states [2]backend.State, attempt int, compactPlainHeader bool) {
+		// check checks every job after step: the full one in the state
+		// fullState, the others in state; enqueued says whether none was
+		// claimed yet.
+		check := func(step string, fullState, state backend.State, attempt int, enqueued bool) {
 			t.Helper()
 			for k, id := range ids {
-				state := states[k]
+				state := state
+				if k == 0 {
+					state = fullState
+				}
 				j, err := s.Get(ctx, backend.GetParams{ID: id})
 				if err != nil {
 					t.Fatalf("%s: Get(%s): %v", step, id, err)
 				}
 				w := nj[id]
+				if w.MaxAttempts == 0 {
+					w.MaxAttempts = backend.DefaultMaxAttempts
+				}
 				for _, d := range []struct {
 					name      string
 					got, want any
@@ -147,7 +162,7 @@ func TestFormatFieldsRoundTrip(t *testing.T) {
 				}
 			}
 			if v < 3 {
-				checkFormat2(t, s, step, 2)
+				checkFormat2(t, s, step, len(ids))
 				return
 			}
 			for id, rec := range storedRecords(t, s, ids...) {
@@ -155,16 +170,19 @@ func TestFormatFieldsRoundTrip(t *testing.T) {
 				if !f.compact {
 					t.Errorf("%s: job %s: body not compact: %q", step, nj[id].Type, rec)
 				}
-				if want := id == ids[1] && compactPlainHeader; f.short != want {
+				if want := id == ids[1] && enqueued; f.short != want {
 					t.Errorf("%s: job %s: short header %v, want %v: %q", step, nj[id].Type, f.short, want, rec)
+				}
+				if want := (id == ids[2] || id == ids[3]) && enqueued; f.bare != want {
+					t.Errorf("%s: job %s: bare %v, want %v: %q", step, nj[id].Type, f.bare, want, rec)
 				}
 			}
 		}
 		claim := func(step string, at time.Time) []backend.Lease {
 			t.Helper()
 			got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute, WorkerID: "w", Now: at})
-			if err != nil || len(got.Jobs) != 2 {
-				t.Fatalf("%s: Claim = %d jobs, %v; want 2", step, len(got.Jobs), err)
+			if err != nil || len(got.Jobs) != len(ids) {
+				t.Fatalf("%s: Claim = %d jobs, %v; want %d", step, len(got.Jobs), err, len(ids))
 			}
 			var ls []backend.Lease
 			for _, j := range got.Jobs {
@@ -190,19 +208,21 @@ func TestFormatFieldsRoundTrip(t *testing.T) {
 		}
 
 		P, S, A, R, F, C := backend.StatePending, backend.StateScheduled, backend.StateActive, backend.StateRetry, backend.StateFailed, backend.StateCompleted
-		check("enqueued", [2]backend.State{S, P}, 0, true)
+		check("enqueued", S, P, 0, true)
 		at := now.Add(2 * time.Second)
 		ls := claim("claim 1", at)
-		check("claim 1", [2]backend.State{A, A}, 1, false)
+		check("claim 1", A, A, 1, false)
 		retryAt := at.Add(time.Minute)
 		fail("fail 1", ls, at, retryAt, false)
-		runAt[ids[0]], runAt[ids[1]] = retryAt, retryAt
-		check("fail 1", [2]backend.State{R, R}, 1, false)
+		for _, id := range ids {
+			runAt[id] = retryAt
+		}
+		check("fail 1", R, R, 1, false)
 		at = retryAt.Add(time.Second)
 		ls = claim("claim 2", at)
-		check("claim 2", [2]backend.State{A, A}, 2, false)
+		check("claim 2", A, A, 2, false)
 		fail("fail 2", ls, at, time.Time{}, true)
-		check("fail 2", [2]backend.State{F, F}, 2, false)
+		check("fail 2", F, F, 2, false)
 		at = at.Add(time.Minute)
 		for _, id := range ids {
 			if _, err := s.Retry(ctx, backend.RetryParams{ID: id, Now: at}); err != nil {
@@ -210,17 +230,23 @@ func TestFormatFieldsRoundTrip(t *testing.T) {
 			}
 			runAt[id] = at
 		}
-		check("retry", [2]backend.State{P, P}, 2, false)
+		check("retry", P, P, 2, false)
 		ls = claim("claim 3", at)
-		check("claim 3", [2]backend.State{A, A}, 3, false)
+		check("claim 3", A, A, 3, false)
 		var items []backend.CompleteItem
 		for _, l := range ls {
 			items = append(items, backend.CompleteItem{Lease: l})
 		}
-		if r, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: at}); err != nil || r.Errors[0] != nil || r.Errors[1] != nil {
-			t.Fatalf("Complete = %+v, %v", r, err)
+		r, err := s.Complete(ctx, backend.CompleteParams{Items: items, Now: at})
+		if err != nil {
+			t.Fatalf("Complete: %v", err)
 		}
-		check("complete", [2]backend.State{C, C}, 3, false)
+		for _, e := range r.Errors {
+			if e != nil {
+				t.Fatalf("Complete = %+v", r)
+			}
+		}
+		check("complete", C, C, 3, false)
 	})
 }
 
@@ -330,26 +356,52 @@ func TestFormat2WritesNoFormat3(t *testing.T) {
 
 // TestShortJobBodyReaders: the scripts' readers of a compact body find
 // their field past the fields set before it, for a job of a short
-// header with a title, timeout, tags, metadata, JID and a created time
-// other than its id's: a claim by type and by byte budget takes it, its
-// Release and lease recovery score it by its creation (runAtOf), and its
-// Delete frees its JID (jobJID).
+// header, and for one of a bare record, with a title, timeout, tags,
+// metadata, JID and a created time other than its id's, and for a job
+// of a bare record whose body holds its created time in its version
+// (bodyCompactDefaults): a claim by type and by byte budget takes it,
+// its Release and lease recovery score it by its creation (runAtOf),
+// and its Delete frees its JID (jobJID).
 func TestShortJobBodyReaders(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct {
+		name        string
+		maxAttempts int
+		back        time.Duration
+		full        bool
+	}{{"short", 3, 5 * time.Second, true}, {"bare", 0, 5 * time.Second, true}, {"bare folded", 0, 3 * time.Millisecond, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testShortJobBodyReaders(t, c.maxAttempts, c.back, c.full)
+		})
+	}
+}
+
+// testShortJobBodyReaders is TestShortJobBodyReaders for a job of
+// maxAttempts enqueued back before the clock, with the title, timeout,
+// tags and metadata set when full is.
+func testShortJobBodyReaders(t *testing.T, maxAttempts int, back time.Duration, full bool) {
 	s := openTest(t, "")
 	ctx := t.Context()
 	c := s.client
-	now := time.Now().Add(-5 * time.Second).Truncate(time.Millisecond).UTC()
+	now := time.Now().Add(-back).Truncate(time.Millisecond).UTC()
 	jid := "jid-" + testPrefix(t)
-	nj := backend.NewJob{Type: "a", Queue: "q", Payload: []byte("0123456789"), Title: "a title", Timeout: 45 * time.Second,
-		Tags: []string{"x"}, Metadata: map[string]string{"k": "v"}, JID: jid}
+	nj := backend.NewJob{Type: "a", Queue: "q", Payload: []byte("0123456789"), Timeout: backend.DefaultTimeout, JID: jid, MaxAttempts: maxAttempts}
+	if full {
+		nj.Title, nj.Timeout, nj.Tags, nj.Metadata = "a title", 45*time.Second, []string{"x"}, map[string]string{"k": "v"}
+	}
 	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{nj}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := res.Jobs[0].ID
-	if f := formOf(t, id, storedRecords(t, s, id)[id]); !f.short || !f.compact {
-		t.Fatalf("record of the job is %+v, want a short header and a compact body", f)
+	rec := storedRecords(t, s, id)[id]
+	if f := formOf(t, id, rec); f.short != (maxAttempts != 0) || f.bare != (maxAttempts == 0) || !f.compact {
+		t.Fatalf("record of the job is %+v, want a short header (or none for the default max attempts) and a compact body", f)
+	}
+	_, body := recordHead(rec)
+	if d := idMilli(id) - now.UnixMilli(); !full && d <= maxFoldedCreated && body[0] != bodyCompactDefaults+2*byte(d)+1 {
+		t.Fatalf("body of the job created %d ms before its id: version %d, want %d", d, body[0], bodyCompactDefaults+2*byte(d)+1)
 	}
 	num, _ := queueNumOf(id)
 	qk := s.keys.queue(num)

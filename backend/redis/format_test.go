@@ -44,10 +44,13 @@ func TestFormatNewStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if isBare(rec) {
+			return "bare"
+		}
 		h, _, _ := strings.Cut(rec, "\n")
 		return h
 	}
-	for i, want := range []string{"p25", "p3", ""} {
+	for i, want := range []string{"bare", "p3", ""} {
 		h := head(res.Jobs[i].ID)
 		if want == "" && !isShortHeader(h) {
 			continue

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,19 +17,25 @@ import (
 // parse. Each job is read from its own record: its body and unique key,
 // and the header as it now is. In a store of format 2 the shared header
 // is a long one, in a new store the short one (record.go), which the
-// edits write out long.
+// edits write out long; jobs of the default max attempts have none
+// there (bare records, which the claim takes its short way too).
 func TestClaimSharedHeaders(t *testing.T) {
 	t.Parallel()
-	eachFormat(t, testClaimSharedHeaders)
+	eachFormat(t, func(t *testing.T, s *Store, format int) {
+		for _, max := range []int{3, 0} {
+			testClaimSharedHeaders(t, s, format, max)
+		}
+	})
 }
 
-func testClaimSharedHeaders(t *testing.T, s *Store, format int) {
+func testClaimSharedHeaders(t *testing.T, s *Store, format, maxAttempts int) {
 	ctx := t.Context()
 	c := s.client
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	queue := "q" + strconv.Itoa(maxAttempts)
 	var jobs []backend.NewJob
 	for i := range 8 {
-		j := backend.NewJob{Type: fmt.Sprintf("t%d", i%2), Queue: "q", Payload: []byte(fmt.Sprintf("payload %d", i))}
+		j := backend.NewJob{Type: fmt.Sprintf("t%d", i%2), Queue: queue, Payload: []byte(fmt.Sprintf("payload %d", i)), MaxAttempts: maxAttempts}
 		if i >= 5 {
 			j.UniqueKey = fmt.Sprintf("k%d", i) // same length: the header is shared
 		}
@@ -58,12 +65,16 @@ func testClaimSharedHeaders(t *testing.T, s *Store, format int) {
 			t.Fatal(err)
 		}
 	}
-	head1, _, _ := strings.Cut(get(ids[1]), "\n")
+	rec1 := get(ids[1])
+	head1, _ := recordHead(rec1)
+	if bare := isBare(rec1); bare != (format >= 3 && maxAttempts == 0) {
+		t.Fatalf("format %d store wrote the record %q of a job of max attempts %d", format, rec1, maxAttempts)
+	}
 	if short := isShortHeader(head1); short != (format >= 3) {
 		t.Fatalf("format %d store wrote the header %q", format, head1)
 	}
 	for _, id := range ids[2:5] {
-		if h, _, _ := strings.Cut(get(id), "\n"); h != head1 {
+		if h, _ := recordHead(get(id)); h != head1 {
 			t.Fatalf("header of %s = %q, want %q as job 1's: the test no longer covers shared headers", id, h, head1)
 		}
 	}
@@ -79,7 +90,7 @@ func testClaimSharedHeaders(t *testing.T, s *Store, format int) {
 	// Twice: through the claim's plain path and its type filter.
 	claimed := 0
 	for _, types := range [][]string{nil, {"t0", "t1"}} {
-		got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Types: types, Max: 4, Lease: time.Minute, WorkerID: "w", Now: now})
+		got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{queue}, Types: types, Max: 4, Lease: time.Minute, WorkerID: "w", Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +106,10 @@ func testClaimSharedHeaders(t *testing.T, s *Store, format int) {
 				t.Fatalf("claimed %s, which is not one of %v less the corrupt one", j.ID, ids)
 			}
 			want := jobs[i]
-			maxAttempts := 25
+			maxAttempts := want.MaxAttempts
+			if maxAttempts == 0 {
+				maxAttempts = backend.DefaultMaxAttempts
+			}
 			if i == 3 {
 				maxAttempts = 7
 			}

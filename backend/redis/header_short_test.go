@@ -11,13 +11,15 @@ import (
 )
 
 // TestShortHeaderRoundTrip writes every job whose header the short form
-// covers, with format 3's forms on (short header, compact body), (any max attempts, and with or without what the body alone
+// covers (any max attempts, and with or without what the body alone
 // holds: title, timeout, tags, metadata, a JID, a created time other
-// than the id's) with short headers on: its header is "p" and its max
-// attempts, and it reads back as it was, through the Go decoder and
-// through claimedHeader, which writes the claimed record the claim
-// script would. Each field that the short form does not cover, set to
-// something else than its default, makes the header the long one.
+// than the id's) with format 3's forms on (short header, compact body):
+// its header is "p" and its max attempts, or none at all (a bare
+// record) for bareMaxAttempts, and it reads back as it was, through the
+// Go decoder and through claimedRecord, which writes the claimed record
+// the claim script would. Each field that the short form does not
+// cover, set to something else than its default, makes the header the
+// long one.
 func TestShortHeaderRoundTrip(t *testing.T) {
 	t.Parallel()
 	id, err := newJobID(7)
@@ -34,15 +36,20 @@ func TestShortHeaderRoundTrip(t *testing.T) {
 		func(j *backend.Job) { j.JID = "jid" },
 		func(j *backend.Job) { j.Payload = []byte("p|\n") },
 	}
-	for _, max := range []int{0, 1, 25, 1000000} {
-		for _, created := range []time.Time{idTime, idTime.Add(-3 * time.Millisecond), idTime.Add(time.Hour)} {
+	for _, max := range []int{0, 1, 24, bareMaxAttempts, 1000000} {
+		for _, created := range []time.Time{idTime, idTime.Add(-3 * time.Millisecond), idTime.Add(-maxFoldedCreated * time.Millisecond),
+			idTime.Add(-(maxFoldedCreated + 1) * time.Millisecond), idTime.Add(time.Millisecond), idTime.Add(time.Hour)} {
 			for bi, body := range bodies {
 				j := &backend.Job{ID: id, Queue: "q", Type: "t", State: backend.StatePending, MaxAttempts: max, RunAt: created, CreatedAt: created}
 				body(j)
 				rec := string(appendRecord(nil, j, true))
-				head, _, _ := strings.Cut(rec, "\n")
-				if want := "p" + strconv.Itoa(max); head != want {
-					t.Fatalf("max %d, created %v, body %d: header %q, want %q", max, created, bi, head, want)
+				head, _ := recordHead(rec)
+				wantHead := "p" + strconv.Itoa(max)
+				if max == bareMaxAttempts {
+					wantHead = ""
+				}
+				if head != wantHead || isBare(rec) != (wantHead == "") {
+					t.Fatalf("max %d, created %v, body %d: header %q (bare %v), want %q", max, created, bi, head, isBare(rec), wantHead)
 				}
 				got, err := decodeRecord(id, "q", rec)
 				if err != nil {
@@ -133,13 +140,24 @@ func TestShortHeaderCorrupt(t *testing.T) {
 	now := time.UnixMilli(idMilli(id)).UTC()
 	j := &backend.Job{ID: id, Type: "t", State: backend.StatePending, MaxAttempts: 25, RunAt: now, CreatedAt: now}
 	rec := string(appendRecord(nil, j, true))
-	_, body, _ := strings.Cut(rec, "\n")
+	if !isBare(rec) {
+		t.Fatalf("record %q is not bare", rec)
+	}
+	body := rec
 	for _, head := range []string{"p", "s25", "p-1", "p2x", "P25", "p 25", "a25", "p25|"} {
 		if _, err := decodeRecord(id, "q", head+"\n"+body); err == nil {
 			t.Errorf("header %q decoded", head)
 		}
 		if _, ok := claimedRecord(head+"\n"+body, "1", "2", "77"); ok {
 			t.Errorf("header %q claimed", head)
+		}
+	}
+	// Records with no header whose first byte is no body version, and
+	// bare records whose body does not parse.
+	for _, bad := range []string{"", "\x00" + rec[1:], string(rune(bodyLastVersion+1)) + rec[1:], rec[:1], rec[:len(rec)-1], rec + "x",
+		"\x05\x01t\x00\x00\x01", "\x06\x01t\x00"} {
+		if _, err := decodeRecord(id, "q", bad); err == nil {
+			t.Errorf("record %q decoded", bad)
 		}
 	}
 }
@@ -189,6 +207,9 @@ func TestCompactBodyRoundTrip(t *testing.T) {
 				version := byte(bodyVersion)
 				if f3 {
 					version = bodyCompact
+					if want == 0 {
+						version = bodyCompactDefaults
+					}
 				}
 				if jid != "" {
 					version++
@@ -196,7 +217,7 @@ func TestCompactBodyRoundTrip(t *testing.T) {
 				if body[0] != version {
 					t.Fatalf("mask %b, jid %q, f3 %v: body version %d, want %d", mask, jid, f3, body[0], version)
 				}
-				if at := 1 + 1 + len(j.Type) + 1 + len(j.Payload); f3 && body[at] != want {
+				if at := 1 + 1 + len(j.Type) + 1 + len(j.Payload); f3 && want != 0 && body[at] != want {
 					t.Errorf("mask %b, jid %q: flags %b, want %b", mask, jid, body[at], want)
 				}
 				got, err := decodeRecord(id, "q", rec)
@@ -210,10 +231,58 @@ func TestCompactBodyRoundTrip(t *testing.T) {
 		}
 	}
 	// Flags beyond the known ones are corrupt.
-	j := &backend.Job{ID: id, Type: "t", State: backend.StatePending, MaxAttempts: 25, RunAt: idTime, Timeout: backend.DefaultTimeout, CreatedAt: idTime}
+	j := &backend.Job{ID: id, Type: "t", State: backend.StatePending, MaxAttempts: 25, RunAt: idTime, Timeout: backend.DefaultTimeout, CreatedAt: idTime, Title: "x"}
 	rec := []byte(string(appendRecord(nil, j, true)))
-	rec[len(rec)-1] |= 0x80
+	if rec[0] != bodyCompact || rec[4] != bodyTitle {
+		t.Fatalf("record %q is not bare with a title's flags", rec)
+	}
+	rec[4] |= 0x80
 	if _, err := decodeRecord(id, "q", string(rec)); err == nil {
 		t.Errorf("record %q with unknown flags decoded", rec)
+	}
+}
+
+// TestCompactBodyCreatedFolded: a compact body whose fields after the
+// payload are all defaults but its CreatedAt, 0 to maxFoldedCreated ms
+// before the id's time, holds those ms in its version (bodyCompactDefaults
+// plus twice them, plus one with a JID) with no flags byte; a CreatedAt
+// further back, or after the id's time, or any other field set, takes
+// the flags. Each reads back as it was, bare or with a header.
+func TestCompactBodyCreatedFolded(t *testing.T) {
+	t.Parallel()
+	id, err := newJobID(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idTime := time.UnixMilli(idMilli(id)).UTC()
+	for ms := -2; ms <= maxFoldedCreated+2; ms++ {
+		for _, jid := range []string{"", "jid"} {
+			for _, max := range []int{bareMaxAttempts, 3} {
+				for _, title := range []string{"", "t"} {
+					created := idTime.Add(-time.Duration(ms) * time.Millisecond)
+					j := &backend.Job{ID: id, Queue: "q", Type: "type", Payload: []byte("pay\nload"), State: backend.StatePending, MaxAttempts: max,
+						RunAt: created, Timeout: backend.DefaultTimeout, CreatedAt: created, JID: jid, Title: title}
+					rec := string(appendRecord(nil, j, true))
+					_, body := recordHead(rec)
+					want := byte(bodyCompact)
+					if ms >= 0 && ms <= maxFoldedCreated && title == "" {
+						want = bodyCompactDefaults + 2*byte(ms)
+					}
+					if jid != "" {
+						want++
+					}
+					if body[0] != want {
+						t.Errorf("created %d ms back, jid %q, max %d, title %q: version %d, want %d", ms, jid, max, title, body[0], want)
+					}
+					if isBare(rec) != (max == bareMaxAttempts) {
+						t.Errorf("created %d ms back, max %d: bare %v", ms, max, isBare(rec))
+					}
+					got, err := decodeRecord(id, "q", rec)
+					if err != nil || !reflect.DeepEqual(got, j) {
+						t.Errorf("created %d ms back, jid %q, max %d, title %q round trip:\n got  %+v, %v\n want %+v", ms, jid, max, title, got, err, j)
+					}
+				}
+			}
+		}
 	}
 }

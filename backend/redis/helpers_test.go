@@ -171,14 +171,25 @@ func eachFormat(t *testing.T, test func(t *testing.T, s *Store, format int)) {
 	}
 }
 
-// headerFieldsOf is the header of the record rec, of either form, as
-// the fields of its long form, and the tail after its newline.
+// headerFieldsOf is the header of the record rec, of any form, as the
+// fields of its long form, and what follows the header (all of a bare
+// record).
 func headerFieldsOf(t testing.TB, rec string) (fields []string, tail string) {
 	t.Helper()
-	head, tail, _ := strings.Cut(rec, "\n")
 	var h [headerFields]string
-	if !splitHeader(head, &h) {
+	tail, ok := splitRecord(rec, &h)
+	if !ok {
 		t.Fatalf("record %q has no header", rec)
 	}
 	return h[:], tail
+}
+
+// recordHead is the header of the record rec, without its newline ("" for
+// a bare record), and what follows it (all of a bare record).
+func recordHead(rec string) (head, tail string) {
+	if isBare(rec) {
+		return "", rec
+	}
+	head, tail, _ = strings.Cut(rec, "\n")
+	return head, tail
 }

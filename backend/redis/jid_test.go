@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -212,7 +211,7 @@ func testJIDUnparsed(t *testing.T, s *Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, body, _ := strings.Cut(rec, "\n")
+		_, body := recordHead(rec)
 		if err := c.Do(ctx, c.B().Hset().Key(qk.jobs()).FieldValue().FieldValue(id, "p|x\n"+body).Build()).Error(); err != nil {
 			t.Fatal(err)
 		}

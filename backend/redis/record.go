@@ -33,12 +33,15 @@ import (
 // A store of format 3 (formatVersion) writes the header of a new pending
 // job whose fields are defaults in its short form: "p", the max attempts
 // in decimal, "\n" (see shortHeaderFits). It stands for the header
-// "p|0|<max>|0|0||||||||0|". A run-at of "" (in either form) is the job's
-// CreatedAt, read from the body: the claim of such a job keeps it "" in
-// the active record it writes. Both forms are read in stores of either
-// format; a format-2 store never holds a short header, an empty run-at
-// or a compact body (bodyCompact), so a kyu that reads format 2 only
-// never meets one.
+// "p|0|<max>|0|0||||||||0|". When the max attempts are bareMaxAttempts it
+// leaves the header out altogether: the record is its body alone, and
+// starts with the body's version byte (1 to bodyLastVersion), where a
+// header starts with a letter (isBare). A run-at of "" (in any
+// form) is the job's CreatedAt, read from the body: the claim of such a
+// job keeps it "" in the active record it writes. All forms are read in
+// stores of either format; a format-2 store never holds a short header,
+// a bare record, an empty run-at or a compact body (bodyCompact), so a
+// kyu that reads format 2 only never meets one.
 const (
 	hState       = 1  // one letter, see stateCode
 	hAttempt     = 2  // attempts made
@@ -104,15 +107,34 @@ func stateOfCode(code string) (backend.State, bool) {
 // payload as in the others, then a byte of flags (the body* bits) saying
 // which of the other fields follow, in the same order; one that does not
 // is its default (no title, backend.DefaultTimeout, no UniqueFor,
-// RetainDefault, CreatedAt at the id's time, no tags, no metadata). A
-// pending job with its options left alone so takes 3 bytes besides its
-// type and payload, where the others take 12 or more.
+// RetainDefault, CreatedAt at the id's time, no tags, no metadata).
+//
+// A compact body whose fields after the payload are all defaults but for
+// a CreatedAt of 0 to maxFoldedCreated ms before the id's time (a job
+// enqueued in a batch, whose id is made a little after the call's Now)
+// has no flags byte and no created field: its version is
+// bodyCompactDefaults plus twice those ms (plus one with the JID
+// trailer), up to bodyLastVersion. A pending job with its options left
+// alone so takes 1 byte besides its type and payload, where the others
+// take 12 or more. Format 3 wrote such jobs with versions 3 and 4 before
+// it had these, and those are read as ever. Every version with a JID
+// trailer is even.
 const (
-	bodyVersion    = 1
-	bodyVersionJID = 2
-	bodyCompact    = 3
-	bodyCompactJID = 4
+	bodyVersion         = 1
+	bodyVersionJID      = 2
+	bodyCompact         = 3
+	bodyCompactJID      = 4
+	bodyCompactDefaults = 5
+	maxFoldedCreated    = 29
+	bodyLastVersion     = bodyCompactDefaults + 2*maxFoldedCreated + 1 // 64, below every header's first letter
 )
+
+// bareMaxAttempts is the max attempts a bare record (a pending job's
+// record with no header, see above) stands for: the default one
+// (backend.DefaultMaxAttempts) when bare records came in. It is part of
+// the format, fixed here: a new default would leave records written
+// before it meaning 25.
+const bareMaxAttempts = 25
 
 // The flags of a compact body: which fields follow.
 const (
@@ -190,9 +212,11 @@ func shortHeaderFits(j *backend.Job, cancel string) bool {
 // "The cancel field" above), for a job that comes with its history.
 func appendRecordCancel(b []byte, j *backend.Job, cancel string, f3 bool) []byte {
 	if f3 && shortHeaderFits(j, cancel) {
-		b = append(b, 'p')
-		b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
-		b = append(b, '\n')
+		if j.MaxAttempts != bareMaxAttempts {
+			b = append(b, 'p')
+			b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
+			b = append(b, '\n')
+		}
 		return appendBody(b, j, true)
 	}
 	b = append(b, stateCode(j.State)...)
@@ -237,21 +261,11 @@ func appendStr(b []byte, s string) []byte {
 // appendBody writes the fields a script seldom reads (see bodyVersion),
 // in the compact form when compact is set.
 func appendBody(b []byte, j *backend.Job, compact bool) []byte {
-	version := byte(bodyVersion)
-	if compact {
-		version = bodyCompact
-	}
-	if j.JID != "" {
-		version++ // bodyVersionJID, bodyCompactJID
-	}
-	b = append(b, version)
-	b = appendStr(b, j.Type)
-	b = binary.AppendUvarint(b, uint64(len(j.Payload)))
-	b = append(b, j.Payload...)
 	// CreatedAt as ms before the time in the id (a UUIDv7 made at
 	// enqueue): a byte or two unless the caller's clock is far off.
 	created := idMilli(j.ID) - j.CreatedAt.UnixMilli()
 	flags := ^byte(0)
+	version := byte(bodyVersion)
 	if compact {
 		flags = 0
 		for _, f := range [...]struct {
@@ -266,6 +280,19 @@ func appendBody(b []byte, j *backend.Job, compact bool) []byte {
 				flags |= f.bit
 			}
 		}
+		version = bodyCompact
+		if flags&^bodyCreated == 0 && created >= 0 && created <= maxFoldedCreated {
+			version, flags = bodyCompactDefaults+2*byte(created), 0
+		}
+	}
+	if j.JID != "" {
+		version++ // even: with the JID trailer
+	}
+	b = append(b, version)
+	b = appendStr(b, j.Type)
+	b = binary.AppendUvarint(b, uint64(len(j.Payload)))
+	b = append(b, j.Payload...)
+	if version == bodyCompact || version == bodyCompactJID {
 		b = append(b, flags)
 	}
 	if flags&bodyTitle != 0 {
@@ -367,13 +394,14 @@ func decodeRecordTo(j *backend.Job, id, queue, rec string, sh *recordShare) erro
 	bad := func(what string) error {
 		return fmt.Errorf("%w: job %s: %s", ErrCorrupt, id, what)
 	}
-	head, rest, ok := strings.Cut(rec, "\n")
-	if !ok {
-		return bad("no header")
-	}
 	var h [headerFields]string
-	if !splitHeader(head, &h) {
-		if isShortHeader(head) {
+	rest, ok := splitRecord(rec, &h)
+	if !ok {
+		head, _, ok := strings.Cut(rec, "\n")
+		switch {
+		case !ok:
+			return bad("no header")
+		case isShortHeader(head):
 			return bad("short header is not p and a number")
 		}
 		return bad(fmt.Sprintf("header has %d fields, want %d", strings.Count(head, "|")+1, headerFields))
@@ -448,6 +476,29 @@ func decodeRecordTo(j *backend.Job, id, queue, rec string, sh *recordShare) erro
 		j.RunAt = j.CreatedAt
 	}
 	return nil
+}
+
+// isBare reports whether rec is a bare record: a pending job's body with
+// no header before it (see bareMaxAttempts), which starts with the
+// body's version byte where a header starts with a letter.
+func isBare(rec string) bool {
+	return len(rec) > 0 && rec[0] >= bodyVersion && rec[0] <= bodyLastVersion
+}
+
+// splitRecord reads the header of a record of any form into its fields
+// and returns what follows it (the unique key and the body); ok is false
+// when it has no header of any form.
+func splitRecord(rec string, h *[headerFields]string) (tail string, ok bool) {
+	if isBare(rec) {
+		*h = [headerFields]string{hState - 1: "p", hAttempt - 1: "0", hMaxAttempts - 1: strconv.Itoa(bareMaxAttempts),
+			hToken - 1: "0", hPriority - 1: "0", hUniqueLen - 1: "0"}
+		return rec, true
+	}
+	head, tail, ok := strings.Cut(rec, "\n")
+	if !ok || !splitHeader(head, h) {
+		return "", false
+	}
+	return tail, true
 }
 
 // isShortHeader reports whether head (without its newline) is not of the
@@ -557,10 +608,10 @@ func (r *bodyReader) str() string {
 
 // decodeBody reads what appendBody wrote.
 func decodeBody(j *backend.Job, body string, sh *recordShare) error {
-	if len(body) == 0 || body[0] < bodyVersion || body[0] > bodyCompactJID {
+	if len(body) == 0 || body[0] < bodyVersion || body[0] > bodyLastVersion {
 		return fmt.Errorf("body has an unknown version")
 	}
-	if body[0] == bodyVersionJID || body[0] == bodyCompactJID {
+	if body[0]%2 == 0 { // with the JID trailer
 		if len(body) < 3 {
 			return fmt.Errorf("body is truncated")
 		}
@@ -577,7 +628,11 @@ func decodeBody(j *backend.Job, body string, sh *recordShare) error {
 		j.Payload = sh.payload(p)
 	}
 	flags := ^byte(0)
-	if body[0] >= bodyCompact {
+	var created int64 // ms before the id's time
+	if body[0] >= bodyCompactDefaults {
+		flags, created = 0, int64(body[0]-bodyCompactDefaults)/2
+		j.Timeout = backend.DefaultTimeout
+	} else if body[0] >= bodyCompact {
 		if len(r.b) == 0 {
 			return fmt.Errorf("body is truncated")
 		}
@@ -599,7 +654,6 @@ func decodeBody(j *backend.Job, body string, sh *recordShare) error {
 	if flags&bodyRetention != 0 {
 		j.Retention = backend.Retention(decodeDuration(r.varint()))
 	}
-	var created int64
 	if flags&bodyCreated != 0 {
 		created = r.varint()
 	}

@@ -15,7 +15,9 @@ import (
 // luaFiles are the scripts' sources. The Lua names keys and header fields
 // instead of numbering them: KEY_<name> is the key of that name (KEYS[n]),
 // KEYPOS_<name> its position n, F_<name> the position of a header field
-// (record.go) and LEASE_ANCHOR leaseAnchor, quoted. loadScripts replaces
+// (record.go), LEASE_ANCHOR leaseAnchor, quoted, BARE_MAX_ATTEMPTS
+// bareMaxAttempts (record.go), quoted, and BODY_LAST_VERSION
+// bodyLastVersion (record.go). loadScripts replaces
 // the names when a store opens.
 //
 //go:embed lua/*.lua
@@ -336,8 +338,13 @@ func substitute(src string, keyNames []string) (string, error) {
 // nameValue is what substitute writes for a word: the word itself unless
 // it has a name's shape, and whether it knows the word.
 func nameValue(word string, keyNames []string) (string, bool) {
-	if word == "LEASE_ANCHOR" {
+	switch word {
+	case "LEASE_ANCHOR":
 		return "'" + leaseAnchor + "'", true
+	case "BARE_MAX_ATTEMPTS":
+		return "'" + strconv.Itoa(bareMaxAttempts) + "'", true
+	case "BODY_LAST_VERSION":
+		return strconv.Itoa(bodyLastVersion), true
 	}
 	kind, name, ok := strings.Cut(word, "_")
 	if !ok || name == "" || !isNamePrefix(kind) {

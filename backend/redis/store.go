@@ -48,9 +48,9 @@ import (
 
 // formatVersion is the key layout this package writes in a new store,
 // kept in the marker. Format 2 added the in sets, settings, minutes and
-// reports (keys.go); format 3 the short header of a pending job and the
-// compact body (see record.go), which a kyu of format 2 would take for a
-// corrupt record.
+// reports (keys.go); format 3 the short header of a pending job (or
+// none, a bare record) and the compact body (see record.go), which a kyu
+// of format 2 would take for a corrupt record.
 // A store of format 2 is opened as it is and written as format 2 (long
 // headers only), so a kyu of format 2 can share it still.
 const formatVersion = 3

@@ -123,13 +123,17 @@ local claimedHeads = {}
 -- with that header is claimed by putting the claimed header before its
 -- tail, with no parse, no copy of the fields and no tables of its own
 -- (its parsedActive entry shares fastFields). fastFrom is that pending
--- header, fastAt where its tail starts, fastTo the claimed header.
+-- header, fastAt where its tail starts, fastTo the claimed header. The
+-- header of a bare record (common.lua) is '', which every record starts
+-- with: for it fastFrom is instead a pattern that only bare records
+-- match, and fastLiteral false.
 local fastFrom, fastAt, fastTo, fastFields, fastPlain, fastExp
+local fastLiteral = true
 local short = not loaded and not budget
 for k, id in ipairs(ids) do
   local old = cache[id]
   if old == nil then old = recs[k] end
-  if fastFrom and old and string.find(old, fastFrom, 1, true) == 1 then
+  if fastFrom and old and string.find(old, fastFrom, 1, fastLiteral) == 1 then
     done = done + 1
     -- move(id, 'p', 'a'): neither state has an in set.
     if movedFrom[id] ~= nil then movedTo[id] = 'a' end
@@ -196,6 +200,7 @@ for k, id in ipairs(ids) do
       if plain then
         fastFrom, fastAt, fastTo, fastFields = r.head, #r.head + 1, head, copyHeader(h)
         fastPlain, fastExp = plainJob(h, ''), ms(exp)
+        if r.head == '' then fastFrom, fastLiteral = '^[\1-' .. string.char(BODY_LAST_VERSION) .. ']', false end
       end
       cache[id] = rec
       if memoize then remember(rec, r, head) end

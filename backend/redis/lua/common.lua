@@ -24,7 +24,10 @@
 -- is the job's creation time, see runAtOf), so load needs no tonumber
 -- to tell a record that parses; () is where the tail starts.
 -- shortPattern reads the short header of a pending job (record.go):
--- "p", its max attempts, the newline.
+-- "p", its max attempts, the newline. A bare record (isBare in
+-- record.go) has no header: it starts with its body's version byte, 1
+-- to BODY_LAST_VERSION, and stands for a pending job of
+-- BARE_MAX_ATTEMPTS max attempts.
 local headerPattern = '^(%a)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)|(%-?%d*)|(%-?%d*)|(%-?%d*)|(%-?%d*)|(%-?%d*)|([^|\n]*)|([^|\n]*)|(%d+)|([^|\n]*)\n()'
 -- inKey is the position in KEYS of each state's in set.
 local shortPattern = '^p(%d+)\n()'
@@ -375,7 +378,15 @@ local function load(id)
   if same and lastFields then
     h, at = copyHeader(lastFields), #lastHeader + 1
   else
-    if string.byte(rec, 2) == 124 then -- '|': the long form
+    local b1, b2 = string.byte(rec, 1, 2)
+    if b1 and b1 <= BODY_LAST_VERSION then
+      -- A bare record: the fields it stands for, its tail all of it,
+      -- and '' for its header (which every bare record shares, see
+      -- claim.lua; lastHeader is left alone, since every record starts
+      -- with '').
+      return {h = {'p', '0', BARE_MAX_ATTEMPTS, '0', '0', '', '', '', '', '', '', '', '0', ''}, rec = rec, at = 1, uk = '', tail = rec, head = ''}
+    end
+    if b2 == 124 then -- '|': the long form
       h = {string.match(rec, headerPattern)}
       at = h[15] -- the capture after the header's fields
       if not at then return false end
@@ -451,25 +462,48 @@ local function checkQueue(name, needMark)
   return nil
 end
 
+-- tailOf is what follows a record's header (its unique key and body):
+-- all of a bare record; nil for a record with no header.
+local function tailOf(rec)
+  local b = string.byte(rec)
+  if b and b <= BODY_LAST_VERSION then return rec end
+  local i = string.find(rec, '\n', 1, true)
+  return i and string.sub(rec, i + 1)
+end
+
 -- sameJob reports whether two records are of one job: the header changes
 -- as the job moves, what follows it (unique key and body) is written once.
 local function sameJob(a, b)
-  local i, j = string.find(a, '\n', 1, true), string.find(b, '\n', 1, true)
-  return i ~= nil and j ~= nil and string.sub(a, i) == string.sub(b, j)
+  local ta = tailOf(a)
+  return ta ~= nil and ta == tailOf(b)
+end
+
+-- stateOf is the state letter of a record as read (a bare one is
+-- pending).
+local function stateOf(rec)
+  local b = string.byte(rec)
+  if b and b <= BODY_LAST_VERSION then return 'p' end
+  return string.sub(rec, 1, 1)
 end
 
 -- bodyField reads field k of a loaded record r's body (appendBody in
 -- record.go) among those after the payload: 1 the title's length, 2
 -- the timeout, 3 UniqueFor, 4 the retention, 5 the created time (ms
 -- before the id's), each as its unsigned varint; nil when the body
--- leaves it out (a compact body, version 3 or 4, whose flags byte after
--- the payload names the fields that follow: the field is its default)
--- or ends first.
+-- leaves it out (a compact body: of version 3 or 4, whose flags byte
+-- after the payload names the fields that follow, or of version 5 on,
+-- which leaves them all out and holds the created time, 0 to 29 ms, in
+-- its version: see bodyCompactDefaults in record.go; the field is its
+-- default) or ends first.
 local function bodyField(r, k)
   local s = r.rec
   local pos = r.at + #r.uk
   local v = string.byte(s, pos)
   if not v then return nil end
+  if v >= 5 then
+    if k ~= 5 then return nil end
+    return v - 5 - (v - 5) % 2 -- the created ms as the varint holds them
+  end
   pos = pos + 1
   for _ = 1, 2 do -- the type and the payload
     local n
@@ -535,13 +569,13 @@ local function touchUnique(id, r)
   end
 end
 
--- jobJID reads the JID of a loaded record r, nil for none: a body of
--- version 2 or 4 (bodyVersionJID, bodyCompactJID in record.go) ends
--- with the JID and its length in two bytes.
+-- jobJID reads the JID of a loaded record r, nil for none: a body of an
+-- even version (bodyVersionJID, bodyCompactJID and the others, see
+-- record.go) ends with the JID and its length in two bytes.
 local function jobJID(r)
   local s = r.rec
   local v = string.byte(s, r.at + #r.uk)
-  if v ~= 2 and v ~= 4 then return nil end
+  if not v or v % 2 == 1 then return nil end
   local a, b = string.byte(s, -2, -1)
   local n = a * 256 + b
   return string.sub(s, -2 - n, -3)
@@ -816,7 +850,7 @@ local function enqueueJobs()
       local hid = redis.call('HGET', KEY_jids, jid)
       if hid and hid ~= id then
         local hrec = redis.call('HGET', KEY_jobs, hid)
-        if hrec then dupId, dupState = hid, string.sub(hrec, 1, 1) else elsewhere = hid end
+        if hrec then dupId, dupState = hid, stateOf(hrec) else elsewhere = hid end
       end
     end
     if dupId or elsewhere then

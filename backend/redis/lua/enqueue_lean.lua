@@ -42,10 +42,19 @@ for b = 2, #ARGV - 2, 3 do
   local id, score, rec = ARGV[b], ARGV[b + 1], ARGV[b + 2]
   if call('HSETNX', KEY_jobs, id, rec) == 0 then
     -- The id holds this very job when what follows the header is the
-    -- same (sameJob).
+    -- same (sameJob; a bare record, whose first byte is its body's
+    -- version, 1 to BODY_LAST_VERSION, is all tail).
     local held = call('HGET', KEY_jobs, id)
-    local i, j = string.find(held, '\n', 1, true), string.find(rec, '\n', 1, true)
-    if not (i and j and string.sub(held, i) == string.sub(rec, j)) then
+    local heldTail, tail = held, rec
+    if (string.byte(held) or 0) > BODY_LAST_VERSION then
+      local i = string.find(held, '\n', 1, true)
+      heldTail = i and string.sub(held, i + 1)
+    end
+    if (string.byte(rec) or 0) > BODY_LAST_VERSION then
+      local i = string.find(rec, '\n', 1, true)
+      tail = i and string.sub(rec, i + 1)
+    end
+    if not (heldTail and heldTail == tail) then
       if not out then
         out = {}
         for k = 1, (b - 2) / 3 do out[k] = 0 end

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -180,6 +181,60 @@ func TestCompleteSharedHeaders(t *testing.T) {
 		if j.State != backend.StateCompleted || j.MaxAttempts != maxAttempts || !j.FinishedAt.Equal(end) || !j.StartedAt.Equal(now) || string(j.Payload) != string(cl.Payload) {
 			t.Errorf("job %d: %s, max attempts %d, finished %v, started %v, payload %q; want completed, %d, %v, %v, %q",
 				i, j.State, j.MaxAttempts, j.FinishedAt, j.StartedAt, j.Payload, maxAttempts, end, now, cl.Payload)
+		}
+	}
+}
+
+// TestClaimShortWayAfterBare: the claim's short way, once a bare record
+// set it to match bare records by a pattern, matches the next shared
+// header it takes as text again, not as a pattern: the header of a
+// priority below 0 holds a "-", which a pattern reads as a repetition,
+// so "p|0|25|0|-5|..." would match a record of priority 5 (edited here by
+// hand into the last of the jobs), and claim it under the priority -5
+// header, and miss the records of that header itself.
+func TestClaimShortWayAfterBare(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	c := s.client
+	now := time.Now().Add(-time.Second).Truncate(time.Millisecond).UTC()
+	jobs := []backend.NewJob{{Type: "bare", Queue: "q"}, {Type: "bare", Queue: "q"}}
+	for range 3 {
+		jobs = append(jobs, backend.NewJob{Type: "neg", Queue: "q", Priority: -5})
+	}
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range res.Jobs {
+		ids = append(ids, j.ID)
+	}
+	recs := storedRecords(t, s, ids...)
+	if !isBare(recs[ids[0]]) || !isBare(recs[ids[1]]) {
+		t.Fatalf("records %q, %q; want bare ones", recs[ids[0]], recs[ids[1]])
+	}
+	head, tail := recordHead(recs[ids[4]])
+	if h2, _ := recordHead(recs[ids[3]]); h2 != head || !strings.Contains(head, "|-5|") {
+		t.Fatalf("headers %q and %q, want one shared header of priority -5", h2, head)
+	}
+	num, _ := queueNumOf(ids[0])
+	edited := strings.Replace(head, "|-5|", "|5|", 1) + "\n" + tail
+	if err := c.Do(ctx, c.B().Hset().Key(s.keys.queue(num).jobs()).FieldValue().FieldValue(ids[4], edited).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute, WorkerID: "w", Now: now.Add(time.Second)})
+	if err != nil || len(got.Jobs) != len(ids) {
+		t.Fatalf("Claim = %d jobs, %v; want %d; stored %q", len(got.Jobs), err, len(ids), storedRecords(t, s, ids[3:]...))
+	}
+	for _, j := range got.Jobs {
+		k := slices.Index(ids, j.ID)
+		want := jobs[k].Priority
+		if k == 4 {
+			want = 5
+		}
+		if j.Priority != want || j.Type != jobs[k].Type || j.State != backend.StateActive {
+			t.Errorf("claimed job %d: %+v; want type %s, priority %d, active", k, j, jobs[k].Type, want)
 		}
 	}
 }

@@ -200,7 +200,10 @@ for k, id in ipairs(ids) do
       if plain then
         fastFrom, fastAt, fastTo, fastFields = r.head, #r.head + 1, head, copyHeader(h)
         fastPlain, fastExp = plainJob(h, ''), ms(exp)
-        if r.head == '' then fastFrom, fastLiteral = '^[\1-' .. string.char(BODY_LAST_VERSION) .. ']', false end
+        -- A header is matched as text: one of a priority below 0 holds a
+        -- "-", which a pattern reads as a repetition.
+        fastLiteral = r.head ~= ''
+        if not fastLiteral then fastFrom = '^[\1-' .. string.char(BODY_LAST_VERSION) .. ']' end
       end
       cache[id] = rec
       if memoize then remember(rec, r, head) end

@@ -236,3 +236,44 @@ func ids(jobs []*backend.Job) []string {
 	}
 	return out
 }
+
+// TestCorruptRecordZeroByte: a record whose first byte is 0 is neither a
+// header nor a bare record (isBare), in the scripts as in Go: a claim
+// skips it and leaves it as it is.
+func TestCorruptRecordZeroByte(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "")
+	ctx := t.Context()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{
+		{Type: "t", Queue: "q"}, {Type: "t", Queue: "q"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	num, _ := queueNumOf(res.Jobs[0].ID)
+	jobsKey := s.keys.queue(num).jobs()
+	c := s.client
+	rec, err := c.Do(ctx, c.B().Hget().Key(jobsKey).Field(res.Jobs[0].ID).Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isBare(rec) {
+		t.Fatalf("record %q is not bare", rec)
+	}
+	bad := "\x00" + rec[1:]
+	if err := c.Do(ctx, c.B().Hset().Key(jobsKey).FieldValue().FieldValue(res.Jobs[0].ID, bad).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute, Now: now})
+	if err != nil {
+		t.Fatalf("Claim past a record starting with 0: %v", err)
+	}
+	if len(got.Jobs) != 1 || got.Jobs[0].ID != res.Jobs[1].ID {
+		t.Fatalf("Claim past a record starting with 0 returned %d jobs, want only the good one %s", len(got.Jobs), res.Jobs[1].ID)
+	}
+	after, err := c.Do(ctx, c.B().Hget().Key(jobsKey).Field(res.Jobs[0].ID).Build()).ToString()
+	if err != nil || after != bad {
+		t.Fatalf("record after the claim = %q, %v; want it left as %q", after, err, bad)
+	}
+}

@@ -357,6 +357,14 @@ end
 -- that load accepts are kept.
 local lastHeader, lastFields
 
+-- isBare reports whether rec is a bare record, one with no header: its
+-- first byte is its body's version, 1 to BODY_LAST_VERSION (isBare in
+-- record.go), where a header starts with a letter.
+local function isBare(rec)
+  local b = string.byte(rec)
+  return b ~= nil and b >= 1 and b <= BODY_LAST_VERSION
+end
+
 local function load(id)
   local rec = cache[id]
   if rec == nil then
@@ -378,15 +386,14 @@ local function load(id)
   if same and lastFields then
     h, at = copyHeader(lastFields), #lastHeader + 1
   else
-    local b1, b2 = string.byte(rec, 1, 2)
-    if b1 and b1 <= BODY_LAST_VERSION then
+    if isBare(rec) then
       -- A bare record: the fields it stands for, its tail all of it,
       -- and '' for its header (which every bare record shares, see
       -- claim.lua; lastHeader is left alone, since every record starts
       -- with '').
       return {h = {'p', '0', BARE_MAX_ATTEMPTS, '0', '0', '', '', '', '', '', '', '', '0', ''}, rec = rec, at = 1, uk = '', tail = rec, head = ''}
     end
-    if b2 == 124 then -- '|': the long form
+    if string.byte(rec, 2) == 124 then -- '|': the long form
       h = {string.match(rec, headerPattern)}
       at = h[15] -- the capture after the header's fields
       if not at then return false end
@@ -465,8 +472,7 @@ end
 -- tailOf is what follows a record's header (its unique key and body):
 -- all of a bare record; nil for a record with no header.
 local function tailOf(rec)
-  local b = string.byte(rec)
-  if b and b <= BODY_LAST_VERSION then return rec end
+  if isBare(rec) then return rec end
   local i = string.find(rec, '\n', 1, true)
   return i and string.sub(rec, i + 1)
 end
@@ -481,8 +487,7 @@ end
 -- stateOf is the state letter of a record as read (a bare one is
 -- pending).
 local function stateOf(rec)
-  local b = string.byte(rec)
-  if b and b <= BODY_LAST_VERSION then return 'p' end
+  if isBare(rec) then return 'p' end
   return string.sub(rec, 1, 1)
 end
 

@@ -64,7 +64,8 @@ func (s *store) enqueue(ctx context.Context, p backend.EnqueueParams, nows []tim
 // by a job of another queue (or by one gone): it lists their positions,
 // and their items name the holder's id only (holderStates).
 func (s *store) enqueueOnce(ctx context.Context, p backend.EnqueueParams, nows []time.Time, own bool) (backend.EnqueueResult, []int, error) {
-	var groups []*enqueueGroup
+	// Room for one group, most calls: on the stack, not the heap.
+	groups := make([]*enqueueGroup, 0, 1)
 	byName := map[string]*enqueueGroup{}
 	for i := range p.Jobs {
 		q := p.Jobs[i].Queue
@@ -72,8 +73,12 @@ func (s *store) enqueueOnce(ctx context.Context, p backend.EnqueueParams, nows [
 		if g == nil {
 			g = &enqueueGroup{name: q}
 			if len(groups) == 0 {
-				// Most calls name one queue: its group takes every job.
-				g.pos = make([]int, 0, len(p.Jobs))
+				// Most calls name one queue: its group takes every job
+				// (a lone job's position in the group's own room).
+				g.pos = g.oneJob.pos[:0]
+				if len(p.Jobs) > 1 {
+					g.pos = make([]int, 0, len(p.Jobs))
+				}
 				if nows != nil {
 					g.nows = make([]time.Time, 0, len(p.Jobs))
 				}
@@ -233,6 +238,13 @@ type enqueueGroup struct {
 	lean bool
 	// short is set when the store writes short headers (store.short).
 	short bool
+	// oneJob is the room of pos, args and leanArgs's result for a group
+	// of one job without a JID, most calls: three allocations fewer.
+	oneJob struct {
+		pos  [1]int
+		args [enqueueHead + enqueueStride]string
+		lean [leanHead + leanStride + 1]string
+	}
 }
 
 // buildEnqueue gives the group's jobs their ids and records.
@@ -254,7 +266,12 @@ func (s *store) buildEnqueue(ctx context.Context, g *enqueueGroup, p *backend.En
 		n += len(g.pos) // one JID per job after the jobs' values
 	}
 	g.lean = !g.jids // setJob clears it for a job that needs more keys
-	g.args = make([]string, n)
+	if n <= len(g.oneJob.args) {
+		g.args = g.oneJob.args[:n]
+		clear(g.args)
+	} else {
+		g.args = make([]string, n)
+	}
 	g.args[2], g.args[3] = strconv.Itoa(len(g.pos)), g.name
 	for k := range g.pos {
 		if err := g.setJob(k, p); err != nil {
@@ -282,8 +299,16 @@ func (g *enqueueGroup) setHead(k keys, now time.Time) {
 // score and record.
 func (g *enqueueGroup) leanArgs() []string {
 	// One more in capacity: for leanQuiet, should a waiting claim take
-	// the call (enqueueHandoff).
-	out := make([]string, 1+3*len(g.pos), 2+3*len(g.pos))
+	// the call (enqueueHandoff). The command built from it copies it, so
+	// for a lone job it may be the group's own room, which the next try
+	// writes again.
+	n := leanHead + leanStride*len(g.pos)
+	var out []string
+	if n < len(g.oneJob.lean) {
+		out = g.oneJob.lean[: n : n+1]
+	} else {
+		out = make([]string, n, n+1)
+	}
 	out[0] = g.args[3]
 	for k := range g.pos {
 		a := g.args[enqueueHead+k*enqueueStride:]
@@ -291,6 +316,12 @@ func (g *enqueueGroup) leanArgs() []string {
 	}
 	return out
 }
+
+// The ARGV of "enqueue lean": leanHead values, then leanStride per job.
+const (
+	leanHead   = 1
+	leanStride = 3
+)
 
 // The enqueue script's ARGV: enqueueHead values, then enqueueStride per job.
 const (

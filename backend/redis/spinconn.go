@@ -73,6 +73,23 @@ type spinConn struct {
 	reads            atomic.Int64
 	runnable         []metrics.Sample
 	dialer           *spinDialer
+	// poll is c.pollRead, made once: a closure made at each read that
+	// polls would be an allocation a call. It keeps its state in ps.
+	poll func(fd uintptr) bool
+	ps   spinPoll
+}
+
+// spinPoll is the state of the read that polls (the connection's reads
+// run one at a time), which spinConn.pollRead works on.
+type spinPoll struct {
+	p           []byte // the read's buffer
+	n           int
+	err         error
+	start       time.Time
+	polled      bool // a poll found nothing
+	missed      bool // out of time
+	shared      bool // other threads or goroutines want the CPU
+	stopPolling bool
 }
 
 // spinDialer dials a store's connections (ClientOption.DialCtxFn):
@@ -99,7 +116,9 @@ func (sd *spinDialer) dial(ctx context.Context, dst string, d *net.Dialer, cfg *
 	if err != nil {
 		return c, nil
 	}
-	return &spinConn{Conn: tc, raw: raw, born: time.Now(), dialer: sd, runnable: []metrics.Sample{{Name: runnableMetric}}}, nil
+	sc := &spinConn{Conn: tc, raw: raw, born: time.Now(), dialer: sd, runnable: []metrics.Sample{{Name: runnableMetric}}}
+	sc.poll = sc.pollRead
+	return sc, nil
 }
 
 func (c *spinConn) SetDeadline(t time.Time) error {
@@ -167,44 +186,11 @@ func (c *spinConn) Read(p []byte) (int, error) {
 		}
 		return n, err
 	}
-	var (
-		n           int
-		err         error
-		start       time.Time
-		polled      bool // a poll found nothing
-		missed      bool // out of time
-		shared      bool // other threads or goroutines want the CPU
-		stopPolling bool
-	)
-	rerr := c.raw.Read(func(fd uintptr) bool {
-		for {
-			n, err = syscall.Read(int(fd), p)
-			if err == syscall.EINTR {
-				continue
-			}
-			if err != syscall.EAGAIN {
-				return true
-			}
-			if stopPolling {
-				return false // park; called again once readable
-			}
-			now := time.Now()
-			if !polled {
-				polled, start = true, now
-			} else if now.Sub(start) > spinFor {
-				missed, stopPolling = true, true
-				return false
-			}
-			if c.goroutinesWait() {
-				shared, stopPolling = true, true // polling would keep them waiting
-				return false
-			}
-			syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
-			if time.Since(now) > spinShared {
-				shared, stopPolling = true, true
-			}
-		}
-	})
+	c.ps = spinPoll{p: p}
+	rerr := c.raw.Read(c.poll)
+	ps := c.ps
+	c.ps = spinPoll{} // not the caller's buffer
+	n, err, polled, missed, shared := ps.n, ps.err, ps.polled, ps.missed, ps.shared
 	if polled {
 		c.dialer.polls.Add(1)
 	}
@@ -231,6 +217,41 @@ func (c *spinConn) Read(p []byte) (int, error) {
 	}
 	c.settle(true)
 	return n, nil
+}
+
+// pollRead is the body of a read that polls (spinConn.Read), given the
+// socket by its RawConn: it reads until data comes, an error, or it
+// stops polling and parks (returns false; it is called again once the
+// socket is readable).
+func (c *spinConn) pollRead(fd uintptr) bool {
+	ps := &c.ps
+	for {
+		ps.n, ps.err = syscall.Read(int(fd), ps.p)
+		if ps.err == syscall.EINTR {
+			continue
+		}
+		if ps.err != syscall.EAGAIN {
+			return true
+		}
+		if ps.stopPolling {
+			return false // park; called again once readable
+		}
+		now := time.Now()
+		if !ps.polled {
+			ps.polled, ps.start = true, now
+		} else if now.Sub(ps.start) > spinFor {
+			ps.missed, ps.stopPolling = true, true
+			return false
+		}
+		if c.goroutinesWait() {
+			ps.shared, ps.stopPolling = true, true // polling would keep them waiting
+			return false
+		}
+		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		if time.Since(now) > spinShared {
+			ps.shared, ps.stopPolling = true, true
+		}
+	}
 }
 
 // runnableMetric counts the goroutines waiting for a processor: reading

@@ -1,0 +1,70 @@
+//go:build linux && !race
+
+package redis
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/kyuhq/kyu/backend/backendtest"
+)
+
+// TestSpinConnPollAllocs: a read that polls for its reply allocates
+// nothing (a closure made at each such read was one allocation a call).
+// The server is the test's Redis, which answers PING from its own
+// process, so that no server goroutine allocates in the count. Not under
+// the race detector, which allocates for itself.
+func TestSpinConnPollAllocs(t *testing.T) {
+	o, err := ParseURL(testURL())
+	if err != nil {
+		t.Fatalf("test URL: %v", err)
+	}
+	sd := &spinDialer{}
+	nc, err := sd.dial(t.Context(), o.Addrs[0], &net.Dialer{Timeout: 5 * time.Second}, o.TLS)
+	if err != nil {
+		backendtest.Unreachable(t, "redis", testURLEnv, testURL(), err)
+	}
+	defer nc.Close()
+	c, ok := nc.(*spinConn)
+	if !ok {
+		t.Skipf("dial made a %T (TLS?); want a *spinConn", nc)
+	}
+	buf := make([]byte, 16)
+	ping := []byte("PING\r\n")
+	round := func() {
+		// Neither misses nor quicker parked reads may stop the polls.
+		c.rest.Store(0)
+		c.parkRTT.Store(0)
+		if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(ping); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		got := 0
+		for got < 7 {
+			n, err := c.Read(buf[got:])
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			got += n
+		}
+		if string(buf[:got]) != "+PONG\r\n" {
+			t.Fatalf("PING: %q", buf[:got])
+		}
+	}
+	round()
+	for range 10 {
+		polls := sd.polls.Load()
+		n := testing.AllocsPerRun(200, round)
+		if sd.polls.Load() == polls {
+			continue // the server answered before each read
+		}
+		if n != 0 {
+			t.Errorf("a round trip whose read polls allocates %.2f times; want none", n)
+		}
+		return
+	}
+	t.Skip("no read polled in 2,000 round trips: the server answered before each")
+}

@@ -52,12 +52,17 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	if err != nil {
 		return backend.ClaimResult{}, err
 	}
-	if g != nil && early {
+	if g != nil && (early || len(got) == p.Max) {
 		// Read while the commit syncs, not before the committer has
 		// taken it: on a busy machine the reads would hold up the
 		// commit instead.
 		<-g.taken
-		s.readPayloadsEarly(got)
+		if early {
+			s.readPayloadsEarly(got)
+		}
+		if len(got) == p.Max {
+			s.prefetch(order, p.Max, g)
+		}
 	}
 	if err := wait(g); err != nil {
 		return backend.ClaimResult{}, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -403,14 +404,21 @@ func (w *Worker) track(runs []*jobRun) {
 // the slots they still hold, waking each fetcher that got slots back.
 func (w *Worker) finish(runs []*jobRun) {
 	w.untrack(runs...)
-	var woken *fetcher
+	// Each fetcher that got slots back is woken once, after the last
+	// of them: woken at the first, it would find the others still held,
+	// wait for a wake-up that no later release sent (claimSize), and
+	// claim again only at its next poll.
+	var wakeBuf [4]*fetcher
+	wake := wakeBuf[:0]
 	for _, run := range runs {
 		f := run.f
-		if f.slots.releaseOnRecord(run.q, run.hold) && f != woken {
-			f.slots.wake()
-			woken = f
+		if f.slots.releaseOnRecord(run.q, run.hold) && !slices.Contains(wake, f) {
+			wake = append(wake, f)
 		}
 		run.state.record()
+	}
+	for _, f := range wake {
+		f.slots.wake()
 	}
 }
 

@@ -20,8 +20,9 @@ type claimed struct {
 	job *backend.Job
 	sd  side
 	// payload is a copy of the payload of a job enqueued in the section
-	// that claimed it (waitclaim.go), which claimResult then need not
-	// read; nil otherwise.
+	// that claimed it (waitclaim.go), or the payload read while the
+	// claim's commit was on its way (readPayloadsEarly), which
+	// claimResult then need not read; nil otherwise.
 	payload []byte
 }
 
@@ -46,9 +47,22 @@ func (s *store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Claim
 	mark := s.writes
 	got, truncated, err := s.claimLocked(order, p, p.Now)
 	g := s.groupSince(mark)
+	early := !s.importsInFlight()
 	s.unlock()
 	if err != nil {
 		return backend.ClaimResult{}, err
+	}
+	if g != nil && (early || len(got) == p.Max) {
+		// Read while the commit syncs, not before the committer has
+		// taken it: on a busy machine the reads would hold up the
+		// commit instead.
+		<-g.taken
+		if early {
+			s.readPayloadsEarly(got)
+		}
+		if len(got) == p.Max {
+			s.prefetch(order, p.Max, g)
+		}
 	}
 	if err := wait(g); err != nil {
 		return backend.ClaimResult{}, err
@@ -97,6 +111,47 @@ func (s *store) claimResult(got []claimed, truncated bool) (backend.ClaimResult,
 		return strings.Compare(a.ID, b.ID) // the text form sorts as the binary one
 	})
 	return res, nil
+}
+
+// readPayloadsEarly reads the payloads of the jobs a claim took while the
+// claim's commit is on its way, so that the claim answers as soon as the
+// commit is durable instead of reading them only then. A job's payload is
+// written once, at its enqueue, under an id never used before, and cannot
+// go away while the job is active: a payload found now is the one
+// claimResult would read, and the claim still answers only once its
+// commit, and so the enqueue's before it, is durable. A payload whose
+// enqueue Pebble does not show yet is not found: claimResult reads it,
+// and those after it, and any that an error stopped this from reading.
+// Import is the exception (an imported job may reuse a deleted job's id,
+// whose old payload Pebble may still show): the caller skips this while a
+// group holding imported payloads is in flight (importsInFlight).
+func (s *store) readPayloadsEarly(got []claimed) {
+	locked := false
+	for i := range got {
+		c := &got[i]
+		if c.payload != nil || !c.sd.payload {
+			continue
+		}
+		if !locked {
+			s.payloads.mu.Lock()
+			locked = true
+		}
+		pl, err := s.payloads.read(s, c.id)
+		if err != nil || pl == nil {
+			break
+		}
+		c.payload = pl
+	}
+	if locked {
+		s.payloads.mu.Unlock()
+	}
+}
+
+// importsInFlight reports whether a group that writes imported payloads
+// is pending or being committed; mu must be held.
+func (s *store) importsInFlight() bool {
+	return s.pending != nil && s.pending.importsPayloads ||
+		s.committing != nil && s.committing.importsPayloads
 }
 
 // claimLocked pops and leases up to p.Max jobs, within p.MaxBytes of

@@ -42,9 +42,13 @@ type commitGroup struct {
 	// sections counts the sections under mu that wrote to the group.
 	sections int
 	// seq is the group's number (Store.commits), set when it is taken.
-	seq  uint64
-	done chan struct{}
-	err  error
+	seq uint64
+	// taken is closed when the committer takes the group (its commit
+	// begins), done when the commit has ended, err then being its
+	// failure.
+	taken chan struct{}
+	done  chan struct{}
+	err   error
 }
 
 // maxSpareDirty is the largest list of dirty entries kept for the next
@@ -65,6 +69,7 @@ func (s *store) group() *commitGroup {
 		s.pending = &commitGroup{
 			batch: s.db.NewBatch(),
 			dirty: s.spareDirty,
+			taken: make(chan struct{}),
 			done:  make(chan struct{}),
 		}
 		s.spareDirty = nil
@@ -217,6 +222,7 @@ func (s *store) takeGroup(g *commitGroup) {
 		s.writeHeld()
 	}
 	s.pending, s.committing = nil, g
+	close(g.taken)
 	s.writeCounters(g)
 	s.commits++
 	g.seq = s.commits

@@ -105,6 +105,24 @@ func (r *readyQueue) pop() readyEntry {
 	return e
 }
 
+// peek appends to ids the ids of up to n entries from the front, in
+// claim order, and returns it. It stops at a level whose heap holds
+// entries (pushed out of order), after the front of its run: the ids are
+// a guess at what the next pops return, not always all of them.
+func (r *readyQueue) peek(ids []jobID, n int) []jobID {
+	for li := range r.levels {
+		l := &r.levels[li]
+		for _, t := range l.run[l.head:min(len(l.run), l.head+n)] {
+			ids = append(ids, t.id)
+			n--
+		}
+		if n <= 0 || l.heap.len() > 0 {
+			break
+		}
+	}
+	return ids
+}
+
 // filter keeps the entries for which keep is true.
 func (r *readyQueue) filter(keep func(readyEntry) bool) {
 	r.n = 0

@@ -34,6 +34,9 @@ func (s *store) loadPending(id jobID) (j, spare *backend.Job, sd side, err error
 	if j, sd, ok := s.loadMemory(id); ok {
 		return j, new(backend.Job), sd, nil
 	}
+	if j, spare, sd, ok := s.takePrefetched(id); ok {
+		return j, spare, sd, nil
+	}
 	p := new(jobPair)
 	found, sd, err := s.readKeyInto(&p[0], onwardReader{&s.records}, s.records.idKey(id), id, &s.names)
 	if err != nil {
@@ -219,6 +222,7 @@ func (s *store) remove(id jobID, sd side) {
 }
 
 func (s *store) markDirty(g *commitGroup, id jobID, j *backend.Job, sd side) {
+	s.dropPrefetched(id)
 	s.ver++
 	s.dirty[id] = dirtyEntry{job: j, sd: sd, ver: s.ver, group: g}
 	g.dirty = append(g.dirty, dirtyRef{id: id, ver: s.ver})

@@ -125,6 +125,8 @@ type store struct {
 
 	// names holds the names the records read under mu share.
 	names nameCache
+	// pre holds the records read ahead for the next claim (prefetch.go).
+	pre prefetcher
 	// spareDirty is the list of dirty entries of a committed group,
 	// emptied, which the next group fills instead of growing its own.
 	spareDirty []dirtyRef

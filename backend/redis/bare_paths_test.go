@@ -55,14 +55,7 @@ func TestBareRecordPaths(t *testing.T) {
 		nj.Queue = "q"
 		jobs = append(jobs, nj)
 	}
-	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, j := range res.Jobs {
-		ids = append(ids, j.ID)
-	}
+	ids := enqueueIDs(t, s, now, jobs...)
 	num, _ := queueNumOf(ids[0])
 	qk := s.keys.queue(num)
 
@@ -357,24 +350,7 @@ func TestIDCollisionLeanClaimed(t *testing.T) {
 	if !g.lean {
 		t.Fatal("plain pending jobs do not go by the lean script")
 	}
-	run := func() []int64 {
-		t.Helper()
-		reply := s.eval(ctx, s.scripts.enqueueLean, s.keysOf(s.scripts.enqueueLean, num), g.leanArgs())
-		items, asked, err := g.replyItems(reply)
-		if err != nil {
-			t.Fatalf("lean enqueue script: %v", err)
-		}
-		if asked {
-			return nil
-		}
-		out := make([]int64, len(items))
-		for i, it := range items {
-			if out[i], err = it.AsInt64(); err != nil {
-				t.Fatalf("lean enqueue script: outcome %s, want a number", it.String())
-			}
-		}
-		return out
-	}
+	run := func() []int64 { return runLean(t, s, g, num) }
 	if got := run(); got != nil {
 		t.Fatalf("lean enqueue: outcomes %v, want a bare 0", got)
 	}

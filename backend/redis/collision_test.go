@@ -110,24 +110,7 @@ func TestIDCollisionLean(t *testing.T) {
 	if !g.lean {
 		t.Fatal("plain pending jobs do not go by the lean script")
 	}
-	run := func() []int64 {
-		t.Helper()
-		reply := s.eval(ctx, s.scripts.enqueueLean, s.keysOf(s.scripts.enqueueLean, num), g.leanArgs())
-		items, asked, err := g.replyItems(reply)
-		if err != nil {
-			t.Fatalf("lean enqueue script: %v", err)
-		}
-		if asked {
-			return nil
-		}
-		out := make([]int64, len(items))
-		for i, it := range items {
-			if out[i], err = it.AsInt64(); err != nil {
-				t.Fatalf("lean enqueue script: outcome %s, want a number", it.String())
-			}
-		}
-		return out
-	}
+	run := func() []int64 { return runLean(t, s, g, num) }
 	k := enqueueHead + enqueueStride // the second job's values
 	own := g.args[k]
 	g.args[k] = taken

@@ -103,14 +103,7 @@ func TestFormat3OldRecordsScripts(t *testing.T) {
 		}
 		jobs = append(jobs, nj)
 	}
-	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, j := range res.Jobs {
-		ids = append(ids, j.ID)
-	}
+	ids := enqueueIDs(t, s, now, jobs...)
 	num, _ := queueNumOf(ids[0])
 	qk := s.keys.queue(num)
 	old := map[int]bool{0: true, 1: true, 3: true, 4: true}
@@ -223,14 +216,7 @@ func TestClaimedRecordMatchesScript(t *testing.T) {
 		{Type: "t", Queue: "q", Priority: 2},
 		{Type: "t", Queue: "q"},
 	}
-	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, j := range res.Jobs {
-		ids = append(ids, j.ID)
-	}
+	ids := enqueueIDs(t, s, now, jobs...)
 	num, _ := queueNumOf(ids[0])
 	jobsKey := s.keys.queue(num).jobs()
 	old := oldFormat3Record(25, "t", "", idMilli(ids[4])-now.UnixMilli(), "")

@@ -263,15 +263,7 @@ func TestFormat2WritesNoFormat3(t *testing.T) {
 	now := time.Now().Truncate(time.Millisecond).UTC()
 	enq := func(jobs ...backend.NewJob) []string {
 		t.Helper()
-		res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for _, j := range res.Jobs {
-			ids = append(ids, j.ID)
-		}
-		return ids
+		return enqueueIDs(t, s, now, jobs...)
 	}
 	plain := backend.NewJob{Type: "t", Queue: "q"}
 	enq(plain, plain, plain)
@@ -459,14 +451,7 @@ func TestShortJobFinalRunAt(t *testing.T) {
 	ctx := t.Context()
 	now := time.Now().Add(-3 * time.Second).Truncate(time.Millisecond).UTC()
 	plain := backend.NewJob{Type: "t", Queue: "q", MaxAttempts: 1}
-	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: []backend.NewJob{plain, plain, plain, plain}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, j := range res.Jobs {
-		ids = append(ids, j.ID)
-	}
+	ids := enqueueIDs(t, s, now, plain, plain, plain, plain)
 	for id, rec := range storedRecords(t, s, ids...) {
 		if !formOf(t, id, rec).short {
 			t.Fatalf("job %s: record %q, want a short header", id, rec)

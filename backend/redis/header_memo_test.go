@@ -202,14 +202,7 @@ func TestClaimShortWayAfterBare(t *testing.T) {
 	for range 3 {
 		jobs = append(jobs, backend.NewJob{Type: "neg", Queue: "q", Priority: -5})
 	}
-	res, err := s.Enqueue(ctx, backend.EnqueueParams{Now: now, Jobs: jobs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, j := range res.Jobs {
-		ids = append(ids, j.ID)
-	}
+	ids := enqueueIDs(t, s, now, jobs...)
 	recs := storedRecords(t, s, ids...)
 	if !isBare(recs[ids[0]]) || !isBare(recs[ids[1]]) {
 		t.Fatalf("records %q, %q; want bare ones", recs[ids[0]], recs[ids[1]])

@@ -193,3 +193,40 @@ func recordHead(rec string) (head, tail string) {
 	head, tail, _ = strings.Cut(rec, "\n")
 	return head, tail
 }
+
+// enqueueIDs enqueues jobs at now in one call and returns their ids, in
+// order.
+func enqueueIDs(t testing.TB, s *Store, now time.Time, jobs ...backend.NewJob) []string {
+	t.Helper()
+	res, err := s.Enqueue(t.Context(), backend.EnqueueParams{Now: now, Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(res.Jobs))
+	for k, j := range res.Jobs {
+		ids[k] = j.ID
+	}
+	return ids
+}
+
+// runLean runs the lean enqueue script of group g (built by buildEnqueue)
+// in queue num: the outcome of each job, or nil when the script asks for
+// the full one.
+func runLean(t testing.TB, s *Store, g *enqueueGroup, num uint32) []int64 {
+	t.Helper()
+	reply := s.eval(t.Context(), s.scripts.enqueueLean, s.keysOf(s.scripts.enqueueLean, num), g.leanArgs())
+	items, asked, err := g.replyItems(reply)
+	if err != nil {
+		t.Fatalf("lean enqueue script: %v", err)
+	}
+	if asked {
+		return nil
+	}
+	out := make([]int64, len(items))
+	for i, it := range items {
+		if out[i], err = it.AsInt64(); err != nil {
+			t.Fatalf("lean enqueue script: outcome %s, want a number", it.String())
+		}
+	}
+	return out
+}

@@ -3,11 +3,8 @@
 package redis
 
 import (
-	"net"
 	"testing"
 	"time"
-
-	"github.com/kyuhq/kyu/backend/backendtest"
 )
 
 // TestSpinConnPollAllocs: a read that polls for its reply allocates
@@ -16,20 +13,7 @@ import (
 // process, so that no server goroutine allocates in the count. Not under
 // the race detector, which allocates for itself.
 func TestSpinConnPollAllocs(t *testing.T) {
-	o, err := ParseURL(testURL())
-	if err != nil {
-		t.Fatalf("test URL: %v", err)
-	}
-	sd := &spinDialer{}
-	nc, err := sd.dial(t.Context(), o.Addrs[0], &net.Dialer{Timeout: 5 * time.Second}, o.TLS)
-	if err != nil {
-		backendtest.Unreachable(t, "redis", testURLEnv, testURL(), err)
-	}
-	defer nc.Close()
-	c, ok := nc.(*spinConn)
-	if !ok {
-		t.Skipf("dial made a %T (TLS?); want a *spinConn", nc)
-	}
+	c, sd := dialTestRedis(t)
 	buf := make([]byte, 16)
 	ping := []byte("PING\r\n")
 	round := func() {

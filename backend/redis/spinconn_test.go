@@ -159,20 +159,7 @@ func TestSpinConnGivesUp(t *testing.T) {
 // the CPU; the server is the test's Redis, which answers PING from its
 // own process.
 func TestSpinConnLeavesGoroutines(t *testing.T) {
-	o, err := ParseURL(testURL())
-	if err != nil {
-		t.Fatalf("test URL: %v", err)
-	}
-	sd := &spinDialer{}
-	nc, err := sd.dial(t.Context(), o.Addrs[0], &net.Dialer{Timeout: 5 * time.Second}, o.TLS)
-	if err != nil {
-		backendtest.Unreachable(t, "redis", testURLEnv, testURL(), err)
-	}
-	defer nc.Close()
-	c, ok := nc.(*spinConn)
-	if !ok {
-		t.Skipf("dial made a %T (TLS?); want a *spinConn", nc)
-	}
+	c, sd := dialTestRedis(t)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -322,4 +309,25 @@ func TestLoneEnqueuePolls(t *testing.T) {
 	if s.spin.polls.Load() == polls {
 		t.Fatal("a lone enqueue whose reply came late did not poll for it")
 	}
+}
+
+// dialTestRedis dials the test's Redis through a spinDialer, closed when
+// the test ends; it skips the test when the dialer made no *spinConn.
+func dialTestRedis(t *testing.T) (*spinConn, *spinDialer) {
+	t.Helper()
+	o, err := ParseURL(testURL())
+	if err != nil {
+		t.Fatalf("test URL: %v", err)
+	}
+	sd := &spinDialer{}
+	nc, err := sd.dial(t.Context(), o.Addrs[0], &net.Dialer{Timeout: 5 * time.Second}, o.TLS)
+	if err != nil {
+		backendtest.Unreachable(t, "redis", testURLEnv, testURL(), err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	c, ok := nc.(*spinConn)
+	if !ok {
+		t.Skipf("dial made a %T (TLS?); want a *spinConn", nc)
+	}
+	return c, sd
 }

@@ -32,12 +32,19 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 		return backend.EnqueueResult{}, err
 	}
 	var g, holder *commitGroup
+	// The payloads of a call of several jobs are written after its
+	// records (see writePayloads); payloads[i] is job i's.
+	var payloads [][]byte
+	if len(p.Jobs) > 1 {
+		payloads = make([][]byte, len(p.Jobs))
+	}
 	for i := range p.Jobs {
 		nj := &p.Jobs[i]
 		id := ids[i]
 		if nj.JID != "" {
 			hid, h, err := s.jidHolder(nj.JID)
 			if err != nil {
+				writePayloads(g, ids, payloads)
 				s.unlock()
 				return backend.EnqueueResult{}, err
 			}
@@ -69,10 +76,11 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 		sd := side{payload: payload != nil, payloadLen: len(payload)}
 		g = s.group()
 		if sd.payload {
-			var k [17]byte
-			k[0] = prefixPayload
-			copy(k[1:], id[:])
-			_ = g.batch.Set(k[:], payload, nil)
+			if payloads != nil {
+				payloads[i] = payload
+			} else {
+				setPayload(g, id, payload)
+			}
 		}
 		s.put(id, j, sd)
 		if j.JID != "" {
@@ -95,6 +103,7 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 		}
 		res.Jobs[i] = backend.EnqueuedJob{ID: j.ID, State: j.State}
 	}
+	writePayloads(g, ids, payloads)
 	if g == nil && holder != nil {
 		// Groups commit in order: the pending one, if any, is the last.
 		g = holder
@@ -106,4 +115,28 @@ func (s *store) Enqueue(ctx context.Context, p backend.EnqueueParams) (backend.E
 		return backend.EnqueueResult{}, err
 	}
 	return res, nil
+}
+
+// writePayloads writes into g the payloads of the jobs of ids that have
+// one in payloads, after the loop of Enqueue has written their records.
+// Pebble inserts a batch into its memtable in the batch's order, before
+// the commit's log write can start (the log writer waits for the
+// committing goroutine's processor), and each key is found from the
+// previous one: keys in order are found close by, while a record and a
+// payload in turn, job after job, alternate between two distant parts of
+// the key space and each insert searches from the top.
+func writePayloads(g *commitGroup, ids []jobID, payloads [][]byte) {
+	for i, p := range payloads {
+		if p != nil {
+			setPayload(g, ids[i], p)
+		}
+	}
+}
+
+// setPayload writes job id's payload into g.
+func setPayload(g *commitGroup, id jobID, payload []byte) {
+	var k [17]byte
+	k[0] = prefixPayload
+	copy(k[1:], id[:])
+	_ = g.batch.Set(k[:], payload, nil)
 }

@@ -2,10 +2,7 @@
 
 package redis
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
 // TestSpinConnPollAllocs: a read that polls for its reply allocates
 // nothing (a closure made at each such read was one allocation a call).
@@ -20,23 +17,7 @@ func TestSpinConnPollAllocs(t *testing.T) {
 		// Neither misses nor quicker parked reads may stop the polls.
 		c.rest.Store(0)
 		c.parkRTT.Store(0)
-		if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Write(ping); err != nil {
-			t.Fatalf("write: %v", err)
-		}
-		got := 0
-		for got < 7 {
-			n, err := c.Read(buf[got:])
-			if err != nil {
-				t.Fatalf("read: %v", err)
-			}
-			got += n
-		}
-		if string(buf[:got]) != "+PONG\r\n" {
-			t.Fatalf("PING: %q", buf[:got])
-		}
+		pingRound(t, c, ping, buf)
 	}
 	round()
 	for range 10 {

@@ -170,7 +170,7 @@ func TestSpinConnLeavesGoroutines(t *testing.T) {
 			}
 		})
 	}
-	buf := make([]byte, 16)
+	buf, ping := make([]byte, 16), []byte("PING\r\n")
 	for end := time.Now().Add(20 * time.Second); sd.polls.Load() < 10; {
 		if time.Now().After(end) {
 			// The server answered before most reads: it shares this
@@ -178,23 +178,7 @@ func TestSpinConnLeavesGoroutines(t *testing.T) {
 			t.Skipf("%d reads polled in 20 s; want 10 to show anything", sd.polls.Load())
 		}
 		c.parkRTT.Store(0) // quicker parked reads must not stop the polls
-		if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Write([]byte("PING\r\n")); err != nil {
-			t.Fatalf("write: %v", err)
-		}
-		got := 0
-		for got < 7 {
-			n, err := c.Read(buf[got:])
-			if err != nil {
-				t.Fatalf("read: %v", err)
-			}
-			got += n
-		}
-		if string(buf[:got]) != "+PONG\r\n" {
-			t.Fatalf("PING: %q", buf[:got])
-		}
+		pingRound(t, c, ping, buf)
 	}
 	if n := sd.hits.Load(); n != 0 {
 		t.Fatalf("%d polls found their reply while goroutines waited; want none", n)
@@ -331,3 +315,29 @@ func dialTestRedis(t *testing.T) (*spinConn, *spinDialer) {
 	}
 	return c, sd
 }
+
+// pingRound writes ping ("PING\r\n") on c and reads the reply into buf
+// (7 bytes at least), failing the test on an error or another reply. The
+// caller makes both buffers, so that a round allocates nothing itself.
+func pingRound(t testing.TB, c *spinConn, ping, buf []byte) {
+	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(ping); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	got := 0
+	for got < len(pong) {
+		n, err := c.Read(buf[got:])
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		got += n
+	}
+	if string(buf[:got]) != pong {
+		t.Fatalf("PING: %q", buf[:got])
+	}
+}
+
+// pong is the reply pingRound wants.
+const pong = "+PONG\r\n"

@@ -37,6 +37,7 @@ func (s *store) loadPending(id jobID) (j, spare *backend.Job, sd side, err error
 	if j, spare, sd, ok := s.takePrefetched(id); ok {
 		return j, spare, sd, nil
 	}
+	s.claimReads++
 	p := new(jobPair)
 	found, sd, err := s.readKeyInto(&p[0], onwardReader{&s.records}, s.records.idKey(id), id, &s.names)
 	if err != nil {

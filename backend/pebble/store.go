@@ -145,6 +145,9 @@ type store struct {
 	// ownCommits counts, under mu, the groups an operation committed
 	// itself (unlockWait).
 	ownCommits uint64
+	// claimReads counts, under mu, the records claims read from Pebble
+	// under mu (loadPending): those neither in memory nor read ahead.
+	claimReads uint64
 	synced     atomic.Uint64
 	marked     uint64
 	markWake   chan struct{}

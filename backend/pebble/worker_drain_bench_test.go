@@ -23,17 +23,21 @@ import (
 // b.N jobs with a 100-byte payload are enqueued 100 per call, then
 // drained by no-op handlers until every outcome is recorded. Besides the
 // rate it reports the process's CPU per job, the group commits (syncs)
-// per job and the jobs per sync.
+// per job and the records its claims read from Pebble under the store's
+// mutex per job (those not read ahead, prefetch.go). disk-2pools is the
+// drain on the disk of a worker with two pools of 25 handlers, each with
+// a queue (and so a fetcher) of its own, half the jobs in each.
 func BenchmarkWorkerDrain(b *testing.B) {
 	for _, mode := range []struct {
-		name string
-		mem  bool
-	}{{"disk", false}, {"memfs", true}} {
-		b.Run(mode.name, func(b *testing.B) { benchWorkerDrain(b, mode.mem) })
+		name   string
+		mem    bool
+		queues int
+	}{{"disk", false, 1}, {"memfs", true, 1}, {"disk-2pools", false, 2}} {
+		b.Run(mode.name, func(b *testing.B) { benchWorkerDrain(b, mode.mem, mode.queues) })
 	}
 }
 
-func benchWorkerDrain(b *testing.B, mem bool) {
+func benchWorkerDrain(b *testing.B, mem bool, nq int) {
 	dir, opts := b.TempDir(), Options{}
 	if mem {
 		dir, opts.FS = "/kyu", vfs.NewMem()
@@ -44,10 +48,16 @@ func benchWorkerDrain(b *testing.B, mem bool) {
 	for i := range payload {
 		payload[i] = 'a' + byte(i%26)
 	}
+	queues := map[string]int{"bench": 50}
+	names := []string{"bench"}
+	if nq == 2 {
+		queues = map[string]int{"bench": 25, "bench2": 25}
+		names = []string{"bench", "bench2"}
+	}
 	for done := 0; done < b.N; done += 100 {
 		jobs := make([]backend.NewJob, min(100, b.N-done))
 		for i := range jobs {
-			jobs[i] = backend.NewJob{Type: "noop", Queue: "bench", Payload: payload}
+			jobs[i] = backend.NewJob{Type: "noop", Queue: names[(done/100)%len(names)], Payload: payload}
 		}
 		if _, err := st.Enqueue(ctx, backend.EnqueueParams{Jobs: jobs, Now: time.Now()}); err != nil {
 			b.Fatal(err)
@@ -64,13 +74,13 @@ func benchWorkerDrain(b *testing.B, mem bool) {
 			}
 			return nil
 		}),
-		Queues: map[string]int{"bench": 50},
+		Queues: queues,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	st.mu.Lock()
-	commits0 := st.commits
+	commits0, reads0 := st.commits, st.claimReads
 	st.mu.Unlock()
 	cpu0 := cputime.Process()
 	b.ResetTimer()
@@ -90,7 +100,7 @@ func benchWorkerDrain(b *testing.B, mem bool) {
 	b.StopTimer()
 	cpu := cputime.Process() - cpu0
 	st.mu.Lock()
-	commits := st.commits - commits0
+	commits, reads := st.commits-commits0, st.claimReads-reads0
 	st.mu.Unlock()
 	if s := w.Stats(); s.Succeeded != total {
 		b.Fatalf("succeeded = %d, want %d", s.Succeeded, total)
@@ -98,6 +108,7 @@ func benchWorkerDrain(b *testing.B, mem bool) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "cpu-µs/job")
 	b.ReportMetric(float64(commits)/float64(b.N), "syncs/job")
+	b.ReportMetric(float64(reads)/float64(b.N), "mu-reads/job")
 	if n := tc.claims.Load(); n > 0 {
 		b.ReportMetric(float64(tc.wait.Load())/1e3/float64(n), "claim-µs/claim")
 		b.ReportMetric(float64(elapsed.Nanoseconds())/1e3/float64(n), "µs/claim-cycle")

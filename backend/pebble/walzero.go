@@ -12,9 +12,12 @@ import (
 // a commit's sync overwrites written blocks instead of growing the file.
 // On ext4 a sync that grows a file (or turns preallocated extents into
 // written ones) commits the journal: 160–194 µs on this host's disk,
-// against 111–129 µs for a sync over written bytes, which is what Pebble
-// gets once it recycles old log files. Only new logs (Create) are
-// wrapped; recycled ones (ReuseForWrite) are full size already.
+// against 111–129 µs for a sync over written bytes. Recycled logs
+// (ReuseForWrite) are wrapped too: Pebble overwrites a recycled log's
+// bytes, but it recycles its oldest logs first, and in a young store
+// those are the logs of the small memtables Pebble starts with (about
+// 1–2 MiB), which the log of a full memtable outgrows many times over;
+// zeros are kept ahead past their old end as in a new log.
 //
 // Pebble's recovery reads zeros after the last record as the end of the
 // newest log (record.ErrZeroedChunk, as for space it preallocates), and
@@ -41,7 +44,22 @@ func (fs walZeroFS) Create(name string, category vfs.DiskWriteCategory) (vfs.Fil
 	if err != nil || !strings.HasSuffix(name, ".log") {
 		return f, err
 	}
-	return newZeroAheadFile(f), nil
+	return newZeroAheadFile(f, 0), nil
+}
+
+// ReuseForWrite implements vfs.FS: Pebble writes a recycled log from its
+// start over the old log's bytes, which are written already; zeros are
+// kept ahead past them.
+func (fs walZeroFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
+	if err != nil || !strings.HasSuffix(newname, ".log") {
+		return f, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return f, nil // Pebble's writes grow it as they would unwrapped
+	}
+	return newZeroAheadFile(f, fi.Size()), nil
 }
 
 // Unwrap implements vfs.FS.
@@ -56,16 +74,22 @@ type zeroAheadFile struct {
 	mu     sync.Mutex
 	cond   sync.Cond
 	off    int64 // end of Pebble's writes
-	zeroed int64 // end of the synced zero region
+	zeroed int64 // end of the written region: a recycled log's old bytes, synced zeros
 	busy   bool  // a chunk from zeroed on is being written
 	stop   bool  // closed, or a zero write failed: zero no more
 }
 
-func newZeroAheadFile(f vfs.File) *zeroAheadFile {
-	z := &zeroAheadFile{File: f}
+// newZeroAheadFile wraps a log file whose first written bytes hold data
+// already (0 for a new file, the old log's length for a recycled one),
+// zeroing past them from the start when they are fewer than
+// walZeroAhead, else once Pebble's writes come that close to their end.
+func newZeroAheadFile(f vfs.File, written int64) *zeroAheadFile {
+	z := &zeroAheadFile{File: f, zeroed: written}
 	z.cond.L = &z.mu
-	z.busy = true
-	go z.fill()
+	if written < walZeroAhead {
+		z.busy = true
+		go z.fill()
+	}
 	return z
 }
 

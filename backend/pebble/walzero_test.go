@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,4 +112,115 @@ func TestWALZeroAheadPowerLoss(t *testing.T) {
 			t.Fatalf("after reopening: enqueue %s lost: %v", id, err)
 		}
 	}
+}
+
+// TestWALZeroAheadRecycled checks that Pebble's writes into its logs never
+// grow them, recycled logs included: Pebble recycles its oldest logs
+// first, those of the small memtables it starts with, and writes a full
+// memtable's log into them, past their old end.
+func TestWALZeroAheadRecycled(t *testing.T) {
+	t.Parallel()
+	mem := vfs.NewCrashableMem()
+	fs := &logWriteFS{FS: mem}
+	s := openStore(t, "/kyu", Options{FS: fs, MemTableSize: 4 << 20})
+	ctx := context.Background()
+	payload := []byte(strings.Repeat("p", 1000))
+	var ids []string
+	for round := 0; ; round++ {
+		reused, past, grown := fs.counts()
+		if reused >= 2 && past > 0 {
+			if grown > 0 {
+				t.Fatalf("%d of Pebble's log writes grew the file (%d recycled logs, %d bytes written past their old end)", grown, reused, past)
+			}
+			t.Logf("%d rounds: %d recycled logs, %d bytes written past their old end, none growing the file", round, reused, past)
+			break
+		}
+		if round == 2000 {
+			t.Fatalf("after %d rounds of 100 jobs: %d recycled logs, %d bytes written past their old end", round, reused, past)
+		}
+		jobs := make([]backend.NewJob, 100)
+		for i := range jobs {
+			jobs[i] = backend.NewJob{Type: "t", Payload: payload}
+		}
+		res, err := s.Enqueue(ctx, backend.EnqueueParams{Jobs: jobs, Now: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range res.Jobs {
+			ids = append(ids, j.ID)
+		}
+	}
+	// A power loss with the newest log recycled, its records followed by
+	// the old log's and by zeros, keeps every acknowledged job.
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(3, 1))})
+	r := openStore(t, "/kyu", Options{FS: crashed})
+	for _, id := range ids {
+		if _, err := r.Get(ctx, backend.GetParams{ID: id}); err != nil {
+			t.Fatalf("acknowledged enqueue %s lost: %v", id, err)
+		}
+	}
+}
+
+// logWriteFS counts, of the sequential writes into log files (Pebble's;
+// the zeros ahead are written at offsets), those that grew the file, and
+// the recycled logs and the bytes written into them past their old end.
+type logWriteFS struct {
+	vfs.FS
+	mu                  sync.Mutex
+	reused, past, grown int64
+}
+
+func (fs *logWriteFS) counts() (reused, past, grown int64) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.reused, fs.past, fs.grown
+}
+
+func (fs *logWriteFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, category)
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return &logWriteFile{File: f, fs: fs, oldEnd: -1}, nil
+}
+
+func (fs *logWriteFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
+	if err != nil || !strings.HasSuffix(newname, ".log") {
+		return f, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	fs.mu.Lock()
+	fs.reused++
+	fs.mu.Unlock()
+	return &logWriteFile{File: f, fs: fs, oldEnd: fi.Size()}, nil
+}
+
+type logWriteFile struct {
+	vfs.File
+	fs     *logWriteFS
+	off    int64
+	oldEnd int64 // a recycled log's size when reused, else -1
+}
+
+func (f *logWriteFile) Write(p []byte) (int, error) {
+	fi, err := f.File.Stat()
+	if err != nil {
+		return 0, err
+	}
+	end := f.off + int64(len(p))
+	f.fs.mu.Lock()
+	if end > fi.Size() {
+		f.fs.grown++
+	}
+	if f.oldEnd >= 0 && end > f.oldEnd {
+		f.fs.past += end - max(f.off, f.oldEnd)
+	}
+	f.fs.mu.Unlock()
+	n, err := f.File.Write(p)
+	f.off += int64(n)
+	return n, err
 }

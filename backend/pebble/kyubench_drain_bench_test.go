@@ -147,14 +147,7 @@ func benchKyuBenchDrain(b *testing.B, mode string, mem bool) {
 	stopProfile := drainProfile(b)
 	b.ResetTimer()
 	start := time.Now()
-	if err := w.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	select {
-	case <-done:
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("drained %d of %d jobs", n.Load(), b.N)
-	}
+	startAndAwait(ctx, b, w, done, &n)
 	// As kyu bench's, the drain ends once every completion is stored,
 	// which the worker's count tells without a signal of its own.
 	for w.Stats().Succeeded < total {

@@ -85,14 +85,7 @@ func benchWorkerDrain(b *testing.B, mem bool, nq int) {
 	cpu0 := cputime.Process()
 	b.ResetTimer()
 	start := time.Now()
-	if err := w.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	select {
-	case <-done:
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("drained %d of %d jobs", n.Load(), b.N)
-	}
+	startAndAwait(ctx, b, w, done, &n)
 	if err := w.Shutdown(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -128,4 +121,18 @@ func (c *timedClaims) Claim(ctx context.Context, p backend.ClaimParams) (backend
 	c.wait.Add(int64(time.Since(t)))
 	c.claims.Add(1)
 	return res, err
+}
+
+// startAndAwait starts w and waits until its handlers have counted b.N
+// jobs in n (done closed), failing after five minutes.
+func startAndAwait(ctx context.Context, b *testing.B, w *kyu.Worker, done <-chan struct{}, n *atomic.Int64) {
+	b.Helper()
+	if err := w.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("drained %d of %d jobs", n.Load(), b.N)
+	}
 }

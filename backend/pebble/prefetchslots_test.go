@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -443,122 +443,136 @@ func TestPrefetchSlotsConcurrent(t *testing.T) {
 		len(m.ids), deleted, handed, concurrent, claimReads, checks)
 }
 
-// slotOf returns the slot of queues, or nil.
-func slotOf(s *Store, queues ...string) *prefetchSlot {
+// registration returns the registration of job id, if any.
+func registration(s *Store, id string) (prefetched, bool) {
+	parsed, _ := parseID(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.pre.want[parsed]
+	return w, ok
+}
+
+// slotTag returns the tag of the last prefetch of the slot of queues, or
+// 0 if there is no such slot.
+func slotTag(s *Store, queues ...string) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sl := range s.pre.slots {
 		if sl.holds(queues) {
-			return sl
-		}
-	}
-	return nil
-}
-
-// unread reports whether s holds a registration of tag not read yet.
-func unread(s *Store, tag uint64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, w := range s.pre.want {
-		if w.tag == tag && w.pair == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// tagOf waits for the slot of queues to exist and returns its tag, that
-// of its last prefetch.
-func tagOf(t *testing.T, s *Store, deadline time.Time, queues ...string) uint64 {
-	t.Helper()
-	for {
-		if sl := slotOf(s, queues...); sl != nil {
-			s.mu.Lock()
-			defer s.mu.Unlock()
 			return sl.tag
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no prefetch of %q registered anything", queues)
-		}
-		runtime.Gosched()
 	}
+	return 0
 }
 
 // A prefetch that read a job's record before the job was written, and
 // ends while another set's prefetch, which registered the job again
 // after the write, still reads, leaves the newer registration alone: the
 // claim that follows must not find the record the first prefetch read.
-// Here job "first" is cancelled while the prefetch of a reads (slowly:
-// 128 records of much metadata), and the prefetch of b and a registers
-// it again (its stale ready entry is at the front of a) before the first
-// ends, and ends after it. The test repeats the setup until that order
-// happened, which it checks.
+// The prefetches are held, once done reading, in the store's filling
+// hook, to run in that order: the prefetch of a reads job "first"; first
+// is cancelled (its registration dropped); the prefetch of b and a
+// registers it again (its stale ready entry is still in a) and reads it;
+// the prefetch of a fills in, then the other one.
 func TestPrefetchOtherSlotRegisteredAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	meta := make(map[string]string)
-	for i := range 600 {
-		meta[fmt.Sprintf("k%d", i)] = fmt.Sprintf("value-%d", i)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for try := 1; ; try++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("the order did not happen in %d tries", try-1)
-		}
-		dir := t.TempDir()
-		s := openStore(t, dir, Options{})
-		jobs := []backend.NewJob{{Queue: "a", Title: "first", Priority: 5, Payload: []byte("p-first")}}
-		for _, q := range []string{"a", "b"} {
-			for i := range maxPrefetch - 1 {
-				title := fmt.Sprintf("%s%d", q, i)
-				jobs = append(jobs, backend.NewJob{Queue: q, Title: title, Metadata: meta, Payload: []byte("p-" + title)})
-			}
-		}
-		first := enqueue(t, s, t0, jobs...)[0].ID
-		s = reopen(t, s, dir)
+	dir := t.TempDir()
+	s := openStore(t, dir, Options{})
+	first := enqueue(t, s, t0,
+		backend.NewJob{Queue: "a", Title: "first", Priority: 5, Payload: []byte("p-first")},
+		backend.NewJob{Queue: "a", Title: "a0", Payload: []byte("p-a0")},
+		backend.NewJob{Queue: "b", Title: "b0", Payload: []byte("p-b0")},
+	)[0].ID
+	s = reopen(t, s, dir) // records read from Pebble
 
-		doneA, doneBA := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(doneA)
-			s.prefetch([]string{"a"}, maxPrefetch, nil)
-		}()
-		tagA := tagOf(t, s, deadline, "a")
-		if _, err := s.Cancel(ctx, backend.CancelParams{ID: first, Now: t0}); err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			defer close(doneBA)
-			s.prefetch([]string{"b", "a"}, maxPrefetch, nil)
-		}()
-		tagBA := tagOf(t, s, deadline, "a", "b")
-		hit := unread(s, tagA) // the prefetch of a still reading
-		<-doneA
-		hit = hit && unread(s, tagBA) // the other still reading
-		<-doneBA
-		seen := make(map[string]bool)
-		for {
-			res := claimAt(t, s, backend.ClaimParams{Queues: []string{"a", "b"}, Max: 50, Now: t0})
-			if len(res.Jobs) == 0 {
-				break
-			}
-			for _, j := range res.Jobs {
-				if j.ID == first {
-					t.Fatalf("try %d: the cancelled job was handed out", try)
-				}
-			}
-			checkClaimed(t, s, res.Jobs, seen)
-		}
-		if want := 2 * (maxPrefetch - 1); len(seen) != want {
-			t.Fatalf("try %d: %d jobs handed out; want %d", try, len(seen), want)
-		}
-		if err := checkPrefetchState(s, true); err != nil {
-			t.Fatalf("try %d: %v", try, err)
-		}
-		_ = s.Close()
-		if hit {
-			t.Logf("the order happened at try %d", try)
+	// A gate holds the prefetch of a set of queues (sorted, joined by
+	// commas) once done reading: at is closed when it gets there, and it
+	// goes on once resume is closed.
+	type gate struct {
+		at, resume chan struct{}
+		once       sync.Once
+	}
+	gates := map[string]*gate{}
+	for _, set := range []string{"a", "a,b"} {
+		g := &gate{at: make(chan struct{}), resume: make(chan struct{})}
+		gates[set] = g
+		t.Cleanup(func() { g.once.Do(func() { close(g.resume) }) }) // before Close
+	}
+	open := func(set string) { g := gates[set]; g.once.Do(func() { close(g.resume) }) }
+	s.pre.filling = func(queues []string) {
+		g := gates[strings.Join(queues, ",")]
+		if g == nil {
+			t.Errorf("prefetch of %q: not expected", queues)
 			return
 		}
+		close(g.at)
+		<-g.resume
+	}
+
+	// The prefetch of a registers first and a0 and reads them.
+	doneA, doneBA := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(doneA)
+		s.prefetch([]string{"a"}, 2, nil)
+	}()
+	signalled(t, gates["a"].at, "the prefetch of a done reading")
+	tagA := slotTag(s, "a")
+	if w, ok := registration(s, first); !ok || w.tag != tagA || w.pair != nil {
+		t.Fatalf("first: registration %+v, %v; want tag %d, not filled in", w, ok, tagA)
+	}
+
+	// The cancel drops the registration of first.
+	if _, err := s.Cancel(ctx, backend.CancelParams{ID: first, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := registration(s, first); ok {
+		t.Fatalf("first: registered after the cancel: %+v", w)
+	}
+
+	// The prefetch of b and a registers b0 and first again, and reads
+	// them.
+	go func() {
+		defer close(doneBA)
+		s.prefetch([]string{"b", "a"}, 2, nil)
+	}()
+	signalled(t, gates["a,b"].at, "the prefetch of b and a done reading")
+	tagBA := slotTag(s, "a", "b")
+	if w, ok := registration(s, first); !ok || w.tag != tagBA || w.pair != nil {
+		t.Fatalf("first: registration %+v, %v; want tag %d (not %d), not filled in", w, ok, tagBA, tagA)
+	}
+
+	// The prefetch of a ends first: it leaves first alone.
+	open("a")
+	signalled(t, doneA, "the prefetch of a ended")
+	if w, ok := registration(s, first); !ok || w.tag != tagBA || w.pair != nil {
+		t.Errorf("first: once the prefetch of a ended, registration %+v, %v; want tag %d, not filled in", w, ok, tagBA)
+	}
+	if err := checkPrefetchState(s, false); err != nil {
+		t.Error(err)
+	}
+	open("a,b")
+	signalled(t, doneBA, "the prefetch of b and a ended")
+	s.pre.filling = nil // no prefetch runs
+
+	seen := make(map[string]bool)
+	for {
+		res := claimAt(t, s, backend.ClaimParams{Queues: []string{"a", "b"}, Max: 50, Now: t0})
+		if len(res.Jobs) == 0 {
+			break
+		}
+		for _, j := range res.Jobs {
+			if j.ID == first {
+				t.Fatal("the cancelled job was handed out")
+			}
+		}
+		checkClaimed(t, s, res.Jobs, seen)
+	}
+	if len(seen) != 2 {
+		t.Fatalf("%d jobs handed out; want 2", len(seen))
+	}
+	if err := checkPrefetchState(s, true); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -43,6 +43,11 @@ type prefetcher struct {
 	// want holds the registered ids and, once read, their records; under
 	// the store's mu.
 	want map[jobID]prefetched
+	// filling is nil but in tests, which set it before any prefetch
+	// runs: a prefetch that read records calls it with its slot's queues
+	// once done reading, outside mu, before it takes mu to fill them in.
+	// Tests block in it to put prefetches in a given order.
+	filling func(queues []string)
 }
 
 // prefetchSlot reads ahead for the claims of one set of queues.
@@ -230,6 +235,9 @@ func (s *store) prefetch(queues []string, n int, g *commitGroup) {
 			break
 		}
 		got = append(got, prefetched{pair: p, sd: sd, tag: tag})
+	}
+	if pf.filling != nil {
+		pf.filling(sl.queues)
 	}
 	s.mu.Lock()
 	for i, id := range toRead {

@@ -231,8 +231,14 @@ func (s *store) prefetch(queues []string, n int, g *commitGroup) {
 		}
 		p := new(jobPair)
 		found, sd, err := s.readKeyInto(&p[0], onwardReader{&r}, r.idKey(id), id, &sl.names)
-		if err != nil || !found {
+		if err != nil {
 			break
+		}
+		if !found {
+			// A deleted job's entry left in its queue: nothing to keep,
+			// but the jobs behind it are read all the same.
+			got = append(got, prefetched{})
+			continue
 		}
 		got = append(got, prefetched{pair: p, sd: sd, tag: tag})
 	}
@@ -245,10 +251,10 @@ func (s *store) prefetch(queues []string, n int, g *commitGroup) {
 		if !ok || w.tag != tag || w.pair != nil {
 			continue
 		}
-		if i < len(got) {
+		if i < len(got) && got[i].pair != nil {
 			pf.want[id] = got[i]
 		} else {
-			delete(pf.want, id) // not read
+			delete(pf.want, id) // not read, or not found
 		}
 	}
 	s.mu.Unlock()

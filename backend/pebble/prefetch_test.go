@@ -274,3 +274,42 @@ func TestPrefetchTakeOver(t *testing.T) {
 		t.Errorf("claim read %d records under mu; want 0", reads)
 	}
 }
+
+// A deleted job's entry left at the front of its queue does not stop a
+// prefetch: the records of the jobs behind it are read ahead all the
+// same, and the next claim reads under mu only the deleted job's (which
+// it finds gone).
+func TestPrefetchPastDeletedJob(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openStore(t, dir, Options{})
+	const n = 4
+	var jobs []backend.NewJob
+	for i := range n {
+		title := fmt.Sprintf("t%d", i)
+		jobs = append(jobs, backend.NewJob{Queue: "a", Title: title, Payload: []byte("p-" + title)})
+	}
+	res := enqueue(t, s, t0, jobs...)
+	s = reopen(t, s, dir) // records read from Pebble
+	if err := s.Delete(context.Background(), backend.DeleteParams{ID: res[0].ID, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	s.prefetch([]string{"a"}, n, nil)
+	before := claimReadsOf(s)
+	got := claimAt(t, s, backend.ClaimParams{Queues: []string{"a"}, Max: n, Now: t0})
+	if len(got.Jobs) != n-1 {
+		t.Fatalf("claim took %d jobs; want %d", len(got.Jobs), n-1)
+	}
+	for _, j := range got.Jobs {
+		if j.ID == res[0].ID {
+			t.Fatalf("claim took the deleted job %s", j.ID)
+		}
+	}
+	checkClaimed(t, s, got.Jobs, make(map[string]bool))
+	if reads := claimReadsOf(s) - before; reads != 1 {
+		t.Errorf("claim read %d records under mu past a deleted job; want 1, the deleted job's", reads)
+	}
+	if err := checkPrefetchState(s, true); err != nil {
+		t.Fatal(err)
+	}
+}

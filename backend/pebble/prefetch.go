@@ -85,8 +85,12 @@ type prefetched struct {
 // maxPrefetch bounds the records one prefetch reads, and a slot holds.
 const maxPrefetch = 128
 
-// maxPrefetchSlots bounds the sets of queues read ahead for.
-const maxPrefetchSlots = 8
+// maxPrefetchSlots bounds the sets of queues read ahead for: a worker
+// claims for each of its queues (or pools) apart, and a daemon serving
+// up to 32 queues keeps a slot for each; beyond, the sets taking turns
+// evict each other's slots before their next claims come. At most 4,096
+// records read ahead in all.
+const maxPrefetchSlots = 32
 
 // slot returns the slot of the set of queues (distinct names), made the
 // most recently used, or nil if there is none; mu must be held.

@@ -68,10 +68,7 @@ func benchKyuBenchDrain(b *testing.B, mode string, mem bool) {
 	st := openStore(b, dir, sopts)
 	ctx := context.Background()
 	client := kyu.NewClient(st, kyu.ClientConfig{})
-	payload := make([]byte, 100)
-	for i := range payload {
-		payload[i] = 'a' + byte(i%26)
-	}
+	payload := kyuBenchPayload()
 	const jobType = "kyu.bench"
 	fill := func(queue string, perCall, producers int) {
 		calls := (b.N + perCall - 1) / perCall
@@ -124,16 +121,9 @@ func benchKyuBenchDrain(b *testing.B, mode string, mem bool) {
 		fill(drained, 100, 1)
 	}
 
-	var n atomic.Int64
-	total := int64(b.N)
-	done := make(chan struct{})
+	ran := newRunCount(b.N)
 	mux := kyu.NewMux()
-	mux.HandleFunc(jobType, func(context.Context, *kyu.Job) error {
-		if n.Add(1) == total {
-			close(done)
-		}
-		return nil
-	})
+	mux.HandleFunc(jobType, ran.ProcessJob)
 	w, err := kyu.NewWorker(st, kyu.WorkerConfig{Handler: mux, Queues: map[string]int{drained: 50}})
 	if err != nil {
 		b.Fatal(err)
@@ -147,12 +137,8 @@ func benchKyuBenchDrain(b *testing.B, mode string, mem bool) {
 	stopProfile := drainProfile(b)
 	b.ResetTimer()
 	start := time.Now()
-	startAndAwait(ctx, b, w, done, &n)
-	// As kyu bench's, the drain ends once every completion is stored,
-	// which the worker's count tells without a signal of its own.
-	for w.Stats().Succeeded < total {
-		time.Sleep(100 * time.Microsecond)
-	}
+	ran.startAndAwait(ctx, b, w)
+	ran.awaitStored(b, w)
 	elapsed := time.Since(start)
 	b.StopTimer()
 	stopProfile()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,28 +65,16 @@ func BenchmarkManyL0(b *testing.B) {
 	getTime, getCPU := time.Since(start), cputime.Process()-cpu0
 	m1 := st.db.Metrics()
 
-	var n atomic.Int64
-	total := int64(b.N)
-	done := make(chan struct{})
-	w, err := kyu.NewWorker(st, kyu.WorkerConfig{
-		Handler: kyu.HandlerFunc(func(context.Context, *kyu.Job) error {
-			if n.Add(1) == total {
-				close(done)
-			}
-			return nil
-		}),
-		Queues: map[string]int{"q": 50},
-	})
+	ran := newRunCount(b.N)
+	w, err := kyu.NewWorker(st, kyu.WorkerConfig{Handler: ran, Queues: map[string]int{"q": 50}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	cpu0 = cputime.Process()
 	b.ResetTimer()
 	start = time.Now()
-	startAndAwait(ctx, b, w, done, &n)
-	for w.Stats().Succeeded < total {
-		time.Sleep(100 * time.Microsecond)
-	}
+	ran.startAndAwait(ctx, b, w)
+	ran.awaitStored(b, w)
 	elapsed := time.Since(start)
 	b.StopTimer()
 	cpu := cputime.Process() - cpu0

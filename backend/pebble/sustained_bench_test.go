@@ -34,23 +34,13 @@ func BenchmarkSustainedMix(b *testing.B) {
 	st := openStore(b, b.TempDir(), Options{})
 	ctx := context.Background()
 	client := kyu.NewClient(st, kyu.ClientConfig{})
-	payload := make([]byte, 100)
-	for i := range payload {
-		payload[i] = 'a' + byte(i%26)
-	}
+	payload := kyuBenchPayload()
 	const jobType, queue = "kyu.bench", "mix"
 	opts := kyu.EnqueueOptions{Queue: queue}
 
-	var n atomic.Int64
-	total := int64(b.N)
-	done := make(chan struct{})
+	ran := newRunCount(b.N)
 	mux := kyu.NewMux()
-	mux.HandleFunc(jobType, func(context.Context, *kyu.Job) error {
-		if n.Add(1) == total {
-			close(done)
-		}
-		return nil
-	})
+	mux.HandleFunc(jobType, ran.ProcessJob)
 	w, err := kyu.NewWorker(st, kyu.WorkerConfig{Handler: mux, Queues: map[string]int{queue: 50}})
 	if err != nil {
 		b.Fatal(err)
@@ -111,16 +101,14 @@ func BenchmarkSustainedMix(b *testing.B) {
 			m := st.db.Metrics()
 			samples = append(samples, sample{
 				at: time.Since(start), l0: m.Levels[0].TablesCount, sub: int64(m.Levels[0].Sublevels),
-				amp: int64(m.ReadAmp()), mem: m.MemTable.Count, backlog: enq.Load() - n.Load(),
+				amp: int64(m.ReadAmp()), mem: m.MemTable.Count, backlog: enq.Load() - ran.n.Load(),
 				compacting: m.Compact.NumInProgress,
 			})
 		}
 	}()
 	b.ResetTimer()
-	startAndAwait(ctx, b, w, done, &n)
-	for w.Stats().Succeeded < total {
-		time.Sleep(100 * time.Microsecond)
-	}
+	ran.startAndAwait(ctx, b, w)
+	ran.awaitStored(b, w)
 	elapsed := time.Since(start)
 	b.StopTimer()
 	cpu := cputime.Process() - cpu0

@@ -44,10 +44,7 @@ func benchWorkerDrain(b *testing.B, mem bool, nq int) {
 	}
 	st := openStore(b, dir, opts)
 	ctx := context.Background()
-	payload := make([]byte, 100)
-	for i := range payload {
-		payload[i] = 'a' + byte(i%26)
-	}
+	payload := kyuBenchPayload()
 	queues := map[string]int{"bench": 50}
 	names := []string{"bench"}
 	if nq == 2 {
@@ -63,19 +60,9 @@ func benchWorkerDrain(b *testing.B, mem bool, nq int) {
 			b.Fatal(err)
 		}
 	}
-	var n atomic.Int64
-	total := int64(b.N)
-	done := make(chan struct{})
+	ran := newRunCount(b.N)
 	tc := &timedClaims{Store: st}
-	w, err := kyu.NewWorker(tc, kyu.WorkerConfig{
-		Handler: kyu.HandlerFunc(func(context.Context, *kyu.Job) error {
-			if n.Add(1) == total {
-				close(done)
-			}
-			return nil
-		}),
-		Queues: queues,
-	})
+	w, err := kyu.NewWorker(tc, kyu.WorkerConfig{Handler: ran, Queues: queues})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,7 +72,7 @@ func benchWorkerDrain(b *testing.B, mem bool, nq int) {
 	cpu0 := cputime.Process()
 	b.ResetTimer()
 	start := time.Now()
-	startAndAwait(ctx, b, w, done, &n)
+	ran.startAndAwait(ctx, b, w)
 	if err := w.Shutdown(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -95,8 +82,8 @@ func benchWorkerDrain(b *testing.B, mem bool, nq int) {
 	st.mu.Lock()
 	commits, reads := st.commits-commits0, st.claimReads-reads0
 	st.mu.Unlock()
-	if s := w.Stats(); s.Succeeded != total {
-		b.Fatalf("succeeded = %d, want %d", s.Succeeded, total)
+	if s := w.Stats(); s.Succeeded != ran.total {
+		b.Fatalf("succeeded = %d, want %d", s.Succeeded, ran.total)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "cpu-µs/job")
@@ -123,16 +110,59 @@ func (c *timedClaims) Claim(ctx context.Context, p backend.ClaimParams) (backend
 	return res, err
 }
 
-// startAndAwait starts w and waits until its handlers have counted b.N
-// jobs in n (done closed), failing after five minutes.
-func startAndAwait(ctx context.Context, b *testing.B, w *kyu.Worker, done <-chan struct{}, n *atomic.Int64) {
+// kyuBenchPayload is kyu bench's payload: 100 bytes of letters.
+func kyuBenchPayload() []byte {
+	payload := make([]byte, 100)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
+	}
+	return payload
+}
+
+// runCount is a benchmark's handler: it does nothing but count the jobs
+// it ran, and closes done at the total.
+type runCount struct {
+	n     atomic.Int64
+	total int64
+	done  chan struct{}
+}
+
+func newRunCount(total int) *runCount {
+	return &runCount{total: int64(total), done: make(chan struct{})}
+}
+
+// ProcessJob implements kyu.Handler.
+func (c *runCount) ProcessJob(context.Context, *kyu.Job) error {
+	if c.n.Add(1) == c.total {
+		close(c.done)
+	}
+	return nil
+}
+
+// startAndAwait starts w and waits until its handlers have run c.total
+// jobs, failing after five minutes.
+func (c *runCount) startAndAwait(ctx context.Context, b *testing.B, w *kyu.Worker) {
 	b.Helper()
 	if err := w.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
 	select {
-	case <-done:
+	case <-c.done:
 	case <-time.After(5 * time.Minute):
-		b.Fatalf("drained %d of %d jobs", n.Load(), b.N)
+		b.Fatalf("drained %d of %d jobs", c.n.Load(), c.total)
+	}
+}
+
+// awaitStored then waits until w has stored every outcome, as kyu
+// bench's drain ends, which the worker's count tells without a signal
+// of its own; it fails after a minute.
+func (c *runCount) awaitStored(b *testing.B, w *kyu.Worker) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for w.Stats().Succeeded < c.total {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d outcomes stored", w.Stats().Succeeded, c.total)
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }

@@ -8,11 +8,8 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	cpebble "github.com/cockroachdb/pebble/v2"
-
-	"github.com/cockroachdb/pebble/v2/vfs"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kyuhq/kyu"
 	"github.com/kyuhq/kyu/internal/cputime"
@@ -61,11 +58,7 @@ func BenchmarkKyuBenchDrain(b *testing.B) {
 }
 
 func benchKyuBenchDrain(b *testing.B, mode string, mem bool) {
-	dir, sopts := b.TempDir(), Options{}
-	if mem {
-		dir, sopts.FS = "/kyu", vfs.NewMem()
-	}
-	st := openStore(b, dir, sopts)
+	st := openBenchStore(b, mem)
 	ctx := context.Background()
 	client := kyu.NewClient(st, kyu.ClientConfig{})
 	payload := kyuBenchPayload()

@@ -38,11 +38,7 @@ func BenchmarkWorkerDrain(b *testing.B) {
 }
 
 func benchWorkerDrain(b *testing.B, mem bool, nq int) {
-	dir, opts := b.TempDir(), Options{}
-	if mem {
-		dir, opts.FS = "/kyu", vfs.NewMem()
-	}
-	st := openStore(b, dir, opts)
+	st := openBenchStore(b, mem)
 	ctx := context.Background()
 	payload := kyuBenchPayload()
 	queues := map[string]int{"bench": 50}
@@ -108,6 +104,15 @@ func (c *timedClaims) Claim(ctx context.Context, p backend.ClaimParams) (backend
 	c.wait.Add(int64(time.Since(t)))
 	c.claims.Add(1)
 	return res, err
+}
+
+// openBenchStore opens a store in a temporary directory on the disk, or
+// with mem on an in-memory file system, whose syncs cost nothing.
+func openBenchStore(b *testing.B, mem bool) *Store {
+	if mem {
+		return openStore(b, "/kyu", Options{FS: vfs.NewMem()})
+	}
+	return openStore(b, b.TempDir(), Options{})
 }
 
 // kyuBenchPayload is kyu bench's payload: 100 bytes of letters.

@@ -147,22 +147,46 @@ func benchKyuBenchDrain(b *testing.B, mode string, mem bool) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(perJob(cpu.Nanoseconds())/1e3, "cpu-µs/job")
 	b.ReportMetric(perJob(int64(commits)), "syncs/job")
-	b.ReportMetric(perJob(m1.BlockCache.Misses-m0.BlockCache.Misses), "cache-misses/job")
-	b.ReportMetric(perJob(m1.BlockCache.Hits-m0.BlockCache.Hits), "cache-hits/job")
-	b.ReportMetric(float64(m1.Flush.Count-m0.Flush.Count), "flushes")
-	b.ReportMetric(float64(m1.Compact.Count-m0.Compact.Count), "compactions")
-	b.ReportMetric(float64(m1.Compact.Duration-m0.Compact.Duration)/1e6, "compact-ms")
-	var in0, in1 uint64
-	for l := range m0.Levels {
-		in0 += m0.Levels[l].TableBytesCompacted + m0.Levels[l].TableBytesFlushed
-		in1 += m1.Levels[l].TableBytesCompacted + m1.Levels[l].TableBytesFlushed
-	}
+	reportPebbleWork(b, m0, m1)
+	in0 := compactedBytes(m0) + flushedBytes(m0)
+	in1 := compactedBytes(m1) + flushedBytes(m1)
 	b.ReportMetric(float64(in1-in0)/(1<<20), "MiB-flushed+compacted")
 	b.ReportMetric(float64(m0.Levels[0].TablesCount), "L0-tables-at-start")
 	b.ReportMetric(float64(m0.MemTable.Count), "memtables-at-start")
 	if syncs, d := fsyncs(m1); syncs > fsyncs0 {
 		b.ReportMetric(float64(d-d0)/1e3/float64(syncs-fsyncs0), "log-sync-µs")
 	}
+}
+
+// reportPebbleWork reports Pebble's work between the metrics m0 and m1
+// of a run of b.N jobs: block cache misses and hits per job, and the
+// flushes and compactions that ended, with the compactions' duration.
+func reportPebbleWork(b *testing.B, m0, m1 *cpebble.Metrics) {
+	perJob := func(v int64) float64 { return float64(v) / float64(b.N) }
+	b.ReportMetric(perJob(m1.BlockCache.Misses-m0.BlockCache.Misses), "cache-misses/job")
+	b.ReportMetric(perJob(m1.BlockCache.Hits-m0.BlockCache.Hits), "cache-hits/job")
+	b.ReportMetric(float64(m1.Flush.Count-m0.Flush.Count), "flushes")
+	b.ReportMetric(float64(m1.Compact.Count-m0.Compact.Count), "compactions")
+	b.ReportMetric(float64(m1.Compact.Duration-m0.Compact.Duration)/1e6, "compact-ms")
+}
+
+// compactedBytes is the bytes Pebble's compactions have written, at every
+// level.
+func compactedBytes(m *cpebble.Metrics) uint64 {
+	var n uint64
+	for l := range m.Levels {
+		n += m.Levels[l].TableBytesCompacted
+	}
+	return n
+}
+
+// flushedBytes is the bytes Pebble's flushes have written.
+func flushedBytes(m *cpebble.Metrics) uint64 {
+	var n uint64
+	for l := range m.Levels {
+		n += m.Levels[l].TableBytesFlushed
+	}
+	return n
 }
 
 // fsyncs reads the count of Pebble's log syncs and their total duration

@@ -129,22 +129,10 @@ func BenchmarkSustainedMix(b *testing.B) {
 	perJob := func(v int64) float64 { return float64(v) / float64(b.N) }
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(perJob(cpu.Nanoseconds())/1e3, "cpu-µs/job")
-	b.ReportMetric(perJob(m1.BlockCache.Misses-m0.BlockCache.Misses), "cache-misses/job")
-	b.ReportMetric(perJob(m1.BlockCache.Hits-m0.BlockCache.Hits), "cache-hits/job")
-	b.ReportMetric(float64(m1.Flush.Count-m0.Flush.Count), "flushes")
-	b.ReportMetric(float64(m1.Compact.Count-m0.Compact.Count), "compactions")
-	b.ReportMetric(float64(m1.Compact.Duration-m0.Compact.Duration)/1e6, "compact-ms")
-	var comp0, comp1 uint64
-	for l := range m0.Levels {
-		comp0 += m0.Levels[l].TableBytesCompacted
-		comp1 += m1.Levels[l].TableBytesCompacted
-	}
-	b.ReportMetric(float64(comp1-comp0)/(1<<20), "MiB-compacted")
-	var comp2 uint64
-	for l := range m2.Levels {
-		comp2 += m2.Levels[l].TableBytesCompacted
-	}
-	b.ReportMetric(float64(comp2-comp0)/(1<<20), "MiB-compacted+settle")
+	reportPebbleWork(b, m0, m1)
+	comp0 := compactedBytes(m0)
+	b.ReportMetric(float64(compactedBytes(m1)-comp0)/(1<<20), "MiB-compacted")
+	b.ReportMetric(float64(compactedBytes(m2)-comp0)/(1<<20), "MiB-compacted+settle")
 	b.ReportMetric(float64(m2.Compact.Duration-m0.Compact.Duration)/1e6, "compact-ms+settle")
 	var sumL0, maxL0, sumSub, maxSub, sumAmp, maxAmp, maxBacklog int64
 	for _, s := range samples {

@@ -41,6 +41,19 @@ func fillSet(t *testing.T, c *fwp, target, prefix string) {
 	}
 }
 
+// listenNoAhead is listen for tests that read the state of jobs made
+// pending after fillSet's back-to-back FETCHes: without it the listener
+// would count the connection a busy fetcher and could claim such a job
+// ahead for its next FETCH (active for up to aheadMaxAge) just before
+// the test reads its state. A window of 0 claims only for waiting
+// FETCHes.
+func listenNoAhead(t *testing.T, change func(*faktory.Config)) (*faktory.Listener, backend.Backend) {
+	t.Helper()
+	l, store := listen(t, change)
+	faktory.SetAheadWindow(l, 0)
+	return l, store
+}
+
 // stateOf is the kyu state of the job with jid, "gone" when deleted.
 func stateOf(t *testing.T, store backend.Backend, jid string) string {
 	t.Helper()
@@ -55,7 +68,7 @@ func stateOf(t *testing.T, store backend.Backend, jid string) string {
 }
 
 func TestMutate(t *testing.T) {
-	l, store := listen(t, func(c *faktory.Config) {
+	l, store := listenNoAhead(t, func(c *faktory.Config) {
 		c.RetryAt = func(now time.Time, _ int, _ error) time.Time { return now.Add(time.Hour) }
 	})
 	c := hello(t, l.Addr().String(), "", nil)
@@ -112,7 +125,7 @@ func TestMutateRegexpAlone(t *testing.T) {
 }
 
 func TestMutateClearAndUnfiltered(t *testing.T) {
-	l, store := listen(t, nil)
+	l, store := listenNoAhead(t, nil)
 	c := hello(t, l.Addr().String(), "", nil)
 	fillSet(t, c, "scheduled", "s-")
 	fillSet(t, c, "dead", "d-")
